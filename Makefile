@@ -1,0 +1,131 @@
+# kvsd build.  Targets: all (default), test, demo, bench, asan, install, clean.
+# Project flags live in KVS_CFLAGS; the user's CFLAGS/LDFLAGS are appended.
+# Components may add rules in <dir>/module.mk (included below if present).
+
+BUILD    ?= build
+PREFIX   ?= /usr/local
+CC       ?= cc
+NVCC     ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+
+KVS_CFLAGS  := -std=gnu11 -O2 -g -Wall -Wextra -fPIC -pthread -D_GNU_SOURCE \
+               -Iinclude -I. -MMD -MP $(EXTRA_CFLAGS)
+KVS_LDFLAGS := -pthread $(EXTRA_LDFLAGS)
+LIBS        := -lzmq -luv -lm
+CHECK_LIBS  := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
+
+ALL_CFLAGS  = $(KVS_CFLAGS) $(CFLAGS)
+ALL_LDFLAGS = $(KVS_LDFLAGS) $(LDFLAGS)
+
+COMMON_SRC := $(wildcard common/*.c)
+PROTO_SRC  := $(wildcard proto/*.c)
+NET_SRC    := $(wildcard net/*.c)
+REDUCE_SRC := $(wildcard reduce/*.c)
+TREE_SRC   := $(wildcard tree/*.c)
+WORKER_SRC := $(wildcard worker/*.c)
+SERVER_SRC := $(wildcard server/*.c)
+SCHED_SRC  := $(wildcard scheduler/*.c)
+BENCH_SRC  := $(wildcard tools/kvs-bench.c tools/bench_*.c)
+TOPO_SRC   := $(wildcard tools/kvs-topo.c)
+UNIT_SRC   := $(wildcard tests/unit/*.c)
+CUDA_SRC   := $(if $(NVCC),$(wildcard reduce/*.cu tree/*.cu),)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+CORE_OBJ   := $(call obj,$(COMMON_SRC) $(PROTO_SRC) $(NET_SRC) $(REDUCE_SRC) $(TREE_SRC))
+LIBKVS_OBJ := $(CORE_OBJ) $(call obj,$(WORKER_SRC))
+
+LIBKVS_A   := $(BUILD)/libkvs.a
+LIBKVS_SO  := $(BUILD)/libkvs.so
+SCHED_BIN  := $(BUILD)/kvs-scheduler
+SERVER_BIN := $(BUILD)/kvs-server
+BENCH_BIN  := $(BUILD)/kvs-bench
+TOPO_BIN   := $(BUILD)/kvs-topo
+UNIT_BIN   := $(BUILD)/test-unit
+
+BINS := $(SCHED_BIN) $(SERVER_BIN) $(BENCH_BIN) $(if $(TOPO_SRC),$(TOPO_BIN),)
+
+.PHONY: all test unit integ demo bench asan install clean deps gpu-test
+all: $(LIBKVS_A) $(LIBKVS_SO) $(BINS)
+
+deps:
+	@sh deploy/install-deps.sh
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(LIBKVS_A): $(LIBKVS_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIBKVS_SO): $(LIBKVS_OBJ)
+	$(CC) -shared -Wl,-soname,libkvs.so.0 -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
+
+$(SCHED_BIN): $(call obj,$(SCHED_SRC)) $(CORE_OBJ)
+	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
+
+$(SERVER_BIN): $(call obj,$(SERVER_SRC)) $(CORE_OBJ)
+	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
+
+$(BENCH_BIN): $(call obj,$(BENCH_SRC)) $(LIBKVS_A)
+	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
+
+$(TOPO_BIN): $(call obj,$(TOPO_SRC)) $(LIBKVS_A)
+	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
+
+# Unit tests: every tests/unit/*.c that defines `Suite *NAME_suite(void)` is
+# collected into one runner (tests/unit/main.c includes the generated list).
+$(BUILD)/gen/suites.h: $(UNIT_SRC)
+	@mkdir -p $(dir $@)
+	@grep -ho '^Suite \*[a-z0-9_]*_suite(void)' $(UNIT_SRC) | sed 's/^Suite \*\([a-z0-9_]*\)_suite(void)/SUITE(\1)/' | sort > $@.tmp
+	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+
+$(BUILD)/obj/tests/unit/main.o: $(BUILD)/gen/suites.h
+$(BUILD)/obj/tests/unit/%.o: KVS_CFLAGS += -I$(BUILD)/gen
+
+$(UNIT_BIN): $(call obj,$(UNIT_SRC)) $(LIBKVS_A)
+	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS) $(CHECK_LIBS)
+
+# CUDA (only where nvcc is found): device objects and GPU tests.
+ifneq ($(NVCC),)
+CUDA_OBJ := $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(CUDA_SRC))
+NVCC_FLAGS ?= -O3 -std=c++17 -Xcompiler -fPIC -Iinclude -I. -DKVS_HAVE_CUDA
+$(BUILD)/obj/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
+$(BUILD)/libkvs_cuda.a: $(CUDA_OBJ)
+	rm -f $@ && ar rcs $@ $^
+endif
+
+-include $(wildcard */module.mk tests/*/module.mk)
+
+unit: $(UNIT_BIN)
+	$(UNIT_BIN)
+
+test: deps all $(UNIT_BIN) $(TEST_DEPS)
+	@BUILD=$(BUILD) sh tests/run-all.sh
+
+demo: deps all
+	@BUILD=$(BUILD) sh bench/demo.sh
+
+bench: deps all
+	@BUILD=$(BUILD) sh bench/run.sh
+
+asan:
+	$(MAKE) BUILD=build-asan EXTRA_CFLAGS="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	    EXTRA_LDFLAGS="-fsanitize=address,undefined" test
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include
+	install -m 755 $(BINS) deploy/kvs-launch $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(LIBKVS_A) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(LIBKVS_SO) $(DESTDIR)$(PREFIX)/lib/libkvs.so.0
+	ln -sf libkvs.so.0 $(DESTDIR)$(PREFIX)/lib/libkvs.so
+	install -m 644 include/kvs.h $(DESTDIR)$(PREFIX)/include/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|0.1.0|g' deploy/kvs.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kvs.pc
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,330 @@
+/* config.c - environment parsing; see config.h. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <math.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config.h"
+#include "kvs.h"
+#include "log.h"
+
+static const char *env_value(const char *name)
+{
+    const char *v = getenv(name);
+    if (v == NULL || v[0] == '\0')
+        return NULL;
+    return v;
+}
+
+static int bad(char *err, size_t errlen, const char *name, const char *val, const char *want)
+{
+    snprintf(err, errlen, "%s='%s': expected %s", name, val, want);
+    return KVS_ECONFIG;
+}
+
+int cfg_get_int(const char *name, long long def, long long min, long long max, long long *out,
+                char *err, size_t errlen)
+{
+    const char *v = env_value(name);
+    char want[128];
+    char *end;
+    long long x;
+    if (v == NULL) {
+        *out = def;
+        return 0;
+    }
+    snprintf(want, sizeof want, "an integer in [%lld, %lld]", min, max);
+    errno = 0;
+    x = strtoll(v, &end, 10);
+    while (*end == ' ' || *end == '\t')
+        end++;
+    if (errno != 0 || end == v || *end != '\0' || x < min || x > max)
+        return bad(err, errlen, name, v, want);
+    *out = x;
+    return 0;
+}
+
+int cfg_get_u64(const char *name, uint64_t def, uint64_t min, uint64_t max, uint64_t *out,
+                char *err, size_t errlen)
+{
+    const char *v = env_value(name);
+    char want[128];
+    char *end;
+    unsigned long long x;
+    if (v == NULL) {
+        *out = def;
+        return 0;
+    }
+    snprintf(want, sizeof want, "an integer in [%llu, %llu]", (unsigned long long)min,
+             (unsigned long long)max);
+    const char *p = v;
+    while (*p == ' ')
+        p++;
+    if (*p == '-' || *p == '+')
+        return bad(err, errlen, name, v, want);
+    errno = 0;
+    x = strtoull(p, &end, 10);
+    while (*end == ' ' || *end == '\t')
+        end++;
+    if (errno != 0 || end == p || *end != '\0' || x < min || x > max)
+        return bad(err, errlen, name, v, want);
+    *out = x;
+    return 0;
+}
+
+int cfg_get_double(const char *name, double def, double min, double max, double *out,
+                   char *err, size_t errlen)
+{
+    const char *v = env_value(name);
+    char want[128];
+    char *end;
+    double x;
+    if (v == NULL) {
+        *out = def;
+        return 0;
+    }
+    snprintf(want, sizeof want, "a number in [%g, %g]", min, max);
+    errno = 0;
+    x = strtod(v, &end);
+    while (*end == ' ' || *end == '\t')
+        end++;
+    if (errno != 0 || end == v || *end != '\0' || !isfinite(x) || x < min || x > max)
+        return bad(err, errlen, name, v, want);
+    *out = x;
+    return 0;
+}
+
+int cfg_get_bool(const char *name, bool def, bool *out, char *err, size_t errlen)
+{
+    const char *v = env_value(name);
+    if (v == NULL) {
+        *out = def;
+        return 0;
+    }
+    if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") ||
+        !strcasecmp(v, "on")) {
+        *out = true;
+        return 0;
+    }
+    if (!strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") ||
+        !strcasecmp(v, "off")) {
+        *out = false;
+        return 0;
+    }
+    return bad(err, errlen, name, v, "0 or 1 (or true/false, yes/no, on/off)");
+}
+
+int cfg_get_enum(const char *name, int def, const char *const *words, int *out, char *err,
+                 size_t errlen)
+{
+    const char *v = env_value(name);
+    char want[256] = "one of";
+    if (v == NULL) {
+        *out = def;
+        return 0;
+    }
+    for (int i = 0; words[i] != NULL; i++) {
+        if (!strcasecmp(v, words[i])) {
+            *out = i;
+            return 0;
+        }
+        size_t len = strlen(want);
+        snprintf(want + len, sizeof want - len, "%s '%s'", i ? "," : "", words[i]);
+    }
+    return bad(err, errlen, name, v, want);
+}
+
+static int get_str(const char *name, char *dst, size_t dstlen, char *err, size_t errlen)
+{
+    const char *v = env_value(name);
+    if (v == NULL)
+        return 0;
+    if (strlen(v) >= dstlen) {
+        snprintf(err, errlen, "%s: value is %zu characters long, at most %zu allowed", name,
+                 strlen(v), dstlen - 1);
+        return KVS_ECONFIG;
+    }
+    strcpy(dst, v);
+    return 0;
+}
+
+const char *cfg_role_name(enum cfg_role role)
+{
+    switch (role) {
+    case CFG_ROLE_SCHEDULER: return "scheduler";
+    case CFG_ROLE_SERVER: return "server";
+    case CFG_ROLE_WORKER: return "worker";
+    default: return "none";
+    }
+}
+
+#define TRY(expr)                \
+    do {                         \
+        int rc_ = (expr);        \
+        if (rc_ != 0)            \
+            return rc_;          \
+    } while (0)
+
+int cfg_load(cfg *c, bool needs_job, char *err, size_t errlen)
+{
+    static const char *const roles[] = {"none", "scheduler", "server", "worker", NULL};
+    static const char *const vans[] = {"zmq", "p3", NULL};
+    long long v;
+    int e;
+
+    memset(c, 0, sizeof *c);
+    err[0] = '\0';
+
+    TRY(cfg_get_enum("DMLC_ROLE", CFG_ROLE_NONE, roles, &e, err, errlen));
+    c->role = (enum cfg_role)e;
+    TRY(get_str("DMLC_PS_ROOT_URI", c->root_uri, sizeof c->root_uri, err, errlen));
+    TRY(cfg_get_int("DMLC_PS_ROOT_PORT", -1, 0, 65535, &v, err, errlen));
+    c->root_port = (int)v;
+    TRY(cfg_get_int("DMLC_NUM_SERVER", 0, 1, 1 << 16, &v, err, errlen));
+    c->num_server = (int)v;
+    TRY(cfg_get_int("DMLC_NUM_WORKER", 0, 1, 1 << 16, &v, err, errlen));
+    c->num_worker = (int)v;
+    TRY(get_str("DMLC_NODE_HOST", c->node_host, sizeof c->node_host, err, errlen));
+    TRY(get_str("DMLC_INTERFACE", c->interface, sizeof c->interface, err, errlen));
+    TRY(cfg_get_int("DMLC_WORKER_ID", -1, 0, (1 << 16) - 1, &v, err, errlen));
+    c->worker_id = (int)v;
+    TRY(cfg_get_int("DMLC_SERVER_ID", -1, 0, (1 << 16) - 1, &v, err, errlen));
+    c->server_id = (int)v;
+    TRY(cfg_get_bool("DMLC_LOCAL", false, &c->local, err, errlen));
+    TRY(cfg_get_enum("DMLC_PS_VAN_TYPE", CFG_VAN_ZMQ, vans, &e, err, errlen));
+    c->van = (enum cfg_van)e;
+    TRY(cfg_get_int("DMLC_PS_WATER_MARK", 1000, 1, 1 << 30, &v, err, errlen));
+    c->water_mark = (int)v;
+    TRY(cfg_get_int("PS_VERBOSE", 0, 0, 2, &v, err, errlen));
+    c->verbose = (int)v;
+    TRY(cfg_get_double("PS_HEARTBEAT_INTERVAL", 5, 0.01, 3600, &c->hb_interval_s, err, errlen));
+    TRY(cfg_get_double("PS_HEARTBEAT_TIMEOUT", 60, 0.05, 86400, &c->hb_timeout_s, err, errlen));
+    if (c->hb_timeout_s <= c->hb_interval_s) {
+        snprintf(err, errlen,
+                 "PS_HEARTBEAT_TIMEOUT=%g must be greater than PS_HEARTBEAT_INTERVAL=%g",
+                 c->hb_timeout_s, c->hb_interval_s);
+        return KVS_ECONFIG;
+    }
+    TRY(cfg_get_bool("PS_RESEND", false, &c->resend, err, errlen));
+    TRY(cfg_get_int("PS_RESEND_TIMEOUT", 1000, 1, 3600 * 1000, &v, err, errlen));
+    c->resend_timeout_ms = (int)v;
+    TRY(cfg_get_u64("MXNET_KVSTORE_BIGARRAY_BOUND", 1000000, 1, UINT64_MAX, &c->bigarray_bound,
+                    err, errlen));
+    TRY(cfg_get_int("MXNET_KVSTORE_REDUCTION_NTHREADS", 4, 1, 1024, &v, err, errlen));
+    c->reduction_nthreads = (int)v;
+    TRY(cfg_get_u64("MXNET_KVSTORE_SLICE_THRESHOLD", 40000, 1, UINT64_MAX, &c->slice_threshold,
+                    err, errlen));
+    TRY(cfg_get_bool("MXNET_KVSTORE_USETREE", false, &c->use_tree, err, errlen));
+    TRY(cfg_get_bool("MXNET_UPDATE_ON_KVSTORE", true, &c->update_on_kvstore, err, errlen));
+    TRY(cfg_get_double("KVS_START_TIMEOUT", 120, 0.1, 86400, &c->start_timeout_s, err, errlen));
+    TRY(cfg_get_u64("KVS_MAX_MESSAGE", 4ull << 30, 64, UINT64_MAX, &c->max_message, err,
+                    errlen));
+    TRY(cfg_get_int("KVS_PORT", 0, 0, 65535, &v, err, errlen));
+    c->port = (int)v;
+    TRY(get_str("KVS_PORT_FILE", c->port_file, sizeof c->port_file, err, errlen));
+
+    if (needs_job) {
+        if (c->root_uri[0] == '\0') {
+            snprintf(err, errlen, "DMLC_PS_ROOT_URI is not set: expected the scheduler's "
+                                  "address (e.g. 10.0.0.1 or 127.0.0.1)");
+            return KVS_ECONFIG;
+        }
+        if (c->root_port < 0) {
+            snprintf(err, errlen, "DMLC_PS_ROOT_PORT is not set: expected the scheduler's "
+                                  "port (0..65535; 0 only for the scheduler itself)");
+            return KVS_ECONFIG;
+        }
+        if (c->root_port == 0 && c->role != CFG_ROLE_SCHEDULER) {
+            snprintf(err, errlen, "DMLC_PS_ROOT_PORT='0': only the scheduler may use port 0 "
+                                  "(ephemeral); other nodes need its real port");
+            return KVS_ECONFIG;
+        }
+        if (c->num_server == 0) {
+            snprintf(err, errlen, "DMLC_NUM_SERVER is not set: expected a positive integer");
+            return KVS_ECONFIG;
+        }
+        if (c->num_worker == 0) {
+            snprintf(err, errlen, "DMLC_NUM_WORKER is not set: expected a positive integer");
+            return KVS_ECONFIG;
+        }
+        if (c->worker_id >= c->num_worker) {
+            snprintf(err, errlen, "DMLC_WORKER_ID='%d': expected an integer in [0, %d] "
+                                  "(DMLC_NUM_WORKER=%d)",
+                     c->worker_id, c->num_worker - 1, c->num_worker);
+            return KVS_ECONFIG;
+        }
+        if (c->server_id >= c->num_server) {
+            snprintf(err, errlen, "DMLC_SERVER_ID='%d': expected an integer in [0, %d] "
+                                  "(DMLC_NUM_SERVER=%d)",
+                     c->server_id, c->num_server - 1, c->num_server);
+            return KVS_ECONFIG;
+        }
+    }
+    return 0;
+}
+
+void cfg_log(const cfg *c, const char *who)
+{
+    LOG(LOG_INFO, who, "cfg",
+        "role=%s root=%s:%d servers=%d workers=%d host=%s iface=%s local=%d van=%s "
+        "water_mark=%d heartbeat=%gs/%gs resend=%d/%dms bigarray_bound=%llu "
+        "reduction_nthreads=%d slice_threshold=%llu start_timeout=%gs max_message=%llu",
+        cfg_role_name(c->role), c->root_uri, c->root_port, c->num_server, c->num_worker,
+        c->node_host[0] ? c->node_host : "(auto)", c->interface[0] ? c->interface : "(auto)",
+        c->local, c->van == CFG_VAN_P3 ? "p3" : "zmq", c->water_mark, c->hb_interval_s,
+        c->hb_timeout_s, c->resend, c->resend_timeout_ms,
+        (unsigned long long)c->bigarray_bound, c->reduction_nthreads,
+        (unsigned long long)c->slice_threshold, c->start_timeout_s,
+        (unsigned long long)c->max_message);
+}
+
+int cfg_resolve_host(const cfg *c, char *host, size_t hostlen, char *err, size_t errlen)
+{
+    struct ifaddrs *ifs = NULL, *it;
+    int rc = KVS_ECONFIG;
+    bool root_loopback = strncmp(c->root_uri, "127.", 4) == 0 ||
+                         strcmp(c->root_uri, "localhost") == 0;
+
+    if (c->node_host[0]) {
+        snprintf(host, hostlen, "%s", c->node_host);
+        return 0;
+    }
+    if (c->interface[0] == '\0' && root_loopback) {
+        snprintf(host, hostlen, "127.0.0.1");
+        return 0;
+    }
+    if (getifaddrs(&ifs) != 0) {
+        snprintf(err, errlen, "getifaddrs failed: %s; set DMLC_NODE_HOST", strerror(errno));
+        return KVS_ECONFIG;
+    }
+    for (it = ifs; it != NULL; it = it->ifa_next) {
+        if (it->ifa_addr == NULL || it->ifa_addr->sa_family != AF_INET)
+            continue;
+        if (c->interface[0]) {
+            if (strcmp(it->ifa_name, c->interface) != 0)
+                continue;
+        } else if (it->ifa_flags & IFF_LOOPBACK) {
+            continue;
+        }
+        struct sockaddr_in *sin = (struct sockaddr_in *)it->ifa_addr;
+        if (inet_ntop(AF_INET, &sin->sin_addr, host, (socklen_t)hostlen) != NULL) {
+            rc = 0;
+            goto out;
+        }
+    }
+    if (c->interface[0])
+        snprintf(err, errlen, "DMLC_INTERFACE='%s': no interface of that name with an IPv4 "
+                              "address", c->interface);
+    else
+        snprintf(err, errlen, "no non-loopback IPv4 interface found; set DMLC_NODE_HOST or "
+                              "DMLC_INTERFACE");
+out:
+    freeifaddrs(ifs);
+    return rc;
+}

@@ -1,0 +1,79 @@
+/* config.h - the job configuration, read once from the environment.
+ *
+ * Every variable is validated; a malformed value is an error that names the
+ * variable, the value and what is allowed (daemons exit 2 on it).  The
+ * parse helpers are exported so that components with their own variables
+ * (reduce/, tree/) validate them the same way.  Thread-safety: cfg_load()
+ * only reads the environment; call it before starting threads that setenv().
+ */
+#ifndef KVS_COMMON_CONFIG_H
+#define KVS_COMMON_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum cfg_role { CFG_ROLE_NONE = 0, CFG_ROLE_SCHEDULER, CFG_ROLE_SERVER, CFG_ROLE_WORKER };
+enum cfg_van { CFG_VAN_ZMQ = 0, CFG_VAN_P3 };
+
+#define CFG_HOST_MAX 256
+
+typedef struct cfg {
+    enum cfg_role role;             /* DMLC_ROLE */
+    char root_uri[CFG_HOST_MAX];    /* DMLC_PS_ROOT_URI */
+    int root_port;                  /* DMLC_PS_ROOT_PORT, 0..65535 */
+    int num_server;                 /* DMLC_NUM_SERVER >= 1 */
+    int num_worker;                 /* DMLC_NUM_WORKER >= 1 */
+    char node_host[CFG_HOST_MAX];   /* DMLC_NODE_HOST, or from DMLC_INTERFACE, or auto */
+    char interface[64];             /* DMLC_INTERFACE ("" = auto) */
+    int worker_id;                  /* DMLC_WORKER_ID, -1 = unset */
+    int server_id;                  /* DMLC_SERVER_ID, -1 = unset */
+    bool local;                     /* DMLC_LOCAL: ipc:// between nodes on one host */
+    enum cfg_van van;               /* DMLC_PS_VAN_TYPE */
+    int water_mark;                 /* DMLC_PS_WATER_MARK */
+    int verbose;                    /* PS_VERBOSE 0..2 */
+    double hb_interval_s;           /* PS_HEARTBEAT_INTERVAL (s, > 0) */
+    double hb_timeout_s;            /* PS_HEARTBEAT_TIMEOUT (s, > interval) */
+    bool resend;                    /* PS_RESEND */
+    int resend_timeout_ms;          /* PS_RESEND_TIMEOUT */
+    uint64_t bigarray_bound;        /* MXNET_KVSTORE_BIGARRAY_BOUND (elements) */
+    int reduction_nthreads;         /* MXNET_KVSTORE_REDUCTION_NTHREADS */
+    uint64_t slice_threshold;       /* MXNET_KVSTORE_SLICE_THRESHOLD (elements) */
+    bool use_tree;                  /* MXNET_KVSTORE_USETREE */
+    bool update_on_kvstore;         /* MXNET_UPDATE_ON_KVSTORE */
+    double start_timeout_s;         /* KVS_START_TIMEOUT: registration deadline */
+    uint64_t max_message;           /* KVS_MAX_MESSAGE: largest accepted data frame (bytes) */
+    int port;                       /* KVS_PORT: server bind port (0 = ephemeral) */
+    char port_file[4096];           /* KVS_PORT_FILE: scheduler writes its bound port here */
+} cfg;
+
+/* Fill c with defaults, then with the environment.  needs_job: the DMLC_*
+ * job variables (root, sizes) are required.  On error returns KVS_ECONFIG
+ * and writes one line naming the variable into err. */
+int cfg_load(cfg *c, bool needs_job, char *err, size_t errlen);
+
+/* Typed readers.  Each returns 0 and stores the default when the variable is
+ * unset or empty, 0 and the value when it parses within [min, max], and
+ * KVS_ECONFIG with a message in err otherwise. */
+int cfg_get_int(const char *name, long long def, long long min, long long max, long long *out,
+                char *err, size_t errlen);
+int cfg_get_u64(const char *name, uint64_t def, uint64_t min, uint64_t max, uint64_t *out,
+                char *err, size_t errlen);
+int cfg_get_double(const char *name, double def, double min, double max, double *out,
+                   char *err, size_t errlen);
+int cfg_get_bool(const char *name, bool def, bool *out, char *err, size_t errlen);
+/* words: NULL-terminated list; *out = index of the matching word. */
+int cfg_get_enum(const char *name, int def, const char *const *words, int *out, char *err,
+                 size_t errlen);
+
+/* Log every value at INFO (PS_VERBOSE >= 1). */
+void cfg_log(const cfg *c, const char *who);
+
+/* The address this node advertises: DMLC_NODE_HOST, else the IPv4 address of
+ * DMLC_INTERFACE, else 127.0.0.1 when the root is on loopback, else the
+ * first non-loopback IPv4 address.  Writes host (a NUL-terminated string). */
+int cfg_resolve_host(const cfg *c, char *host, size_t hostlen, char *err, size_t errlen);
+
+const char *cfg_role_name(enum cfg_role role);
+
+#endif

@@ -1,0 +1,16 @@
+/* err.h - error helpers shared by every component.
+ * kvs_strerror()/kvs_errname() are public (kvs.h); this header adds the
+ * per-thread detail message behind kvs_last_error(). */
+#ifndef KVS_COMMON_ERR_H
+#define KVS_COMMON_ERR_H
+
+#include "kvs.h"
+
+/* Record a detail message for the calling thread and return err (so callers
+ * can write `return err_set(KVS_EINVAL, "keys is NULL")`).  Thread-safe. */
+int err_set(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Clear the calling thread's detail message. */
+void err_clear(void);
+
+#endif

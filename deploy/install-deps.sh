@@ -1,0 +1,23 @@
+#!/bin/sh
+# Install the Debian packages kvsd needs to build and test, if any is missing.
+# A quiet no-op when everything is present.  Needs root (or sudo) to install.
+set -eu
+need=""
+have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+for p in libzmq3-dev libuv1-dev check pkg-config; do
+    have "$p" || need="$need $p"
+done
+[ -z "$need" ] && exit 0
+echo "install-deps: installing:$need" >&2
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else
+        echo "install-deps: missing packages:$need; run as root: apt-get install$need" >&2
+        exit 1
+    fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq >&2 || { echo "install-deps: apt-get update failed" >&2; exit 1; }
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $need >&2 || {
+    echo "install-deps: apt-get install$need failed" >&2; exit 1; }
