@@ -96,6 +96,17 @@ $(BUILD)/obj/%.cu.o: %.cu
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 $(BUILD)/libkvs_cuda.a: $(CUDA_OBJ)
 	rm -f $@ && ar rcs $@ $^
+# GPU tests: each tests/gpu/NAME.cu is a program; exit 0 pass, 1 fail, 77 skip
+# (no GPU).  tests/gpu/run.sh builds them (make gpu-test) and runs them all.
+GPU_TEST_SRC := $(wildcard tests/gpu/*.cu)
+GPU_TEST_BIN := $(patsubst tests/gpu/%.cu,$(BUILD)/gpu/%,$(GPU_TEST_SRC))
+$(BUILD)/gpu/%: tests/gpu/%.cu $(BUILD)/libkvs_cuda.a $(LIBKVS_A)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -o $@ $< $(BUILD)/libkvs_cuda.a $(LIBKVS_A) -lcudart -Xlinker -rpath -Xlinker $(CUDA_HOME)/lib64 -lzmq -luv -lm -lpthread
+gpu-test: $(GPU_TEST_BIN)
+else
+gpu-test:
+	@echo "gpu-test: nvcc not found; CUDA code and GPU tests are not built"
 endif
 
 -include $(wildcard */module.mk tests/*/module.mk)

@@ -1,0 +1,9 @@
+/* bench.h - sub-commands of kvs-bench implemented in their own files. */
+#ifndef KVS_TOOLS_BENCH_H
+#define KVS_TOOLS_BENCH_H
+
+/* `kvs-bench reduce [options]`: reduction-engine bandwidth vs memcpy
+ * (tools/bench_reduce.c).  argv[0] is "reduce".  Returns the exit code. */
+int bench_reduce_main(int argc, char **argv);
+
+#endif
