@@ -1,0 +1,30 @@
+#!/bin/sh
+# Run every test program and print one summary line:
+#   "total: N passed, N failed"
+# Each program ends with its own "<name>: N passed, N failed[, N skipped]".
+set -u
+BUILD=${BUILD:-build}
+pass=0 fail=0 skip=0 status=0
+run() {
+    name=$1; shift
+    out="$BUILD/test-$name.out"
+    "$@" 2>&1 | tee "$out"
+    rc=$?
+    line=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed" "$out" | tail -n 1)
+    if [ -z "$line" ]; then
+        echo "$name: runner ended without a summary line (exit $rc)"
+        fail=$((fail+1)); status=1; return
+    fi
+    p=$(echo "$line" | sed -E 's/^[a-z]+: ([0-9]+) passed.*/\1/')
+    f=$(echo "$line" | sed -E 's/^.* ([0-9]+) failed.*/\1/')
+    s=$(echo "$line" | sed -nE 's/^.* ([0-9]+) skipped.*/\1/p')
+    pass=$((pass+p)); fail=$((fail+f)); skip=$((skip+${s:-0}))
+    [ "$f" -ne 0 ] && status=1
+}
+run unit "$BUILD/test-unit"
+[ -x "$BUILD/test-integ" ] && run integ "$BUILD/test-integ"
+if [ -d "$BUILD/gpu" ] && ls "$BUILD"/gpu/* >/dev/null 2>&1; then
+    run gpu sh tests/gpu/run.sh
+fi
+echo "total: $pass passed, $fail failed, $skip skipped"
+exit $status
