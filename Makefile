@@ -62,7 +62,7 @@ $(LIBKVS_A): $(LIBKVS_OBJ)
 $(LIBKVS_SO): $(LIBKVS_OBJ)
 	$(CC) -shared -Wl,-soname,libkvs.so.0 -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
 
-$(SCHED_BIN): $(call obj,$(SCHED_SRC)) $(CORE_OBJ)
+$(SCHED_BIN): $(call obj,$(SCHED_SRC) $(COMMON_SRC) $(PROTO_SRC) $(NET_SRC))
 	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
 
 $(SERVER_BIN): $(call obj,$(SERVER_SRC)) $(CORE_OBJ)

@@ -1,0 +1,47 @@
+/* addr.c - endpoints and port files. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "net/net.h"
+
+int net_bound_port(void *zsock, char *endpoint, size_t len)
+{
+    char buf[512];
+    size_t n = sizeof buf;
+    if (zmq_getsockopt(zsock, ZMQ_LAST_ENDPOINT, buf, &n) != 0)
+        return -1;
+    if (endpoint)
+        snprintf(endpoint, len, "%s", buf);
+    if (strncmp(buf, "tcp://", 6) != 0)
+        return -1;
+    const char *colon = strrchr(buf, ':');
+    if (colon == NULL)
+        return -1;
+    return atoi(colon + 1);
+}
+
+int net_write_port_file(const char *path, int port)
+{
+    char tmp[4200];
+    FILE *f;
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    f = fopen(tmp, "w");
+    if (f == NULL)
+        return -errno;
+    fprintf(f, "%d\n", port);
+    if (fclose(f) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return -e;
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return -e;
+    }
+    return 0;
+}

@@ -1,0 +1,169 @@
+/* link.c - see link.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "net/link.h"
+
+struct net_link {
+    net_sock *sock;
+    uv_timer_t timer;
+    const char *who;
+    net_link_cbs cbs;
+    void *arg;
+    int node_id;
+    bool registered;
+    bool failed;
+    uint64_t start_ms;
+    uint64_t last_ack_ms;
+    uint64_t interval_ms;
+    uint64_t timeout_ms;
+    uint64_t start_timeout_ms;
+    uint64_t max_message;
+    char root[CFG_HOST_MAX + 32];
+};
+
+static void link_fail(net_link *l, int err, const char *why)
+{
+    if (l->failed)
+        return;
+    l->failed = true;
+    uv_timer_stop(&l->timer);
+    l->cbs.on_fail(l->arg, err, why);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    net_link *l = t->data;
+    uint64_t now = clock_ms();
+    char why[1024];
+    if (!l->registered) {
+        if (now - l->start_ms >= l->start_timeout_ms) {
+            snprintf(why, sizeof why,
+                     "could not register with the scheduler at %s within %.1f s "
+                     "(KVS_START_TIMEOUT): is it running, and are DMLC_PS_ROOT_URI/"
+                     "DMLC_PS_ROOT_PORT right?",
+                     l->root, l->start_timeout_ms / 1000.0);
+            link_fail(l, KVS_ETIMEDOUT, why);
+        }
+        return;
+    }
+    if (now - l->last_ack_ms > l->timeout_ms) {
+        snprintf(why, sizeof why, "scheduler at %s silent for %.1f s (PS_HEARTBEAT_TIMEOUT)",
+                 l->root, (now - l->last_ack_ms) / 1000.0);
+        link_fail(l, KVS_EPEERDEAD, why);
+        return;
+    }
+    proto_hdr h = {.type = PROTO_HEARTBEAT};
+    net_link_send(l, &h, NULL);
+}
+
+static void on_recv(net_sock *s, net_msg *m, void *arg)
+{
+    net_link *l = arg;
+    proto_hdr h;
+    char why[256];
+    proto_limits lim = {l->max_message};
+    (void)s;
+    if (m->total > 2 ||
+        proto_decode(zmq_msg_data(&m->frames[0]), zmq_msg_size(&m->frames[0]), m->total,
+                     m->total == 2 ? zmq_msg_size(&m->frames[1]) : 0, &lim, &h, why,
+                     sizeof why) != 0) {
+        if (m->total > 2)
+            snprintf(why, sizeof why, "%d frames", m->total);
+        LOG(LOG_WARN, l->who, "net", "dropped message from the scheduler: %s", why);
+        return;
+    }
+    if (h.sender != PROTO_SCHEDULER_ID) {
+        LOG(LOG_WARN, l->who, "net", "dropped %s claiming sender %d on the scheduler link",
+            proto_type_name(h.type), h.sender);
+        return;
+    }
+    l->last_ack_ms = clock_ms();
+    if (h.type == PROTO_HEARTBEAT_ACK)
+        return;
+    l->cbs.on_msg(l->arg, &h, m->total == 2 ? zmq_msg_data(&m->frames[1]) : NULL,
+                  h.body_len);
+}
+
+int net_link_new(uv_loop_t *loop, void *zctx, const cfg *c, int role, const char *host,
+                 const char *endpoint, int pref_rank, const char *who,
+                 const net_link_cbs *cbs, void *arg, net_link **out)
+{
+    net_link *l = calloc(1, sizeof *l);
+    char ident[128], addr[CFG_HOST_MAX + 32], body[600];
+    int rc;
+    if (l == NULL)
+        return KVS_ENOMEM;
+    l->who = who;
+    l->cbs = *cbs;
+    l->arg = arg;
+    l->interval_ms = (uint64_t)(c->hb_interval_s * 1000);
+    if (l->interval_ms == 0)
+        l->interval_ms = 1;
+    l->timeout_ms = (uint64_t)(c->hb_timeout_s * 1000);
+    l->start_timeout_ms = (uint64_t)(c->start_timeout_s * 1000);
+    l->max_message = c->max_message;
+    rc = net_sock_new(loop, zctx, ZMQ_DEALER, c->water_mark, on_recv, l, &l->sock);
+    if (rc) {
+        free(l);
+        return rc;
+    }
+    /* A routing id unique in the job: role, host, pid and a random tag. */
+    snprintf(ident, sizeof ident, "%s-%s-%d-%08lx", cfg_role_name(role), host, (int)getpid(),
+             (unsigned long)(clock_ns() ^ (uintptr_t)l) & 0xffffffffUL);
+    zmq_setsockopt(net_sock_zmq(l->sock), ZMQ_ROUTING_ID, ident, strlen(ident));
+    snprintf(addr, sizeof addr, "tcp://%s:%d", c->root_uri, c->root_port);
+    snprintf(l->root, sizeof l->root, "%s", addr);
+    if (zmq_connect(net_sock_zmq(l->sock), addr) != 0) {
+        LOG(LOG_ERROR, who, "net", "cannot connect to the scheduler at %s: %s", addr,
+            zmq_strerror(zmq_errno()));
+        net_sock_free(l->sock);
+        free(l);
+        return KVS_ENET;
+    }
+    net_sock_start(l->sock);
+    uv_timer_init(loop, &l->timer);
+    l->timer.data = l;
+    l->start_ms = clock_ms();
+    uint64_t tick = l->interval_ms < 200 ? l->interval_ms : 200;
+    uv_timer_start(&l->timer, on_timer, tick, tick);
+    snprintf(body, sizeof body, "role=%s endpoint=%s rank=%d host=%s", cfg_role_name(role),
+             endpoint, pref_rank, host);
+    proto_hdr h = {.type = PROTO_REGISTER};
+    net_link_send(l, &h, body);
+    *out = l;
+    return 0;
+}
+
+void net_link_registered(net_link *l, int node_id)
+{
+    l->node_id = node_id;
+    l->registered = true;
+    l->last_ack_ms = clock_ms();
+    uv_timer_stop(&l->timer);
+    uv_timer_start(&l->timer, on_timer, l->interval_ms, l->interval_ms);
+}
+
+int net_link_send(net_link *l, proto_hdr *h, const char *text)
+{
+    h->sender = l->node_id;
+    return net_send_text(l->sock, NULL, 0, h, text);
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+void net_link_free(net_link *l)
+{
+    if (l == NULL)
+        return;
+    net_sock_free(l->sock);
+    uv_timer_stop(&l->timer);
+    uv_close((uv_handle_t *)&l->timer, on_timer_closed);
+}

@@ -1,0 +1,42 @@
+/* link.h - a node's connection to the scheduler: registration, heartbeats,
+ * and detection of a dead scheduler.  Used by kvs-server and libkvs.
+ *
+ * Threads: everything on the loop's thread.
+ */
+#ifndef KVS_NET_LINK_H
+#define KVS_NET_LINK_H
+
+#include <stdbool.h>
+#include <uv.h>
+
+#include "common/config.h"
+#include "net/net.h"
+
+typedef struct net_link net_link;
+
+typedef struct net_link_cbs {
+    /* A valid message from the scheduler (all but HEARTBEAT_ACK).  body is
+     * the text body (not NUL-terminated), len bytes. */
+    void (*on_msg)(void *arg, const proto_hdr *h, const char *body, size_t len);
+    /* Registration did not complete in time, or the scheduler went silent
+     * past the heartbeat timeout.  why names what happened. */
+    void (*on_fail)(void *arg, int err, const char *why);
+} net_link_cbs;
+
+/* Connect to the scheduler of c and register as role with the given
+ * endpoint (servers: their data address; workers: "-") and preferred rank
+ * (-1: none).  who is the log prefix, kept by pointer (must outlive link). */
+int net_link_new(uv_loop_t *loop, void *zctx, const cfg *c, int role, const char *host,
+                 const char *endpoint, int pref_rank, const char *who,
+                 const net_link_cbs *cbs, void *arg, net_link **out);
+
+/* Call after REGISTER_ACK: sets the node id and starts heartbeats. */
+void net_link_registered(net_link *l, int node_id);
+
+/* Send h (sender is set here) with an optional text body. */
+int net_link_send(net_link *l, proto_hdr *h, const char *text);
+
+/* Stop the timers and close the socket.  NULL is a no-op. */
+void net_link_free(net_link *l);
+
+#endif

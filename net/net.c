@@ -1,0 +1,307 @@
+/* net.c - see net.h. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "net/net.h"
+
+#define DRAIN_BUDGET 256 /* messages per wake-up before yielding to timers */
+
+struct net_out {
+    zmq_msg_t frames[NET_MAX_FRAMES];
+    int nframes;
+    struct net_out *next;
+};
+
+struct net_sock {
+    void *zsock;
+    int type;
+    uv_poll_t poll;
+    uv_check_t check;
+    uv_idle_t idle;
+    int handles_open;
+    bool started;
+    bool in_drain;
+    bool closing;
+    net_recv_fn fn;
+    void *arg;
+    struct net_out *q_head, *q_tail;
+    size_t queued;
+};
+
+static void drain(net_sock *s);
+
+static void on_poll(uv_poll_t *h, int status, int events)
+{
+    (void)status;
+    (void)events;
+    drain(h->data);
+}
+
+static void on_check(uv_check_t *h)
+{
+    drain(h->data);
+}
+
+static void on_idle(uv_idle_t *h)
+{
+    drain(h->data);
+}
+
+int net_sock_new(uv_loop_t *loop, void *zctx, int type, int water_mark, net_recv_fn fn,
+                 void *arg, net_sock **out)
+{
+    net_sock *s = calloc(1, sizeof *s);
+    int zero = 0, one = 1;
+    if (s == NULL)
+        return KVS_ENOMEM;
+    s->zsock = zmq_socket(zctx, type);
+    if (s->zsock == NULL) {
+        free(s);
+        return KVS_ENET;
+    }
+    s->type = type;
+    s->fn = fn;
+    s->arg = arg;
+    zmq_setsockopt(s->zsock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(s->zsock, ZMQ_SNDHWM, &water_mark, sizeof water_mark);
+    zmq_setsockopt(s->zsock, ZMQ_RCVHWM, &water_mark, sizeof water_mark);
+    if (type == ZMQ_ROUTER)
+        zmq_setsockopt(s->zsock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+    uv_check_init(loop, &s->check);
+    uv_idle_init(loop, &s->idle);
+    s->check.data = s;
+    s->idle.data = s;
+    s->poll.data = s;
+    s->handles_open = 2;
+    (void)loop;
+    *out = s;
+    return 0;
+}
+
+void *net_sock_zmq(net_sock *s)
+{
+    return s->zsock;
+}
+
+int net_sock_start(net_sock *s)
+{
+    int fd;
+    size_t len = sizeof fd;
+    if (zmq_getsockopt(s->zsock, ZMQ_FD, &fd, &len) != 0)
+        return KVS_ENET;
+    if (uv_poll_init(s->check.loop, &s->poll, fd) != 0)
+        return KVS_ENET;
+    s->handles_open++;
+    uv_poll_start(&s->poll, UV_READABLE, on_poll);
+    uv_check_start(&s->check, on_check);
+    s->started = true;
+    return 0;
+}
+
+static void out_free(struct net_out *o)
+{
+    for (int i = 0; i < o->nframes; i++)
+        zmq_msg_close(&o->frames[i]);
+    free(o);
+}
+
+static void on_closed(uv_handle_t *h)
+{
+    net_sock *s = h->data;
+    if (--s->handles_open == 0)
+        free(s);
+}
+
+static void really_free(net_sock *s)
+{
+    struct net_out *o = s->q_head;
+    while (o) {
+        struct net_out *n = o->next;
+        out_free(o);
+        o = n;
+    }
+    s->q_head = s->q_tail = NULL;
+    zmq_close(s->zsock);
+    s->zsock = NULL;
+    if (s->started)
+        uv_close((uv_handle_t *)&s->poll, on_closed);
+    uv_close((uv_handle_t *)&s->check, on_closed);
+    uv_close((uv_handle_t *)&s->idle, on_closed);
+}
+
+void net_sock_free(net_sock *s)
+{
+    if (s == NULL || s->closing)
+        return;
+    s->closing = true;
+    if (!s->in_drain)
+        really_free(s);
+}
+
+/* Try to send o now.  0: sent; EAGAIN: keep it; other errno: dropped. */
+static int out_try(net_sock *s, struct net_out *o)
+{
+    for (int i = 0; i < o->nframes; i++) {
+        int more = i + 1 < o->nframes ? ZMQ_SNDMORE : 0;
+        if (zmq_msg_send(&o->frames[i], s->zsock, ZMQ_DONTWAIT | more) < 0) {
+            int e = zmq_errno();
+            if (i == 0 && e == EAGAIN)
+                return EAGAIN;
+            /* Frames after the first cannot meet the water mark; any error
+             * here (or EHOSTUNREACH on the first) drops the message. */
+            return e == EAGAIN ? EIO : e;
+        }
+        /* a sent frame is emptied by ZeroMQ; closing it later is harmless */
+    }
+    return 0;
+}
+
+static void flush_queue(net_sock *s)
+{
+    while (s->q_head) {
+        struct net_out *o = s->q_head;
+        int rc = out_try(s, o);
+        if (rc == EAGAIN)
+            return;
+        if (rc != 0)
+            LOG(LOG_WARN, NULL, "net", "queued message dropped: %s", zmq_strerror(rc));
+        s->q_head = o->next;
+        if (s->q_head == NULL)
+            s->q_tail = NULL;
+        s->queued--;
+        out_free(o);
+    }
+}
+
+static int recv_one(net_sock *s, net_msg *m)
+{
+    int more;
+    size_t len = sizeof more;
+    m->nframes = 0;
+    m->total = 0;
+    for (;;) {
+        zmq_msg_t tmp, *f = m->nframes < NET_MAX_FRAMES ? &m->frames[m->nframes] : &tmp;
+        zmq_msg_init(f);
+        if (zmq_msg_recv(f, s->zsock, ZMQ_DONTWAIT) < 0) {
+            int e = zmq_errno();
+            zmq_msg_close(f);
+            if (m->total == 0)
+                return e; /* EAGAIN: nothing more */
+            /* a multipart message is delivered whole; this should not happen */
+            return EIO;
+        }
+        m->total++;
+        if (f == &tmp)
+            zmq_msg_close(&tmp);
+        else
+            m->nframes++;
+        if (zmq_getsockopt(s->zsock, ZMQ_RCVMORE, &more, &len) != 0 || !more)
+            return 0;
+    }
+}
+
+static void drain(net_sock *s)
+{
+    int budget = DRAIN_BUDGET;
+    if (s->in_drain || s->closing)
+        return;
+    s->in_drain = true;
+    for (;;) {
+        int events = 0;
+        size_t len = sizeof events;
+        if (zmq_getsockopt(s->zsock, ZMQ_EVENTS, &events, &len) != 0)
+            break;
+        if ((events & ZMQ_POLLOUT) && s->q_head)
+            flush_queue(s);
+        if (!(events & ZMQ_POLLIN))
+            break;
+        if (budget-- == 0) {
+            uv_idle_start(&s->idle, on_idle); /* more to read: come back at once */
+            goto out;
+        }
+        net_msg m;
+        int rc = recv_one(s, &m);
+        if (rc == EAGAIN)
+            break;
+        if (rc == 0)
+            s->fn(s, &m, s->arg);
+        for (int i = 0; i < m.nframes; i++)
+            zmq_msg_close(&m.frames[i]);
+        if (s->closing)
+            break;
+    }
+    uv_idle_stop(&s->idle);
+out:
+    s->in_drain = false;
+    if (s->closing)
+        really_free(s);
+}
+
+int net_send(net_sock *s, const void *ident, size_t ident_len, const proto_hdr *h,
+             zmq_msg_t *body)
+{
+    struct net_out *o;
+    int n = 0, rc;
+    if (s->closing)
+        return KVS_ENET;
+    o = malloc(sizeof *o);
+    if (o == NULL) {
+        if (body)
+            zmq_msg_close(body);
+        return KVS_ENOMEM;
+    }
+    o->next = NULL;
+    if (ident) {
+        zmq_msg_init_size(&o->frames[n], ident_len);
+        memcpy(zmq_msg_data(&o->frames[n]), ident, ident_len);
+        n++;
+    }
+    zmq_msg_init_size(&o->frames[n], PROTO_HDR_SIZE);
+    proto_encode(h, zmq_msg_data(&o->frames[n]));
+    n++;
+    if (body) {
+        zmq_msg_init(&o->frames[n]);
+        zmq_msg_move(&o->frames[n], body);
+        n++;
+    }
+    o->nframes = n;
+    if (s->q_head == NULL) {
+        rc = out_try(s, o);
+        if (rc == 0) {
+            out_free(o);
+            return 0;
+        }
+        if (rc != EAGAIN) {
+            out_free(o);
+            return KVS_ENET;
+        }
+    }
+    if (s->q_tail)
+        s->q_tail->next = o;
+    else
+        s->q_head = o;
+    s->q_tail = o;
+    s->queued++;
+    return 0;
+}
+
+int net_send_text(net_sock *s, const void *ident, size_t ident_len, proto_hdr *h,
+                  const char *text)
+{
+    zmq_msg_t body;
+    size_t len = text ? strlen(text) : 0;
+    h->body_len = len;
+    if (len == 0)
+        return net_send(s, ident, ident_len, h, NULL);
+    zmq_msg_init_size(&body, len);
+    memcpy(zmq_msg_data(&body), text, len);
+    return net_send(s, ident, ident_len, h, &body);
+}
+
+size_t net_sock_queued(const net_sock *s)
+{
+    return s->queued;
+}

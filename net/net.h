@@ -1,0 +1,79 @@
+/* net.h - ZeroMQ sockets driven by a libuv loop.
+ *
+ * A net_sock wraps one ZeroMQ socket owned by the loop's thread: it polls
+ * ZMQ_FD (edge-triggered) and drains with ZMQ_DONTWAIT after every wake-up
+ * and after every loop iteration (uv_check), so the socket never stalls.
+ * Sends never block: a message that meets the high-water mark waits in a
+ * FIFO owned by the socket and leaves when ZeroMQ reports POLLOUT.
+ *
+ * Threads: every function must be called on the loop's thread, except the
+ * zero-copy free callbacks, which ZeroMQ calls on its own I/O thread.
+ */
+#ifndef KVS_NET_H
+#define KVS_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+#include <zmq.h>
+
+#include "proto/proto.h"
+
+#define NET_MAX_FRAMES 3 /* routing id + header + body */
+
+typedef struct net_sock net_sock;
+
+/* One received multipart message.  frames[0..nframes) are valid zmq_msg_t;
+ * total is how many frames arrived (> NET_MAX_FRAMES: the extra ones were
+ * dropped and the message is malformed).  The callback owns nothing: net
+ * closes the frames after it returns, unless the callback moved a frame out
+ * with zmq_msg_move. */
+typedef struct net_msg {
+    zmq_msg_t frames[NET_MAX_FRAMES];
+    int nframes;
+    int total;
+} net_msg;
+
+typedef void (*net_recv_fn)(net_sock *s, net_msg *m, void *arg);
+
+/* Create a socket of ZeroMQ type (ZMQ_ROUTER, ZMQ_DEALER) on loop, calling
+ * fn(s, msg, arg) for every message.  Sets linger 0, the water marks, and
+ * ROUTER_MANDATORY on routers.  Returns 0 or KVS_ENET/KVS_ENOMEM. */
+int net_sock_new(uv_loop_t *loop, void *zctx, int type, int water_mark, net_recv_fn fn,
+                 void *arg, net_sock **out);
+
+/* The ZeroMQ socket, for bind/connect/setsockopt before traffic starts. */
+void *net_sock_zmq(net_sock *s);
+
+/* Start polling (after bind/connect).  Returns 0 or KVS_ENET. */
+int net_sock_start(net_sock *s);
+
+/* Close: drops queued sends, closes the ZeroMQ socket and the uv handles.
+ * May be called from inside a receive callback of s (takes effect after it).
+ * net_sock_free(NULL) is a no-op. */
+void net_sock_free(net_sock *s);
+
+/* Send [ident] + header + [body].  ident/ident_len: routing id for ROUTER
+ * sockets (NULL for DEALER).  body: NULL, or a message whose content moves to
+ * net (the caller's zmq_msg_t is left empty and must still be closed, which is
+ * harmless).  Returns 0 (sent or queued), or KVS_ENET when the peer is
+ * unknown (ROUTER) or the socket failed; the message is dropped then. */
+int net_send(net_sock *s, const void *ident, size_t ident_len, const proto_hdr *h,
+             zmq_msg_t *body);
+
+/* Like net_send with a text body (copied). */
+int net_send_text(net_sock *s, const void *ident, size_t ident_len, proto_hdr *h,
+                  const char *text);
+
+/* Messages waiting for the high-water mark to clear. */
+size_t net_sock_queued(const net_sock *s);
+
+
+/* The port of the last endpoint zsock bound ("tcp://0.0.0.0:5555" -> 5555),
+ * or -1 (ipc://, error). */
+int net_bound_port(void *zsock, char *endpoint, size_t len);
+
+/* Write "port\n" to path atomically (temp file + rename).  0 or -errno. */
+int net_write_port_file(const char *path, int port);
+
+#endif

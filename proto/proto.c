@@ -1,0 +1,275 @@
+/* proto.c - wire format; see proto.h. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/config.h"
+#include "common/sizes.h"
+#include "proto/proto.h"
+
+void proto_encode(const proto_hdr *h, uint8_t out[PROTO_HDR_SIZE])
+{
+    le_put32(out + 0, PROTO_MAGIC);
+    le_put16(out + 4, PROTO_VERSION);
+    le_put16(out + 6, h->type);
+    le_put16(out + 8, h->flags);
+    le_put16(out + 10, 0);
+    le_put32(out + 12, (uint32_t)h->sender);
+    le_put32(out + 16, (uint32_t)h->status);
+    le_put32(out + 20, (uint32_t)h->priority);
+    le_put64(out + 24, h->req_id);
+    le_put64(out + 32, h->key);
+    le_put64(out + 40, h->offset);
+    le_put64(out + 48, h->count);
+    le_put64(out + 56, h->total);
+    le_put64(out + 64, h->round);
+    le_put32(out + 72, h->dtype);
+    le_put32(out + 76, h->part);
+    le_put64(out + 80, h->body_len);
+}
+
+bool proto_has_data(const proto_hdr *h)
+{
+    switch (h->type) {
+    case PROTO_PUSH:
+    case PROTO_PUSHPULL:
+        return true;
+    case PROTO_INIT:
+    case PROTO_REPLY:
+        return h->status == 0 && h->body_len > 0;
+    default:
+        return false;
+    }
+}
+
+static int fail(char *why, size_t whylen, int err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(char *why, size_t whylen, int err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
+    return err;
+}
+
+static bool is_data_request(int type)
+{
+    return type == PROTO_INIT || type == PROTO_PUSH || type == PROTO_PULL ||
+           type == PROTO_PUSHPULL;
+}
+
+int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
+                 const proto_limits *lim, proto_hdr *out, char *why, size_t whylen)
+{
+    const uint8_t *p = hdr;
+    proto_hdr h;
+    uint64_t bytes, end;
+
+    if (nframes < 1 || nframes > 2)
+        return fail(why, whylen, KVS_EPROTO, "%d frames (expected 1 or 2)", nframes);
+    if (hdr_len != PROTO_HDR_SIZE)
+        return fail(why, whylen, KVS_EPROTO, "header frame of %zu bytes (expected %d)",
+                    hdr_len, PROTO_HDR_SIZE);
+    if (le_get32(p) != PROTO_MAGIC)
+        return fail(why, whylen, KVS_EPROTO, "bad magic 0x%08x", le_get32(p));
+    if (le_get16(p + 4) != PROTO_VERSION)
+        return fail(why, whylen, KVS_EPROTO, "protocol version %u (this build speaks %d)",
+                    le_get16(p + 4), PROTO_VERSION);
+    h.type = le_get16(p + 6);
+    h.flags = le_get16(p + 8);
+    h.sender = (int32_t)le_get32(p + 12);
+    h.status = (int32_t)le_get32(p + 16);
+    h.priority = (int32_t)le_get32(p + 20);
+    h.req_id = le_get64(p + 24);
+    h.key = le_get64(p + 32);
+    h.offset = le_get64(p + 40);
+    h.count = le_get64(p + 48);
+    h.total = le_get64(p + 56);
+    h.round = le_get64(p + 64);
+    h.dtype = le_get32(p + 72);
+    h.part = le_get32(p + 76);
+    h.body_len = le_get64(p + 80);
+
+    if (h.type < PROTO_REGISTER || h.type >= PROTO_TYPE_END)
+        return fail(why, whylen, KVS_EPROTO, "unknown message type %u", h.type);
+    if (h.body_len != (nframes == 2 ? body_len : 0) || (nframes == 2) != (h.body_len > 0))
+        return fail(why, whylen, KVS_EPROTO,
+                    "%s declares a body of %llu bytes but %d frame(s) with %zu body bytes "
+                    "arrived",
+                    proto_type_name(h.type), (unsigned long long)h.body_len, nframes,
+                    body_len);
+    if (h.status > 0 || h.status < -1000)
+        return fail(why, whylen, KVS_EPROTO, "status %d out of range", h.status);
+
+    if (is_data_request(h.type) || h.type == PROTO_REPLY) {
+        if (h.dtype >= KVS_NUM_DTYPES && (h.type != PROTO_REPLY || h.status == 0))
+            return fail(why, whylen, KVS_EPROTO, "unknown dtype %u", h.dtype);
+        if (!size_add(h.offset, h.count, &end) || end > h.total)
+            return fail(why, whylen, KVS_EPROTO,
+                        "part [%llu, +%llu) does not fit in the key's %llu elements",
+                        (unsigned long long)h.offset, (unsigned long long)h.count,
+                        (unsigned long long)h.total);
+    }
+    if (proto_has_data(&h)) {
+        if (!size_mul(h.count, kvs_dtype_size((kvs_dtype)h.dtype), &bytes))
+            return fail(why, whylen, KVS_ETOOBIG, "count %llu overflows a byte size",
+                        (unsigned long long)h.count);
+        if (bytes != h.body_len)
+            return fail(why, whylen, KVS_EPROTO,
+                        "%llu %s elements need %llu bytes, body has %llu",
+                        (unsigned long long)h.count, kvs_dtype_name((kvs_dtype)h.dtype),
+                        (unsigned long long)bytes, (unsigned long long)h.body_len);
+        if (h.body_len > lim->max_message)
+            return fail(why, whylen, KVS_ETOOBIG,
+                        "body of %llu bytes > KVS_MAX_MESSAGE (%llu)",
+                        (unsigned long long)h.body_len, (unsigned long long)lim->max_message);
+    } else if (h.type == PROTO_PULL && h.body_len != 0) {
+        return fail(why, whylen, KVS_EPROTO, "PULL with a body");
+    } else if (h.type == PROTO_REPLY || h.type == PROTO_ERROR) {
+        if (h.body_len > PROTO_ERRTEXT_MAX)
+            return fail(why, whylen, KVS_ETOOBIG, "error text of %llu bytes",
+                        (unsigned long long)h.body_len);
+    } else if (h.body_len > PROTO_TEXT_MAX) {
+        return fail(why, whylen, KVS_ETOOBIG, "%s body of %llu bytes > %u",
+                    proto_type_name(h.type), (unsigned long long)h.body_len, PROTO_TEXT_MAX);
+    }
+    *out = h;
+    return 0;
+}
+
+const char *proto_type_name(int type)
+{
+    static const char *const names[] = {
+        "?",          "REGISTER", "REGISTER_ACK", "HEARTBEAT", "HEARTBEAT_ACK",
+        "BARRIER",    "BARRIER_DONE", "NODE_DEAD", "EXIT",     "EXIT_ACK",
+        "SHUTDOWN",   "INIT",     "PUSH",         "PULL",      "PUSHPULL",
+        "REPLY",      "ERROR"};
+    if (type < 0 || type >= PROTO_TYPE_END)
+        return "?";
+    return names[type];
+}
+
+void proto_node_name(int id, char *buf, size_t len)
+{
+    if (id == PROTO_SCHEDULER_ID)
+        snprintf(buf, len, "scheduler");
+    else if (id >= 8 && id % 2 == 0)
+        snprintf(buf, len, "server %d", (id - 8) / 2);
+    else if (id >= 9 && id % 2 == 1)
+        snprintf(buf, len, "worker %d", (id - 9) / 2);
+    else
+        snprintf(buf, len, "node %d", id);
+}
+
+/* Copy the next whitespace-delimited token of [*p, end) into tok. */
+static bool next_token(const char **p, const char *end, char *tok, size_t toklen)
+{
+    const char *s = *p;
+    size_t n = 0;
+    while (s < end && (*s == ' ' || *s == '\t'))
+        s++;
+    while (s + n < end && s[n] != ' ' && s[n] != '\t' && s[n] != '\n')
+        n++;
+    if (n == 0 || n >= toklen)
+        return false;
+    memcpy(tok, s, n);
+    tok[n] = '\0';
+    *p = s + n;
+    return true;
+}
+
+static bool parse_int(const char *s, long min, long max, long *out)
+{
+    char *e;
+    long v = strtol(s, &e, 10);
+    if (e == s || *e != '\0' || v < min || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+static int parse_role(const char *s)
+{
+    if (!strcmp(s, "server"))
+        return CFG_ROLE_SERVER;
+    if (!strcmp(s, "worker"))
+        return CFG_ROLE_WORKER;
+    return -1;
+}
+
+int proto_parse_nodes(const char *body, size_t len, proto_node *nodes, int max, char *why,
+                      size_t whylen)
+{
+    const char *p = body, *end = body + len;
+    int n = 0;
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        char tok[128];
+        long id;
+        if (eol == NULL)
+            return fail(why, whylen, KVS_EPROTO, "node table line %d not terminated", n + 1);
+        if (n >= max)
+            return fail(why, whylen, KVS_EPROTO, "node table has more than %d entries", max);
+        if (!next_token(&p, eol, tok, sizeof tok) || !parse_int(tok, 1, 1 << 20, &id))
+            return fail(why, whylen, KVS_EPROTO, "node table line %d: bad id", n + 1);
+        nodes[n].id = (int)id;
+        if (!next_token(&p, eol, tok, sizeof tok) || (nodes[n].role = parse_role(tok)) < 0)
+            return fail(why, whylen, KVS_EPROTO, "node table line %d: bad role", n + 1);
+        if (!next_token(&p, eol, nodes[n].endpoint, sizeof nodes[n].endpoint))
+            return fail(why, whylen, KVS_EPROTO, "node table line %d: bad endpoint", n + 1);
+        if (next_token(&p, eol, tok, sizeof tok))
+            return fail(why, whylen, KVS_EPROTO, "node table line %d: extra fields", n + 1);
+        p = eol + 1;
+        n++;
+    }
+    return n;
+}
+
+int proto_parse_register(const char *body, size_t len, int *role, char *endpoint,
+                         size_t endpoint_len, int *rank, char *host, size_t host_len,
+                         char *why, size_t whylen)
+{
+    const char *p = body, *end = body + len;
+    char tok[300];
+    bool have_role = false, have_ep = false;
+    *rank = -1;
+    host[0] = '\0';
+    endpoint[0] = '\0';
+    while (next_token(&p, end, tok, sizeof tok)) {
+        char *eq = strchr(tok, '=');
+        long v;
+        if (eq == NULL)
+            return fail(why, whylen, KVS_EPROTO, "register: token without '='");
+        *eq = '\0';
+        const char *val = eq + 1;
+        if (!strcmp(tok, "role")) {
+            if ((*role = parse_role(val)) < 0)
+                return fail(why, whylen, KVS_EPROTO, "register: bad role");
+            have_role = true;
+        } else if (!strcmp(tok, "endpoint")) {
+            if (strlen(val) >= endpoint_len)
+                return fail(why, whylen, KVS_EPROTO, "register: endpoint too long");
+            strcpy(endpoint, val);
+            have_ep = true;
+        } else if (!strcmp(tok, "rank")) {
+            if (!parse_int(val, -1, 1 << 16, &v))
+                return fail(why, whylen, KVS_EPROTO, "register: bad rank");
+            *rank = (int)v;
+        } else if (!strcmp(tok, "host")) {
+            if (strlen(val) >= host_len)
+                return fail(why, whylen, KVS_EPROTO, "register: host too long");
+            strcpy(host, val);
+        } /* unknown keys are ignored: newer peers may add fields */
+    }
+    if (p < end) {
+        while (p < end && (*p == ' ' || *p == '\n' || *p == '\t'))
+            p++;
+        if (p < end)
+            return fail(why, whylen, KVS_EPROTO, "register: token too long");
+    }
+    if (!have_role || !have_ep)
+        return fail(why, whylen, KVS_EPROTO, "register: role and endpoint are required");
+    return 0;
+}

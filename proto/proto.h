@@ -1,0 +1,124 @@
+/* proto.h - the wire format: encode, decode and validate messages.
+ *
+ * Pure: no sockets, no threads, no allocation except where stated.
+ *
+ * A message is a ZeroMQ multipart message of one or two frames:
+ *   frame 1: the header, exactly PROTO_HDR_SIZE bytes, little-endian;
+ *   frame 2: optional body of hdr.body_len bytes: array data (count elements
+ *            of dtype) for data messages, UTF-8 text for control messages and
+ *            error replies.
+ *
+ * Header layout (offsets in bytes):
+ *    0 u32 magic 'KVS1'     4 u16 version        6 u16 type
+ *    8 u16 flags           10 u16 reserved (0)  12 i32 sender node id
+ *   16 i32 status          20 i32 priority      24 u64 req_id
+ *   32 u64 key             40 u64 offset        48 u64 count
+ *   56 u64 total           64 u64 round         72 u32 dtype
+ *   76 u32 part            80 u64 body_len      (88 bytes)
+ *
+ * Node ids (ps-lite): scheduler 1, server rank r = 8 + 2r, worker rank r = 9 + 2r.
+ */
+#ifndef KVS_PROTO_H
+#define KVS_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvs.h"
+
+#define PROTO_MAGIC 0x3153564Bu /* "KVS1" as little-endian bytes */
+#define PROTO_VERSION 1
+#define PROTO_HDR_SIZE 88
+#define PROTO_TEXT_MAX (16u << 20) /* largest text body (node tables) */
+#define PROTO_ERRTEXT_MAX 4096u    /* largest error text in a reply */
+
+#define PROTO_SCHEDULER_ID 1
+
+enum proto_type {
+    PROTO_REGISTER = 1,  /* node -> scheduler; text body "role=... endpoint=... rank=..." */
+    PROTO_REGISTER_ACK,  /* scheduler -> node; key = assigned node id; text body = node table */
+    PROTO_HEARTBEAT,     /* node -> scheduler */
+    PROTO_HEARTBEAT_ACK, /* scheduler -> node */
+    PROTO_BARRIER,       /* worker -> scheduler */
+    PROTO_BARRIER_DONE,  /* scheduler -> worker; req_id echoes the BARRIER */
+    PROTO_NODE_DEAD,     /* scheduler -> all; key = dead node id; text body = why */
+    PROTO_EXIT,          /* worker -> scheduler: leaving the job */
+    PROTO_EXIT_ACK,      /* scheduler -> worker */
+    PROTO_SHUTDOWN,      /* scheduler -> node: the job is over (status != 0: failed) */
+    PROTO_INIT,          /* worker -> server; data body from rank 0, none from others */
+    PROTO_PUSH,          /* worker -> server; data body; round = this worker's push number */
+    PROTO_PULL,          /* worker -> server; round = pushes this worker issued before */
+    PROTO_PUSHPULL,      /* worker -> server; data body; round as PUSH */
+    PROTO_REPLY,         /* server -> worker; status; data body (pull) or error text */
+    PROTO_ERROR,         /* anyone -> sender of a bad message; status; text body */
+    PROTO_TYPE_END
+};
+
+enum proto_flags {
+    PROTO_F_ASYNC = 1u << 0, /* INIT: the key runs dist_async */
+};
+
+typedef struct proto_hdr {
+    uint16_t type;
+    uint16_t flags;
+    int32_t sender;
+    int32_t status;
+    int32_t priority;
+    uint64_t req_id;
+    uint64_t key;
+    uint64_t offset; /* element offset of this part within the key */
+    uint64_t count;  /* elements in this part */
+    uint64_t total;  /* elements of the whole key */
+    uint64_t round;
+    uint32_t dtype;
+    uint32_t part;
+    uint64_t body_len;
+} proto_hdr;
+
+typedef struct proto_limits {
+    uint64_t max_message; /* largest data body accepted (KVS_MAX_MESSAGE) */
+} proto_limits;
+
+/* Write h into out (PROTO_HDR_SIZE bytes). */
+void proto_encode(const proto_hdr *h, uint8_t out[PROTO_HDR_SIZE]);
+
+/* Decode and validate one received message: hdr/hdr_len is frame 1,
+ * nframes the number of frames received, body_len the size of frame 2 (0 if
+ * none).  Checks magic, version, type, dtype, that the declared sizes match
+ * the frames received, count * dtype size == body for data, offset + count
+ * <= total, and the limits.  Returns 0 and fills *out, or KVS_EPROTO /
+ * KVS_ETOOBIG with a reason in why. */
+int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
+                 const proto_limits *lim, proto_hdr *out, char *why, size_t whylen);
+
+/* True if a message of this type and status carries array data in frame 2. */
+bool proto_has_data(const proto_hdr *h);
+
+const char *proto_type_name(int type);
+
+/* "server 2", "worker 0", "scheduler", or "node 77" for an id. */
+void proto_node_name(int id, char *buf, size_t len);
+
+static inline int proto_server_id(int rank) { return 8 + 2 * rank; }
+static inline int proto_worker_id(int rank) { return 9 + 2 * rank; }
+
+/* ---- node table (text body of REGISTER_ACK) ----
+ * One line per node: "<id> <role> <endpoint>\n", role = server|worker. */
+typedef struct proto_node {
+    int id;
+    int role; /* enum cfg_role */
+    char endpoint[128];
+} proto_node;
+
+/* Parse a node table body of len bytes into at most max entries.
+ * Returns the number of entries (>= 0) or KVS_EPROTO with why. */
+int proto_parse_nodes(const char *body, size_t len, proto_node *nodes, int max, char *why,
+                      size_t whylen);
+
+/* Parse a REGISTER body "role=R endpoint=E rank=N host=H".  rank -1 = none. */
+int proto_parse_register(const char *body, size_t len, int *role, char *endpoint,
+                         size_t endpoint_len, int *rank, char *host, size_t host_len,
+                         char *why, size_t whylen);
+
+#endif

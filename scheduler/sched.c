@@ -1,0 +1,450 @@
+/* sched.c - the scheduler's state machine; see sched.h. */
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+#include <zmq.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "net/net.h"
+#include "scheduler/sched.h"
+
+#define WHO "scheduler"
+#define IDENT_MAX 256
+
+typedef struct sched_node {
+    char ident[IDENT_MAX];
+    size_t ident_len;
+    int role;
+    int pref_rank;
+    int rank;
+    int id;
+    char endpoint[128];
+    char host[CFG_HOST_MAX];
+    uint64_t last_seen;
+    bool alive;
+    bool exited;
+    bool in_barrier;
+    uint64_t barrier_req;
+} sched_node;
+
+typedef struct sched {
+    const cfg *c;
+    uv_loop_t loop;
+    void *zctx;
+    net_sock *sock;
+    uv_timer_t timer;
+    uv_signal_t sigint, sigterm;
+    sched_node *nodes;
+    int nnodes, cap;
+    int nserver_reg, nworker_reg;
+    bool started; /* every node registered, ranks sent */
+    bool done;
+    int exit_code;
+    int dead_count;
+    uint64_t start_ms;
+    char dead_text[512];
+} sched;
+
+static sched_node *find_node(sched *s, const void *ident, size_t len)
+{
+    for (int i = 0; i < s->nnodes; i++)
+        if (s->nodes[i].ident_len == len && !memcmp(s->nodes[i].ident, ident, len))
+            return &s->nodes[i];
+    return NULL;
+}
+
+static void send_to(sched *s, sched_node *n, proto_hdr *h, const char *text)
+{
+    h->sender = PROTO_SCHEDULER_ID;
+    if (net_send_text(s->sock, n->ident, n->ident_len, h, text) != 0)
+        LOG(LOG_INFO, WHO, "net", "could not send %s to node %d", proto_type_name(h->type),
+            n->id);
+}
+
+static void finish(sched *s, int code)
+{
+    if (s->done)
+        return;
+    s->done = true;
+    s->exit_code = code;
+    for (int i = 0; i < s->nnodes; i++) {
+        sched_node *n = &s->nodes[i];
+        if (n->alive && (n->role == CFG_ROLE_SERVER || !n->exited)) {
+            proto_hdr h = {.type = PROTO_SHUTDOWN, .status = code ? KVS_EPEERDEAD : 0};
+            send_to(s, n, &h, code ? "job failed" : NULL);
+        }
+    }
+    uv_stop(&s->loop);
+}
+
+static int cmp_nodes(const void *a, const void *b)
+{
+    const sched_node *x = *(sched_node *const *)a, *y = *(sched_node *const *)b;
+    int r = strcmp(x->host, y->host);
+    if (r)
+        return r;
+    r = strcmp(x->endpoint, y->endpoint);
+    if (r)
+        return r;
+    return strcmp(x->ident, y->ident);
+}
+
+/* Ranks: preferred ranks first (first come keeps a contested rank), then
+ * the rest in (host, endpoint, routing id) order. */
+static void assign_ranks(sched *s, int role, int count)
+{
+    bool *taken = calloc((size_t)count, 1);
+    sched_node **rest = calloc((size_t)s->nnodes, sizeof *rest);
+    int nrest = 0;
+    for (int i = 0; i < s->nnodes; i++) {
+        sched_node *n = &s->nodes[i];
+        if (n->role != role)
+            continue;
+        if (n->pref_rank >= 0 && n->pref_rank < count && !taken[n->pref_rank]) {
+            taken[n->pref_rank] = true;
+            n->rank = n->pref_rank;
+        } else {
+            if (n->pref_rank >= 0)
+                LOG(LOG_WARN, WHO, "rank", "%s %s asked for rank %d, which is taken or out "
+                    "of range; assigning another", cfg_role_name(role), n->host, n->pref_rank);
+            rest[nrest++] = n;
+        }
+    }
+    qsort(rest, (size_t)nrest, sizeof *rest, cmp_nodes);
+    for (int i = 0, r = 0; i < nrest; i++) {
+        while (taken[r])
+            r++;
+        taken[r] = true;
+        rest[i]->rank = r;
+    }
+    for (int i = 0; i < s->nnodes; i++) {
+        sched_node *n = &s->nodes[i];
+        if (n->role == role)
+            n->id = role == CFG_ROLE_SERVER ? proto_server_id(n->rank)
+                                            : proto_worker_id(n->rank);
+    }
+    free(taken);
+    free(rest);
+}
+
+static void start_job(sched *s)
+{
+    size_t cap = (size_t)s->nnodes * 200 + 1, len = 0;
+    char *table = malloc(cap);
+    if (table == NULL) {
+        LOG(LOG_ERROR, WHO, "rank", "out of memory building the node table");
+        finish(s, 1);
+        return;
+    }
+    assign_ranks(s, CFG_ROLE_SERVER, s->c->num_server);
+    assign_ranks(s, CFG_ROLE_WORKER, s->c->num_worker);
+    table[0] = '\0';
+    for (int i = 0; i < s->nnodes; i++) {
+        sched_node *n = &s->nodes[i];
+        len += (size_t)snprintf(table + len, cap - len, "%d %s %s\n", n->id,
+                                cfg_role_name(n->role), n->endpoint);
+    }
+    uint64_t now = clock_ms();
+    for (int i = 0; i < s->nnodes; i++) {
+        sched_node *n = &s->nodes[i];
+        proto_hdr h = {.type = PROTO_REGISTER_ACK, .key = (uint64_t)n->id};
+        n->last_seen = now;
+        send_to(s, n, &h, table);
+        LOG(LOG_INFO, WHO, "rank", "%s rank %d (node %d) is %s at %s", cfg_role_name(n->role),
+            n->rank, n->id, n->host, n->endpoint);
+    }
+    free(table);
+    s->started = true;
+    LOG(LOG_INFO, WHO, "job", "all %d servers and %d workers registered in %.2f s",
+        s->c->num_server, s->c->num_worker, (clock_ms() - s->start_ms) / 1000.0);
+}
+
+static void on_register(sched *s, const void *ident, size_t ident_len, const proto_hdr *h,
+                        const char *body)
+{
+    int role, rank;
+    char endpoint[128], host[CFG_HOST_MAX], why[256];
+    proto_hdr e = {.type = PROTO_ERROR, .status = KVS_EINVAL};
+    if (find_node(s, ident, ident_len) != NULL)
+        return; /* a repeat: the ack is on its way */
+    if (proto_parse_register(body ? body : "", h->body_len, &role, endpoint, sizeof endpoint,
+                             &rank, host, sizeof host, why, sizeof why) != 0) {
+        LOG(LOG_WARN, WHO, "net", "bad REGISTER: %s", why);
+        net_send_text(s->sock, ident, ident_len, &e, why);
+        return;
+    }
+    if (s->started) {
+        LOG(LOG_WARN, WHO, "job", "%s at %s tried to join a running job: refused",
+            cfg_role_name(role), host);
+        net_send_text(s->sock, ident, ident_len, &e,
+                      "the job has already started (all nodes registered)");
+        return;
+    }
+    int *count = role == CFG_ROLE_SERVER ? &s->nserver_reg : &s->nworker_reg;
+    int want = role == CFG_ROLE_SERVER ? s->c->num_server : s->c->num_worker;
+    if (*count >= want || ident_len > IDENT_MAX - 1) {
+        snprintf(why, sizeof why, "the job already has its %d %ss (DMLC_NUM_%s=%d)", want,
+                 cfg_role_name(role), role == CFG_ROLE_SERVER ? "SERVER" : "WORKER", want);
+        LOG(LOG_WARN, WHO, "job", "refused a %s at %s: %s", cfg_role_name(role), host, why);
+        net_send_text(s->sock, ident, ident_len, &e, why);
+        return;
+    }
+    sched_node *n = &s->nodes[s->nnodes++];
+    memset(n, 0, sizeof *n);
+    memcpy(n->ident, ident, ident_len);
+    n->ident_len = ident_len;
+    n->role = role;
+    n->pref_rank = rank;
+    n->alive = true;
+    n->last_seen = clock_ms();
+    snprintf(n->endpoint, sizeof n->endpoint, "%s", endpoint);
+    snprintf(n->host, sizeof n->host, "%s", host);
+    (*count)++;
+    LOG(LOG_INFO, WHO, "job", "registered %s at %s (%d/%d servers, %d/%d workers)",
+        cfg_role_name(role), host, s->nserver_reg, s->c->num_server, s->nworker_reg,
+        s->c->num_worker);
+    if (s->nserver_reg == s->c->num_server && s->nworker_reg == s->c->num_worker)
+        start_job(s);
+}
+
+static int live_workers(sched *s, int *in_barrier)
+{
+    int live = 0, in = 0;
+    for (int i = 0; i < s->nnodes; i++) {
+        sched_node *n = &s->nodes[i];
+        if (n->role == CFG_ROLE_WORKER && n->alive && !n->exited) {
+            live++;
+            in += n->in_barrier;
+        }
+    }
+    *in_barrier = in;
+    return live;
+}
+
+static void check_barrier(sched *s)
+{
+    int in, live = live_workers(s, &in);
+    if (in == 0 || in < live)
+        return;
+    for (int i = 0; i < s->nnodes; i++) {
+        sched_node *n = &s->nodes[i];
+        if (n->in_barrier) {
+            proto_hdr h = {.type = PROTO_BARRIER_DONE, .req_id = n->barrier_req};
+            n->in_barrier = false;
+            send_to(s, n, &h, NULL);
+        }
+    }
+}
+
+static void check_done(sched *s)
+{
+    int in;
+    if (s->started && live_workers(s, &in) == 0) {
+        LOG(LOG_INFO, WHO, "job", "every worker has left; shutting down the servers");
+        finish(s, s->dead_count ? 1 : 0);
+    }
+}
+
+static void declare_dead(sched *s, sched_node *d, const char *why)
+{
+    char name[64], text[600];
+    d->alive = false;
+    d->in_barrier = false;
+    s->dead_count++;
+    proto_node_name(d->id, name, sizeof name);
+    snprintf(text, sizeof text, "%s (%s) %s", name, d->host, why);
+    LOG(LOG_ERROR, WHO, "job", "%s; telling every node", text);
+    for (int i = 0; i < s->nnodes; i++) {
+        sched_node *n = &s->nodes[i];
+        if (!n->alive || (n->exited && n->role == CFG_ROLE_WORKER))
+            continue;
+        proto_hdr h = {.type = PROTO_NODE_DEAD, .key = (uint64_t)d->id};
+        send_to(s, n, &h, text);
+    }
+    check_done(s);
+}
+
+static void on_recv(net_sock *sock, net_msg *m, void *arg)
+{
+    sched *s = arg;
+    proto_hdr h;
+    char why[256];
+    proto_limits lim = {s->c->max_message};
+    (void)sock;
+    if (m->total < 2 || m->total > 3) {
+        LOG(LOG_WARN, WHO, "net", "dropped a message of %d frames", m->total);
+        return;
+    }
+    const void *ident = zmq_msg_data(&m->frames[0]);
+    size_t ident_len = zmq_msg_size(&m->frames[0]);
+    if (proto_decode(zmq_msg_data(&m->frames[1]), zmq_msg_size(&m->frames[1]), m->total - 1,
+                     m->total == 3 ? zmq_msg_size(&m->frames[2]) : 0, &lim, &h, why,
+                     sizeof why) != 0) {
+        LOG(LOG_WARN, WHO, "net", "dropped a malformed message: %s", why);
+        proto_hdr e = {.type = PROTO_ERROR, .status = KVS_EPROTO};
+        net_send_text(s->sock, ident, ident_len, &e, why);
+        return;
+    }
+    const char *body = m->total == 3 ? zmq_msg_data(&m->frames[2]) : NULL;
+    if (h.type == PROTO_REGISTER) {
+        on_register(s, ident, ident_len, &h, body);
+        return;
+    }
+    sched_node *n = find_node(s, ident, ident_len);
+    if (n == NULL || !s->started || h.sender != n->id) {
+        LOG(LOG_WARN, WHO, "net", "dropped %s from an unregistered or mismatched sender %d",
+            proto_type_name(h.type), h.sender);
+        return;
+    }
+    if (!n->alive)
+        return; /* declared dead: it stays dead */
+    n->last_seen = clock_ms();
+    switch (h.type) {
+    case PROTO_HEARTBEAT: {
+        proto_hdr a = {.type = PROTO_HEARTBEAT_ACK};
+        send_to(s, n, &a, NULL);
+        break;
+    }
+    case PROTO_BARRIER:
+        if (n->role != CFG_ROLE_WORKER)
+            break;
+        n->in_barrier = true;
+        n->barrier_req = h.req_id;
+        check_barrier(s);
+        break;
+    case PROTO_EXIT: {
+        proto_hdr a = {.type = PROTO_EXIT_ACK, .req_id = h.req_id};
+        send_to(s, n, &a, NULL);
+        if (n->role == CFG_ROLE_WORKER && !n->exited) {
+            n->exited = true;
+            n->in_barrier = false;
+            LOG(LOG_INFO, WHO, "job", "worker %d left", n->rank);
+            check_barrier(s);
+            check_done(s);
+        }
+        break;
+    }
+    default:
+        LOG(LOG_WARN, WHO, "net", "dropped unexpected %s from node %d",
+            proto_type_name(h.type), n->id);
+    }
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    sched *s = t->data;
+    uint64_t now = clock_ms();
+    if (!s->started) {
+        if (now - s->start_ms >= (uint64_t)(s->c->start_timeout_s * 1000)) {
+            LOG(LOG_ERROR, WHO, "job",
+                "start-up incomplete after %.1f s (KVS_START_TIMEOUT): %d of %d servers and "
+                "%d of %d workers registered",
+                s->c->start_timeout_s, s->nserver_reg, s->c->num_server, s->nworker_reg,
+                s->c->num_worker);
+            finish(s, 1);
+        }
+        return;
+    }
+    uint64_t limit = (uint64_t)(s->c->hb_timeout_s * 1000);
+    for (int i = 0; i < s->nnodes && !s->done; i++) {
+        sched_node *n = &s->nodes[i];
+        if (!n->alive || n->exited)
+            continue;
+        if (now - n->last_seen > limit) {
+            char why[128];
+            snprintf(why, sizeof why, "sent no heartbeat for %.1f s (PS_HEARTBEAT_TIMEOUT=%g)",
+                     (now - n->last_seen) / 1000.0, s->c->hb_timeout_s);
+            declare_dead(s, n, why);
+        }
+    }
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    sched *s = h->data;
+    LOG(LOG_WARN, WHO, "job", "stopping on signal %d; telling every node", signum);
+    finish(s, 1);
+}
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+int sched_run(const cfg *c)
+{
+    sched s;
+    char addr[CFG_HOST_MAX + 32], endpoint[512];
+    int port, linger = 2000;
+    memset(&s, 0, sizeof s);
+    s.c = c;
+    s.cap = c->num_server + c->num_worker;
+    s.nodes = calloc((size_t)s.cap, sizeof *s.nodes);
+    s.start_ms = clock_ms();
+    if (s.nodes == NULL) {
+        LOG(LOG_ERROR, WHO, "job", "out of memory");
+        return 1;
+    }
+    uv_loop_init(&s.loop);
+    s.zctx = zmq_ctx_new();
+    if (net_sock_new(&s.loop, s.zctx, ZMQ_ROUTER, c->water_mark > 100000 ? c->water_mark
+                                                                           : 100000,
+                     on_recv, &s, &s.sock) != 0) {
+        LOG(LOG_ERROR, WHO, "net", "cannot create a ZeroMQ socket");
+        return 1;
+    }
+    snprintf(addr, sizeof addr, "tcp://*:%d", c->root_port);
+    if (zmq_bind(net_sock_zmq(s.sock), addr) != 0) {
+        LOG(LOG_ERROR, WHO, "net", "cannot bind %s (DMLC_PS_ROOT_PORT=%d): %s", addr,
+            c->root_port, zmq_strerror(zmq_errno()));
+        net_sock_free(s.sock);
+        zmq_ctx_term(s.zctx);
+        return 1;
+    }
+    port = net_bound_port(net_sock_zmq(s.sock), endpoint, sizeof endpoint);
+    if (c->port_file[0]) {
+        int rc = net_write_port_file(c->port_file, port);
+        if (rc != 0) {
+            LOG(LOG_ERROR, WHO, "job", "cannot write KVS_PORT_FILE=%s: %s", c->port_file,
+                strerror(-rc));
+            net_sock_free(s.sock);
+            zmq_ctx_term(s.zctx);
+            return 1;
+        }
+    }
+    LOG(LOG_INFO, WHO, "net", "listening on port %d for %d servers and %d workers", port,
+        c->num_server, c->num_worker);
+    net_sock_start(s.sock);
+    uv_timer_init(&s.loop, &s.timer);
+    s.timer.data = &s;
+    uint64_t tick = (uint64_t)(c->hb_interval_s * 500);
+    if (tick < 10)
+        tick = 10;
+    if (tick > 1000)
+        tick = 1000;
+    uv_timer_start(&s.timer, on_timer, tick, tick);
+    uv_signal_init(&s.loop, &s.sigint);
+    uv_signal_init(&s.loop, &s.sigterm);
+    s.sigint.data = s.sigterm.data = &s;
+    uv_signal_start(&s.sigint, on_signal, SIGINT);
+    uv_signal_start(&s.sigterm, on_signal, SIGTERM);
+
+    uv_run(&s.loop, UV_RUN_DEFAULT);
+
+    /* Let the SHUTDOWN messages leave before the socket goes. */
+    zmq_setsockopt(net_sock_zmq(s.sock), ZMQ_LINGER, &linger, sizeof linger);
+    net_sock_free(s.sock);
+    uv_walk(&s.loop, close_walk, NULL);
+    uv_run(&s.loop, UV_RUN_DEFAULT);
+    uv_loop_close(&s.loop);
+    zmq_ctx_term(s.zctx);
+    free(s.nodes);
+    LOG(LOG_INFO, WHO, "job", "exiting with status %d", s.exit_code);
+    return s.exit_code;
+}

@@ -1,0 +1,270 @@
+/* server.c - kvs-server's loop: sockets, registration, dispatch. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+#include <zmq.h>
+
+#include "common/log.h"
+#include "net/link.h"
+#include "net/net.h"
+#include "server/server.h"
+#include "server/store.h"
+
+typedef struct srv {
+    const cfg *c;
+    char who[32];
+    uv_loop_t loop;
+    void *zctx;
+    net_sock *data;
+    net_link *link;
+    uv_signal_t sigint, sigterm;
+    red_pool *pool;
+    srv_store store;
+    int node_id;
+    int rank;
+    bool registered;
+    int exit_code;
+    uint64_t dropped;
+    char endpoint[640];
+} srv;
+
+static void stop(srv *s, int code)
+{
+    s->exit_code = code;
+    uv_stop(&s->loop);
+}
+
+static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const proto_hdr *req,
+                       int status, const char *text, srv_buf *value, uint64_t round)
+{
+    srv *s = arg;
+    proto_hdr h = *req;
+    h.type = PROTO_REPLY;
+    h.sender = s->node_id;
+    h.status = status;
+    h.flags = 0;
+    h.round = round;
+    h.body_len = 0;
+    if (status != 0) {
+        char buf[PROTO_ERRTEXT_MAX];
+        snprintf(buf, sizeof buf, "%s", text ? text : "");
+        LOG(LOG_DEBUG, s->who, "store", "reply %s to %s key %llu: %s", kvs_errname(status),
+            proto_type_name(req->type), (unsigned long long)req->key, buf);
+        net_send_text(s->data, ident, ident_len, &h, buf);
+        return;
+    }
+    if (value == NULL) {
+        h.count = req->type == PROTO_INIT ? req->count : req->count;
+        net_send(s->data, ident, ident_len, &h, NULL);
+        return;
+    }
+    zmq_msg_t body;
+    h.body_len = req->count * kvs_dtype_size((kvs_dtype)req->dtype);
+    atomic_fetch_add(&value->refs, 1);
+    if (zmq_msg_init_data(&body, value->data, h.body_len, srv_buf_zmq_free, value) != 0) {
+        srv_buf_unref(value);
+        return;
+    }
+    net_send(s->data, ident, ident_len, &h, &body);
+    zmq_msg_close(&body);
+}
+
+static void on_data(net_sock *sock, net_msg *m, void *arg)
+{
+    srv *s = arg;
+    proto_hdr h;
+    char why[256];
+    proto_limits lim = {s->c->max_message};
+    (void)sock;
+    if (m->total < 2 || m->total > 3) {
+        s->dropped++;
+        LOG(LOG_WARN, s->who, "net", "dropped a message of %d frames (dropped %llu so far)",
+            m->total, (unsigned long long)s->dropped);
+        return;
+    }
+    const uint8_t *ident = zmq_msg_data(&m->frames[0]);
+    size_t ident_len = zmq_msg_size(&m->frames[0]);
+    int rc = proto_decode(zmq_msg_data(&m->frames[1]), zmq_msg_size(&m->frames[1]),
+                          m->total - 1, m->total == 3 ? zmq_msg_size(&m->frames[2]) : 0,
+                          &lim, &h, why, sizeof why);
+    if (rc == 0 && (h.sender < 9 || h.sender % 2 == 0 ||
+                    (h.sender - 9) / 2 >= s->c->num_worker)) {
+        snprintf(why, sizeof why, "sender %d is not a worker of this job", h.sender);
+        rc = KVS_EPROTO;
+    }
+    if (rc == 0 && h.type != PROTO_INIT && h.type != PROTO_PUSH && h.type != PROTO_PULL &&
+        h.type != PROTO_PUSHPULL) {
+        snprintf(why, sizeof why, "%s is not a data request", proto_type_name(h.type));
+        rc = KVS_EPROTO;
+    }
+    if (rc != 0) {
+        s->dropped++;
+        LOG(LOG_WARN, s->who, "net", "dropped a malformed message (%llu so far): %s",
+            (unsigned long long)s->dropped, why);
+        proto_hdr e = {.type = PROTO_ERROR, .status = rc, .sender = s->node_id};
+        net_send_text(s->data, ident, ident_len, &e, why);
+        return;
+    }
+    LOG(LOG_DEBUG, s->who, "net", "%s key %llu part %u round %llu from worker %d",
+        proto_type_name(h.type), (unsigned long long)h.key, h.part,
+        (unsigned long long)h.round, (h.sender - 9) / 2);
+    srv_store_handle(&s->store, ident, ident_len, (h.sender - 9) / 2, &h,
+                     m->total == 3 ? zmq_msg_data(&m->frames[2]) : NULL,
+                     m->total == 3 ? &m->frames[2] : NULL);
+}
+
+static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t len)
+{
+    srv *s = arg;
+    char text[600];
+    snprintf(text, sizeof text, "%.*s", (int)(len < 500 ? len : 500), body ? body : "");
+    switch (h->type) {
+    case PROTO_REGISTER_ACK:
+        if (s->registered)
+            return;
+        if (h->key < 8 || h->key % 2 != 0 || (h->key - 8) / 2 >= (uint64_t)s->c->num_server) {
+            LOG(LOG_ERROR, s->who, "job", "scheduler assigned an invalid id %llu",
+                (unsigned long long)h->key);
+            stop(s, 1);
+            return;
+        }
+        s->node_id = (int)h->key;
+        s->rank = (s->node_id - 8) / 2;
+        s->registered = true;
+        snprintf(s->who, sizeof s->who, "server %d", s->rank);
+        net_link_registered(s->link, s->node_id);
+        LOG(LOG_INFO, s->who, "job", "registered as rank %d, serving at %s", s->rank,
+            s->endpoint);
+        break;
+    case PROTO_NODE_DEAD:
+        LOG(LOG_WARN, s->who, "job", "%s; failing every waiting request", text);
+        srv_store_fail_all(&s->store, text);
+        break;
+    case PROTO_SHUTDOWN:
+        LOG(LOG_INFO, s->who, "job", "the scheduler ended the job (%s)",
+            h->status ? "failed" : "done");
+        stop(s, h->status ? 1 : 0);
+        break;
+    case PROTO_ERROR:
+        LOG(LOG_ERROR, s->who, "job", "the scheduler refused this server: %s", text);
+        stop(s, 1);
+        break;
+    default:
+        LOG(LOG_WARN, s->who, "net", "ignored %s from the scheduler", proto_type_name(h->type));
+    }
+}
+
+static void on_link_fail(void *arg, int err, const char *why)
+{
+    srv *s = arg;
+    (void)err;
+    LOG(LOG_ERROR, s->who, "job", "%s", why);
+    stop(s, 1);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    srv *s = h->data;
+    LOG(LOG_WARN, s->who, "job", "stopping on signal %d", signum);
+    stop(s, 0);
+}
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static int bind_data(srv *s, const char *host)
+{
+    char addr[600];
+    void *z = net_sock_zmq(s->data);
+    if (s->c->local) {
+        snprintf(addr, sizeof addr, "ipc://%s/kvs-server-%d.sock",
+                 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+        if (zmq_bind(z, addr) != 0) {
+            LOG(LOG_ERROR, s->who, "net", "cannot bind %s: %s", addr, zmq_strerror(zmq_errno()));
+            return -1;
+        }
+        snprintf(s->endpoint, sizeof s->endpoint, "%s", addr);
+        return 0;
+    }
+    snprintf(addr, sizeof addr, "tcp://%s:%d", host, s->c->port);
+    if (zmq_bind(z, addr) != 0) {
+        LOG(LOG_ERROR, s->who, "net", "cannot bind %s (DMLC_NODE_HOST / KVS_PORT): %s", addr,
+            zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    int port = net_bound_port(z, NULL, 0);
+    snprintf(s->endpoint, sizeof s->endpoint, "tcp://%s:%d", host, port);
+    if (s->c->port_file[0]) {
+        int rc = net_write_port_file(s->c->port_file, port);
+        if (rc != 0) {
+            LOG(LOG_ERROR, s->who, "job", "cannot write KVS_PORT_FILE=%s: %s",
+                s->c->port_file, strerror(-rc));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int srv_run(const cfg *c)
+{
+    srv *s = calloc(1, sizeof *s);
+    char host[CFG_HOST_MAX], err[512];
+    int code = 1;
+    if (s == NULL)
+        return 1;
+    s->c = c;
+    snprintf(s->who, sizeof s->who, "server");
+    if (cfg_resolve_host(c, host, sizeof host, err, sizeof err) != 0) {
+        LOG(LOG_ERROR, s->who, "cfg", "%s", err);
+        free(s);
+        return 2;
+    }
+    if (red_pool_new(c->reduction_nthreads, c->bigarray_bound, &s->pool) != 0) {
+        LOG(LOG_ERROR, s->who, "job", "cannot start %d reduction threads",
+            c->reduction_nthreads);
+        free(s);
+        return 1;
+    }
+    srv_store_init(&s->store, c->num_worker, s->pool, send_reply, s);
+    uv_loop_init(&s->loop);
+    s->zctx = zmq_ctx_new();
+    if (net_sock_new(&s->loop, s->zctx, ZMQ_ROUTER, c->water_mark, on_data, s, &s->data) != 0)
+        goto out;
+    if (bind_data(s, host) != 0)
+        goto out;
+    net_sock_start(s->data);
+    net_link_cbs cbs = {on_sched_msg, on_link_fail};
+    if (net_link_new(&s->loop, s->zctx, c, CFG_ROLE_SERVER, host, s->endpoint, c->server_id,
+                     s->who, &cbs, s, &s->link) != 0)
+        goto out;
+    uv_signal_init(&s->loop, &s->sigint);
+    uv_signal_init(&s->loop, &s->sigterm);
+    s->sigint.data = s->sigterm.data = s;
+    uv_signal_start(&s->sigint, on_signal, SIGINT);
+    uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+    LOG(LOG_INFO, s->who, "net", "serving at %s; registering with %s:%d", s->endpoint,
+        c->root_uri, c->root_port);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    code = s->exit_code;
+    LOG(LOG_INFO, s->who, "job", "%llu rounds, %llu bytes summed, %llu bad messages dropped",
+        (unsigned long long)s->store.rounds_done, (unsigned long long)s->store.bytes_summed,
+        (unsigned long long)s->dropped);
+out:
+    net_link_free(s->link);
+    net_sock_free(s->data);
+    uv_walk(&s->loop, close_walk, NULL);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&s->loop);
+    srv_store_fini(&s->store);
+    zmq_ctx_term(s->zctx);
+    red_pool_free(s->pool);
+    free(s);
+    return code;
+}

@@ -1,0 +1,81 @@
+/* store.h - the server's key store and dist_sync rounds.
+ *
+ * One entry per (key, part).  In dist_sync, round r of an entry completes
+ * when each of the W workers has pushed its r-th push; pushes are summed into
+ * the round buffer as they arrive (reduce/), then the sum becomes the stored
+ * value and the waiting requests are answered.  Pushes for later rounds wait
+ * in arrival order; pulls wait for the round the worker needs.
+ *
+ * Threads: the server's loop thread only.  Stored values are refcounted
+ * buffers, so a reply can send them without a copy while ZeroMQ's I/O thread
+ * still reads them (srv_buf_unref is the only function called there).
+ */
+#ifndef KVS_SERVER_STORE_H
+#define KVS_SERVER_STORE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <zmq.h>
+
+#include "common/hmap.h"
+#include "proto/proto.h"
+#include "reduce/reduce.h"
+
+typedef struct srv_buf {
+    atomic_int refs;
+    uint64_t cap;
+    uint8_t *data;
+} srv_buf;
+
+/* A request that waits: its routing id, header and (deferred push) data. */
+typedef struct srv_req {
+    struct srv_req *next;
+    size_t ident_len;
+    uint8_t ident[64];
+    proto_hdr h;
+    zmq_msg_t body; /* deferred pushes only; otherwise empty */
+    int wrank;
+} srv_req;
+
+typedef struct srv_entry srv_entry;
+
+/* How the store answers: send a reply for request (ident, h).  status 0 and
+ * value != NULL: the reply carries bytes of value (zero copy; the callee
+ * takes a reference).  status < 0: text explains. */
+typedef void (*srv_reply_fn)(void *arg, const uint8_t *ident, size_t ident_len,
+                             const proto_hdr *req, int status, const char *text,
+                             srv_buf *value, uint64_t round);
+
+typedef struct srv_store {
+    hmap entries;        /* hash(key, part) -> srv_entry chain */
+    hmap pending_inits;  /* hash(key, part) -> srv_req chain (waiting for rank 0) */
+    int num_workers;
+    red_pool *pool;
+    srv_reply_fn reply;
+    void *reply_arg;
+    bool broken;         /* a node died: every request fails */
+    char broken_text[512];
+    uint64_t rounds_done;
+    uint64_t bytes_summed;
+} srv_store;
+
+int srv_store_init(srv_store *st, int num_workers, red_pool *pool, srv_reply_fn reply,
+                   void *arg);
+void srv_store_fini(srv_store *st);
+
+/* Handle one validated data request from worker rank wrank.  body/body_len:
+ * frame 2 (or NULL).  bodymsg: the frame itself, which a deferred push moves
+ * out (zmq_msg_move); may be NULL. */
+void srv_store_handle(srv_store *st, const uint8_t *ident, size_t ident_len, int wrank,
+                      const proto_hdr *h, const void *body, zmq_msg_t *bodymsg);
+
+/* A node died: fail everything waiting, and every later request. */
+void srv_store_fail_all(srv_store *st, const char *why);
+
+srv_buf *srv_buf_new(uint64_t bytes);
+void srv_buf_unref(srv_buf *b);
+/* ZeroMQ free callback for zero-copy sends of a srv_buf (hint = buf). */
+void srv_buf_zmq_free(void *data, void *hint);
+
+#endif

@@ -1,0 +1,712 @@
+/* api.c - the public API of libkvs: argument checks, operations, waits. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "common/sizes.h"
+#include "worker/wrk_int.h"
+
+#define ZERO_COPY_MIN (64u << 10) /* bodies at least this big are sent without a copy */
+
+/* ---- operation bookkeeping ---- */
+
+void wrk_op_free(wrk_op *op)
+{
+    if (op == NULL)
+        return;
+    free(op->keys);
+    free(op->reqs);
+    free(op->outptrs);
+    free(op->tmp);
+    free(op);
+}
+
+static void list_remove(kvs_store *s, wrk_op *op)
+{
+    if (op->prev)
+        op->prev->next = op->next;
+    else
+        s->ops_head = op->next;
+    if (op->next)
+        op->next->prev = op->prev;
+    else
+        s->ops_tail = op->prev;
+    op->next = op->prev = NULL;
+}
+
+static void list_append(kvs_store *s, wrk_op *op)
+{
+    op->prev = s->ops_tail;
+    op->next = NULL;
+    if (s->ops_tail)
+        s->ops_tail->next = op;
+    else
+        s->ops_head = op;
+    s->ops_tail = op;
+}
+
+static void op_release_locked(kvs_store *s, wrk_op *op, int err, const char *text)
+{
+    if (err != 0 && op->err == 0) {
+        op->err = err;
+        snprintf(op->errtext, sizeof op->errtext, "%s", text ? text : kvs_strerror(err));
+    }
+    if (--op->pending > 0)
+        return;
+    op->done = true;
+    if (op->err == 0 && !op->sync) {
+        list_remove(s, op);
+        wrk_op_free(op);
+    }
+    pthread_cond_broadcast(&s->cv);
+}
+
+void wrk_op_release(kvs_store *s, wrk_op *op, int err, const char *text)
+{
+    pthread_mutex_lock(&s->mu);
+    op_release_locked(s, op, err, text);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void wrk_fail_all_locked(kvs_store *s, int err, const char *text)
+{
+    if (s->fatal == 0) {
+        s->fatal = err;
+        snprintf(s->fatal_text, sizeof s->fatal_text, "%s", text);
+    }
+    /* ops still in the submission queue never reach the I/O thread */
+    wrk_op *op = s->q_head;
+    s->q_head = s->q_tail = NULL;
+    while (op) {
+        wrk_op *n = op->qnext;
+        size_t left = op->nreqs;
+        for (size_t i = 0; i < left; i++)
+            op_release_locked(s, op, err, text);
+        op = n;
+    }
+    pthread_cond_broadcast(&s->cv);
+}
+
+/* ---- argument checks ---- */
+
+static int check_array(const kvs_store *s, const kvs_array *a, uint64_t key, const char *what)
+{
+    uint64_t bytes;
+    (void)s;
+    if ((unsigned)a->dtype >= KVS_NUM_DTYPES)
+        return err_set(KVS_EINVAL, "key %llu: %s dtype %d is not a kvs_dtype",
+                       (unsigned long long)key, what, (int)a->dtype);
+    if (a->device != KVS_CPU)
+        return err_set(KVS_EDEVICE, "key %llu: %s is on device %d; this store takes host "
+                       "memory (device = KVS_CPU)", (unsigned long long)key, what, a->device);
+    if (!size_mul(a->count, kvs_dtype_size(a->dtype), &bytes))
+        return err_set(KVS_ETOOBIG, "key %llu: %s of %llu elements is too large",
+                       (unsigned long long)key, what, (unsigned long long)a->count);
+    if (a->data == NULL && a->count > 0)
+        return err_set(KVS_EINVAL, "key %llu: %s data is NULL", (unsigned long long)key, what);
+    return 0;
+}
+
+static int check_args(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *a,
+                      const char *what)
+{
+    if (s == NULL)
+        return err_set(KVS_EINVAL, "store is NULL");
+    if (n > 0 && (keys == NULL || a == NULL))
+        return err_set(KVS_EINVAL, "%s: keys or arrays are NULL", what);
+    for (size_t i = 0; i < n; i++) {
+        int rc = check_array(s, &a[i], keys[i], what);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* Unique keys of keys[0..n): first[i] = index of the first occurrence of
+ * keys[i].  Returns the number of unique keys or -1 (no memory). */
+static long uniq_keys(size_t n, const uint64_t *keys, size_t *first)
+{
+    hmap seen;
+    long nu = 0;
+    hmap_init(&seen);
+    for (size_t i = 0; i < n; i++) {
+        void *v = hmap_get(&seen, keys[i]);
+        if (v) {
+            first[i] = (size_t)(uintptr_t)v - 1;
+        } else {
+            first[i] = i;
+            if (hmap_put(&seen, keys[i], (void *)(uintptr_t)(i + 1)) != 0) {
+                hmap_fini(&seen);
+                return -1;
+            }
+            nu++;
+        }
+    }
+    hmap_fini(&seen);
+    return nu;
+}
+
+int wrk_sum_local(kvs_store *s, void *dst, const kvs_array *vals, const size_t *idx, size_t k)
+{
+    const void *stack[8] = {0};
+    const void **srcs = k <= 8 ? stack : malloc(k * sizeof *srcs);
+    int rc;
+    if (srcs == NULL)
+        return KVS_ENOMEM;
+    for (size_t j = 0; j < k; j++)
+        srcs[j] = vals[idx[j]].data;
+    rc = red_sum(s->pool, vals[idx[0]].dtype, dst, srcs, (int)k, vals[idx[0]].count);
+    if (srcs != stack)
+        free(srcs);
+    return rc;
+}
+
+/* ---- building and submitting operations (dist stores) ---- */
+
+static int shape_err(uint64_t key, const wrk_key *k, const kvs_array *a, const char *what)
+{
+    return err_set(KVS_ESHAPE,
+                   "key %llu: %s has %llu %s elements but the key was initialised with %llu "
+                   "%s elements",
+                   (unsigned long long)key, what, (unsigned long long)a->count,
+                   kvs_dtype_name(a->dtype), (unsigned long long)k->count,
+                   kvs_dtype_name(k->dtype));
+}
+
+/* Build and queue an op.  vals: data sent (push/pushpull/init); outs: where
+ * replies go (pull/pushpull).  Called without mu. */
+static int submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
+                  const kvs_array *vals, const kvs_array *outs, int priority, wrk_op **sync_op)
+{
+    const kvs_array *shape = vals ? vals : outs;
+    size_t *first = NULL;
+    long nu;
+    int rc = 0;
+    wrk_op *op = NULL;
+
+    first = malloc((n ? n : 1) * sizeof *first);
+    if (first == NULL)
+        return err_set(KVS_ENOMEM, "out of memory");
+    nu = uniq_keys(n, keys, first);
+    if (nu < 0) {
+        free(first);
+        return err_set(KVS_ENOMEM, "out of memory");
+    }
+    /* every occurrence of a key must have the same shape */
+    for (size_t i = 0; i < n; i++) {
+        const kvs_array *a = &shape[i], *b = &shape[first[i]];
+        const kvs_array *o = outs ? &outs[i] : NULL, *ob = outs ? &outs[first[i]] : NULL;
+        if (a->count != b->count || a->dtype != b->dtype ||
+            (o && (o->count != b->count || o->dtype != b->dtype)) ||
+            (ob && (ob->count != b->count || ob->dtype != b->dtype))) {
+            free(first);
+            return err_set(KVS_ESHAPE, "key %llu appears with different counts or dtypes in "
+                           "one call", (unsigned long long)keys[i]);
+        }
+    }
+
+    op = calloc(1, sizeof *op);
+    if (op == NULL) {
+        free(first);
+        return err_set(KVS_ENOMEM, "out of memory");
+    }
+    op->store = s;
+    op->type = type;
+    op->sync = sync_op != NULL;
+    op->nkeys = (size_t)nu;
+    op->keys = malloc((size_t)(nu ? nu : 1) * sizeof *op->keys);
+
+    /* count the parts and output pointers */
+    size_t nreqs = 0, nouts = 0, tmp_bytes = 0;
+    for (size_t i = 0, u = 0; i < n; i++) {
+        size_t cnt = 0;
+        if (first[i] != i)
+            continue;
+        op->keys[u++] = keys[i];
+        uint64_t parts = wrk_route_nparts(&s->routing, shape[i].count);
+        if (parts == 0)
+            parts = 1; /* a zero-length key still makes one (empty) request */
+        nreqs += parts;
+        for (size_t j = i; j < n; j++)
+            cnt += first[j] == i;
+        if (outs)
+            nouts += parts * cnt;
+        if (vals && cnt > 1 && type != WRK_OP_INIT)
+            tmp_bytes += ((shape[i].count * kvs_dtype_size(shape[i].dtype)) + 63) & ~(size_t)63;
+    }
+    op->nreqs = nreqs;
+    op->reqs = calloc(nreqs ? nreqs : 1, sizeof *op->reqs);
+    op->outptrs = calloc(nouts ? nouts : 1, sizeof *op->outptrs);
+    if (tmp_bytes)
+        op->tmp = aligned_alloc(64, tmp_bytes);
+    if (op->keys == NULL || op->reqs == NULL || op->outptrs == NULL ||
+        (tmp_bytes && op->tmp == NULL)) {
+        rc = err_set(KVS_ENOMEM, "out of memory for %zu requests", nreqs);
+        goto fail;
+    }
+
+    pthread_mutex_lock(&s->mu);
+    if (s->fatal) {
+        rc = err_set(s->fatal, "%s", s->fatal_text);
+        pthread_mutex_unlock(&s->mu);
+        goto fail;
+    }
+    if (s->stop) {
+        rc = err_set(KVS_ECLOSED, "store is closing");
+        pthread_mutex_unlock(&s->mu);
+        goto fail;
+    }
+    /* check shapes against the keys' inits before changing anything */
+    for (size_t i = 0; i < n; i++) {
+        if (first[i] != i)
+            continue;
+        wrk_key *k = hmap_get(&s->keys, keys[i]);
+        if (type == WRK_OP_INIT) {
+            if (k && (k->count != shape[i].count || k->dtype != shape[i].dtype)) {
+                rc = shape_err(keys[i], k, &shape[i], "init");
+                break;
+            }
+        } else if (k && (k->count != shape[i].count || k->dtype != shape[i].dtype)) {
+            rc = shape_err(keys[i], k, &shape[i],
+                           type == WRK_OP_PULL ? "pull output" : "push value");
+            break;
+        }
+    }
+    for (size_t i = 0; i < n && rc == 0 && type == WRK_OP_INIT; i++) {
+        if (first[i] != i || hmap_get(&s->keys, keys[i]))
+            continue;
+        wrk_key *k = calloc(1, sizeof *k);
+        if (k == NULL || hmap_put(&s->keys, keys[i], k) != 0) {
+            free(k);
+            rc = err_set(KVS_ENOMEM, "out of memory");
+        } else {
+            k->count = shape[i].count;
+            k->dtype = shape[i].dtype;
+        }
+    }
+    if (rc) {
+        pthread_mutex_unlock(&s->mu);
+        goto fail;
+    }
+
+    size_t r = 0, o = 0;
+    uint8_t *tmp = op->tmp;
+    for (size_t i = 0; i < n; i++) {
+        if (first[i] != i)
+            continue;
+        const kvs_array *a = &shape[i];
+        size_t esz = kvs_dtype_size(a->dtype);
+        wrk_key *k = hmap_get(&s->keys, keys[i]);
+        uint64_t round = k ? k->pushes : 0;
+        const uint8_t *src = vals ? vals[i].data : NULL;
+        if ((type == WRK_OP_PUSH || type == WRK_OP_PUSHPULL) && k)
+            k->pushes++;
+        if (vals && type != WRK_OP_INIT) {
+            size_t idx[64], *ix = idx, cnt = 0;
+            for (size_t j = i; j < n; j++)
+                cnt += first[j] == i;
+            if (cnt > 1) {
+                if (cnt > 64 && (ix = malloc(cnt * sizeof *ix)) == NULL) {
+                    pthread_mutex_unlock(&s->mu);
+                    rc = err_set(KVS_ENOMEM, "out of memory");
+                    goto fail;
+                }
+                for (size_t j = i, c = 0; j < n; j++)
+                    if (first[j] == i)
+                        ix[c++] = j;
+                wrk_sum_local(s, tmp, vals, ix, cnt);
+                if (ix != idx)
+                    free(ix);
+                src = tmp;
+                tmp += ((a->count * esz) + 63) & ~(size_t)63;
+            }
+        }
+        uint64_t parts = wrk_route_nparts(&s->routing, a->count);
+        for (uint64_t p = 0; p < (parts ? parts : 1); p++) {
+            wrk_part wp;
+            wrk_req *q = &op->reqs[r++];
+            if (parts)
+                wrk_route_part(&s->routing, keys[i], a->count, p, &wp);
+            else
+                wp = (wrk_part){0, (int)((keys[i] * 9973ull) % (uint64_t)s->num_servers), 0, 0};
+            q->op = op;
+            q->server = wp.server;
+            q->h.type = (uint16_t)(type == WRK_OP_INIT ? PROTO_INIT
+                                   : type == WRK_OP_PUSH ? PROTO_PUSH
+                                   : type == WRK_OP_PULL ? PROTO_PULL
+                                                         : PROTO_PUSHPULL);
+            q->h.flags = s->async && type == WRK_OP_INIT ? PROTO_F_ASYNC : 0;
+            q->h.priority = priority;
+            q->h.key = keys[i];
+            q->h.part = wp.part;
+            q->h.offset = wp.offset;
+            q->h.count = wp.count;
+            q->h.total = a->count;
+            q->h.round = round;
+            q->h.dtype = (uint32_t)a->dtype;
+            if (src && (type != WRK_OP_INIT || s->rank == 0)) {
+                q->send = src + wp.offset * esz;
+                q->h.body_len = wp.count * esz;
+            }
+            if (outs) {
+                q->outs = &op->outptrs[o];
+                for (size_t j = i; j < n; j++)
+                    if (first[j] == i)
+                        op->outptrs[o++] = (uint8_t *)outs[j].data + wp.offset * esz;
+                q->nouts = (int)(&op->outptrs[o] - q->outs);
+            }
+        }
+    }
+    op->pending = (int)op->nreqs;
+    for (size_t i = 0; i < op->nreqs; i++)
+        if (op->reqs[i].h.body_len >= ZERO_COPY_MIN)
+            op->pending++; /* released by ZeroMQ when the frame is sent */
+    if (op->nreqs == 0) {
+        op->done = true;
+    }
+    list_append(s, op);
+    if (op->nreqs > 0)
+        wrk_io_submit(s, op);
+    pthread_mutex_unlock(&s->mu);
+    free(first);
+    if (sync_op)
+        *sync_op = op;
+    return 0;
+fail:
+    free(first);
+    wrk_op_free(op);
+    return rc;
+}
+
+/* Wait for one op (sync ops: init, barrier, exit); removes it. */
+static int wait_op(kvs_store *s, wrk_op *op)
+{
+    int rc;
+    pthread_mutex_lock(&s->mu);
+    while (!op->done)
+        pthread_cond_wait(&s->cv, &s->mu);
+    list_remove(s, op);
+    rc = op->err;
+    if (rc)
+        err_set(rc, "%s", op->errtext);
+    pthread_mutex_unlock(&s->mu);
+    wrk_op_free(op);
+    return rc;
+}
+
+static bool op_has_key(const wrk_op *op, uint64_t key)
+{
+    for (size_t i = 0; i < op->nkeys; i++)
+        if (op->keys[i] == key)
+            return true;
+    return false;
+}
+
+/* Wait until no unfinished op matches; report and drop the matching failed
+ * ops.  all: every op; else ops on key. */
+static int wait_ops(kvs_store *s, bool all, uint64_t key)
+{
+    int rc = 0;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        bool busy = false;
+        for (wrk_op *op = s->ops_head; op && !busy; op = op->next)
+            if (!op->done && !op->sync && (all || op_has_key(op, key)))
+                busy = true;
+        if (!busy)
+            break;
+        pthread_cond_wait(&s->cv, &s->mu);
+    }
+    wrk_op *op = s->ops_head;
+    while (op) {
+        wrk_op *n = op->next;
+        if (op->done && !op->sync && (all || op_has_key(op, key))) {
+            if (rc == 0 && op->err) {
+                rc = op->err;
+                err_set(rc, "%s", op->errtext);
+            }
+            list_remove(s, op);
+            wrk_op_free(op);
+        }
+        op = n;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+/* ---- public API ---- */
+
+static int parse_type(const char *type, int *kind, bool *async)
+{
+    if (type == NULL)
+        return err_set(KVS_EINVAL, "store type is NULL");
+    if (!strcmp(type, "local")) {
+        *kind = WRK_LOCAL;
+        *async = false;
+        return 0;
+    }
+    if (!strcmp(type, "dist_sync") || !strcmp(type, "dist")) {
+        *kind = WRK_DIST;
+        *async = false;
+        return 0;
+    }
+    if (!strcmp(type, "dist_async")) {
+        *kind = WRK_DIST;
+        *async = true;
+        return 0;
+    }
+    if (!strcmp(type, "device") || !strcmp(type, "nccl") || !strcmp(type, "dist_sync_device") ||
+        !strcmp(type, "dist_device_sync"))
+        return err_set(KVS_ENOTSUP, "store type '%s' is not supported by this build (GPU "
+                       "stores come later); use 'local', 'dist_sync' or 'dist_async'", type);
+    return err_set(KVS_EINVAL, "unknown store type '%s': expected 'local', 'dist_sync' or "
+                   "'dist_async'", type);
+}
+
+int kvs_create(const char *type, kvs_store **out)
+{
+    kvs_store *s;
+    char err[512];
+    int kind = 0, rc;
+    bool async = false;
+    err_clear();
+    if (out == NULL)
+        return err_set(KVS_EINVAL, "out is NULL");
+    *out = NULL;
+    rc = parse_type(type, &kind, &async);
+    if (rc)
+        return rc;
+    s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return err_set(KVS_ENOMEM, "out of memory");
+    s->kind = kind;
+    s->async = async;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    hmap_init(&s->keys);
+    hmap_init(&s->reqs);
+    snprintf(s->who, sizeof s->who, "worker");
+    if (cfg_load(&s->c, kind == WRK_DIST, err, sizeof err) != 0) {
+        rc = err_set(KVS_ECONFIG, "%s", err);
+        goto fail;
+    }
+    if (kind == WRK_DIST && s->c.role != CFG_ROLE_WORKER && s->c.role != CFG_ROLE_NONE) {
+        rc = err_set(KVS_ECONFIG, "DMLC_ROLE='%s': libkvs is the worker side; run "
+                     "kvs-%s for that role", cfg_role_name(s->c.role),
+                     cfg_role_name(s->c.role));
+        goto fail;
+    }
+    if (s->c.verbose > log_level)
+        log_level = s->c.verbose;
+    rc = red_pool_new(s->c.reduction_nthreads, s->c.bigarray_bound, &s->pool);
+    if (rc) {
+        rc = err_set(rc, "cannot start %d reduction threads", s->c.reduction_nthreads);
+        goto fail;
+    }
+    if (kind == WRK_LOCAL) {
+        s->num_workers = 1;
+        s->rank = 0;
+        *out = s;
+        return 0;
+    }
+    s->num_workers = s->c.num_worker;
+    s->num_servers = s->c.num_server;
+    s->routing = (wrk_routing){s->c.num_server, s->c.bigarray_bound, s->c.van == CFG_VAN_P3,
+                               s->c.slice_threshold};
+    if (cfg_resolve_host(&s->c, s->host, sizeof s->host, err, sizeof err) != 0) {
+        rc = err_set(KVS_ECONFIG, "%s", err);
+        goto fail;
+    }
+    cfg_log(&s->c, s->who);
+    rc = wrk_io_start(s);
+    if (rc)
+        goto fail; /* wrk_io_start set the message */
+    *out = s;
+    return 0;
+fail:
+    {
+        char keep[512];
+        snprintf(keep, sizeof keep, "%s", kvs_last_error());
+        kvs_close(s);
+        err_set(rc, "%s", keep);
+    }
+    return rc;
+}
+
+int kvs_init(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals)
+{
+    wrk_op *op = NULL;
+    int rc;
+    err_clear();
+    if ((rc = check_args(s, n, keys, vals, "init")) != 0)
+        return rc;
+    if (s->kind == WRK_LOCAL)
+        return wrk_local_init(s, n, keys, vals);
+    rc = submit(s, WRK_OP_INIT, n, keys, vals, NULL, 0, &op);
+    if (rc)
+        return rc;
+    return wait_op(s, op);
+}
+
+int kvs_push(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals, int priority)
+{
+    int rc;
+    err_clear();
+    if ((rc = check_args(s, n, keys, vals, "push")) != 0)
+        return rc;
+    if (s->kind == WRK_LOCAL)
+        return wrk_local_push(s, n, keys, vals);
+    return submit(s, WRK_OP_PUSH, n, keys, vals, NULL, priority, NULL);
+}
+
+int kvs_pull(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *outs, int priority)
+{
+    int rc;
+    err_clear();
+    if ((rc = check_args(s, n, keys, outs, "pull")) != 0)
+        return rc;
+    if (s->kind == WRK_LOCAL)
+        return wrk_local_pull(s, n, keys, outs);
+    return submit(s, WRK_OP_PULL, n, keys, NULL, outs, priority, NULL);
+}
+
+int kvs_pushpull(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals,
+                 const kvs_array *outs, int priority)
+{
+    int rc;
+    err_clear();
+    if ((rc = check_args(s, n, keys, vals, "pushpull")) != 0 ||
+        (rc = check_args(s, n, keys, outs, "pushpull")) != 0)
+        return rc;
+    if (s->kind == WRK_LOCAL) {
+        rc = wrk_local_push(s, n, keys, vals);
+        return rc ? rc : wrk_local_pull(s, n, keys, outs);
+    }
+    return submit(s, WRK_OP_PUSHPULL, n, keys, vals, outs, priority, NULL);
+}
+
+int kvs_wait(kvs_store *s, uint64_t key)
+{
+    err_clear();
+    if (s == NULL)
+        return err_set(KVS_EINVAL, "store is NULL");
+    return wait_ops(s, false, key);
+}
+
+int kvs_wait_all(kvs_store *s)
+{
+    err_clear();
+    if (s == NULL)
+        return err_set(KVS_EINVAL, "store is NULL");
+    return wait_ops(s, true, 0);
+}
+
+static int control_op(kvs_store *s, int type)
+{
+    wrk_op *op = calloc(1, sizeof *op);
+    if (op == NULL)
+        return err_set(KVS_ENOMEM, "out of memory");
+    op->store = s;
+    op->type = type;
+    op->sync = true;
+    op->nreqs = 1;
+    op->reqs = calloc(1, sizeof *op->reqs);
+    if (op->reqs == NULL) {
+        wrk_op_free(op);
+        return err_set(KVS_ENOMEM, "out of memory");
+    }
+    op->reqs[0].op = op;
+    op->reqs[0].server = -1;
+    op->reqs[0].h.type = type == WRK_OP_BARRIER ? PROTO_BARRIER : PROTO_EXIT;
+    op->pending = 1;
+    pthread_mutex_lock(&s->mu);
+    if (s->fatal) {
+        int rc = err_set(s->fatal, "%s", s->fatal_text);
+        pthread_mutex_unlock(&s->mu);
+        wrk_op_free(op);
+        return rc;
+    }
+    list_append(s, op);
+    wrk_io_submit(s, op);
+    pthread_mutex_unlock(&s->mu);
+    return wait_op(s, op);
+}
+
+int kvs_barrier(kvs_store *s)
+{
+    err_clear();
+    if (s == NULL)
+        return err_set(KVS_EINVAL, "store is NULL");
+    if (s->kind == WRK_LOCAL)
+        return 0;
+    return control_op(s, WRK_OP_BARRIER);
+}
+
+int kvs_rank(const kvs_store *s)
+{
+    return s ? s->rank : KVS_EINVAL;
+}
+
+int kvs_num_workers(const kvs_store *s)
+{
+    return s ? s->num_workers : KVS_EINVAL;
+}
+
+int kvs_num_servers(const kvs_store *s)
+{
+    return s ? s->num_servers : KVS_EINVAL;
+}
+
+int kvs_set_optimizer(kvs_store *s, const char *spec)
+{
+    err_clear();
+    if (s == NULL || spec == NULL)
+        return err_set(KVS_EINVAL, "store or spec is NULL");
+    return err_set(KVS_ENOTSUP, "server-side optimizers ('%s') are not supported yet; "
+                   "servers store the plain sum", spec);
+}
+
+int kvs_close(kvs_store *s)
+{
+    int rc = 0;
+    if (s == NULL)
+        return 0;
+    if (s->thread_started) {
+        rc = wait_ops(s, true, 0);
+        char keep[512];
+        snprintf(keep, sizeof keep, "%s", kvs_last_error());
+        pthread_mutex_lock(&s->mu);
+        bool ok = s->fatal == 0 && s->registered;
+        pthread_mutex_unlock(&s->mu);
+        if (ok) {
+            int rc2 = control_op(s, WRK_OP_EXIT);
+            if (rc == 0 && rc2 != 0 && rc2 != KVS_ECLOSED)
+                rc = rc2;
+        }
+        wrk_io_stop(s);
+        if (rc)
+            err_set(rc, "%s", keep);
+    }
+    /* free any op still listed (failed and never reported) */
+    wrk_op *op = s->ops_head;
+    while (op) {
+        wrk_op *n = op->next;
+        wrk_op_free(op);
+        op = n;
+    }
+    if (s->kind == WRK_LOCAL)
+        wrk_local_free(s);
+    for (size_t i = 0; i < s->keys.cap; i++)
+        if (s->keys.used[i] == 1)
+            free(s->keys.vals[i]);
+    hmap_fini(&s->keys);
+    hmap_fini(&s->reqs);
+    red_pool_free(s->pool);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+    return rc;
+}

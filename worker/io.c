@@ -1,0 +1,394 @@
+/* io.c - libkvs's I/O thread: registration, sends, replies, failures. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "worker/wrk_int.h"
+
+#define ZERO_COPY_MIN (64u << 10)
+
+/* Fail every request in flight and everything queued (I/O thread). */
+static void io_fail_all(kvs_store *s, int err, const char *text)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->fatal == 0 && err != KVS_ECLOSED)
+        LOG(LOG_WARN, s->who, "job", "%s", text);
+    wrk_fail_all_locked(s, err, text);
+    hmap reqs = s->reqs;
+    hmap_init(&s->reqs);
+    pthread_mutex_unlock(&s->mu);
+    for (size_t i = 0; i < reqs.cap; i++)
+        if (reqs.used[i] == 1) {
+            wrk_req *q = reqs.vals[i];
+            wrk_op_release(q->op->store, q->op, err, text);
+        }
+    hmap_fini(&reqs);
+}
+
+static void zc_free(void *data, void *hint)
+{
+    wrk_req *q = hint;
+    (void)data;
+    /* ZeroMQ's thread: the frame that pointed at user memory is released */
+    wrk_op_release(q->op->store, q->op, 0, NULL);
+}
+
+static void send_req(kvs_store *s, wrk_req *q)
+{
+    char text[256];
+    q->req_id = ++s->next_req;
+    q->h.req_id = q->req_id;
+    q->h.sender = s->node_id;
+    if (q->server < 0) {
+        if (hmap_put(&s->reqs, q->req_id, q) != 0) {
+            wrk_op_release(s, q->op, KVS_ENOMEM, "out of memory");
+            return;
+        }
+        net_link_send(s->link, &q->h, NULL);
+        return;
+    }
+    if (q->server >= s->num_servers || s->servers[q->server] == NULL) {
+        snprintf(text, sizeof text, "no connection to server %d", q->server);
+        wrk_op_release(s, q->op, KVS_ENET, text);
+        return;
+    }
+    if (hmap_put(&s->reqs, q->req_id, q) != 0) {
+        wrk_op_release(s, q->op, KVS_ENOMEM, "out of memory");
+        return;
+    }
+    zmq_msg_t body, *bp = NULL;
+    if (q->send && q->h.body_len > 0) {
+        if (q->h.body_len >= ZERO_COPY_MIN) {
+            zmq_msg_init_data(&body, (void *)q->send, q->h.body_len, zc_free, q);
+        } else {
+            zmq_msg_init_size(&body, q->h.body_len);
+            memcpy(zmq_msg_data(&body), q->send, q->h.body_len);
+        }
+        bp = &body;
+    } else {
+        q->h.body_len = 0;
+    }
+    LOG(LOG_DEBUG, s->who, "net", "%s key %llu part %u round %llu to server %d",
+        proto_type_name(q->h.type), (unsigned long long)q->h.key, q->h.part,
+        (unsigned long long)q->h.round, q->server);
+    if (net_send(s->servers[q->server], NULL, 0, &q->h, bp) != 0) {
+        hmap_del(&s->reqs, q->req_id);
+        snprintf(text, sizeof text, "send to server %d failed", q->server);
+        wrk_op_release(s, q->op, KVS_ENET, text);
+    }
+    if (bp)
+        zmq_msg_close(bp);
+}
+
+static int cmp_prio(const void *a, const void *b)
+{
+    const wrk_req *x = *(wrk_req *const *)a, *y = *(wrk_req *const *)b;
+    if (x->h.priority != y->h.priority)
+        return x->h.priority > y->h.priority ? -1 : 1;
+    return x->op == y->op ? (x < y ? -1 : 1) : 0;
+}
+
+static void on_wake(uv_async_t *h)
+{
+    kvs_store *s = h->data;
+    wrk_op *ops;
+    bool stop;
+    pthread_mutex_lock(&s->mu);
+    ops = s->q_head;
+    s->q_head = s->q_tail = NULL;
+    stop = s->stop;
+    pthread_mutex_unlock(&s->mu);
+
+    if (s->routing.p3 && ops && ops->qnext) {
+        /* p3: everything queued leaves in priority order (stable per op) */
+        size_t n = 0, k = 0;
+        for (wrk_op *op = ops; op; op = op->qnext)
+            n += op->nreqs;
+        wrk_req **all = malloc(n * sizeof *all);
+        if (all) {
+            for (wrk_op *op = ops; op; op = op->qnext)
+                for (size_t i = 0; i < op->nreqs; i++)
+                    all[k++] = &op->reqs[i];
+            qsort(all, n, sizeof *all, cmp_prio);
+            for (size_t i = 0; i < n; i++)
+                send_req(s, all[i]);
+            free(all);
+            ops = NULL;
+        }
+    }
+    while (ops) {
+        wrk_op *next = ops->qnext; /* read first: the op may complete and be freed */
+        size_t nreqs = ops->nreqs;
+        wrk_req *reqs = ops->reqs;
+        for (size_t i = 0; i < nreqs; i++)
+            send_req(s, &reqs[i]);
+        ops = next;
+    }
+    if (stop)
+        uv_stop(&s->loop);
+}
+
+void wrk_io_submit(kvs_store *s, wrk_op *op)
+{
+    op->qnext = NULL;
+    if (s->q_tail)
+        s->q_tail->qnext = op;
+    else
+        s->q_head = op;
+    s->q_tail = op;
+    uv_async_send(&s->wake);
+}
+
+/* A reply from a server. */
+static void on_server(net_sock *sock, net_msg *m, void *arg)
+{
+    kvs_store *s = arg;
+    proto_hdr h;
+    char why[256];
+    proto_limits lim = {s->c.max_message};
+    (void)sock;
+    if (m->total > 2 ||
+        proto_decode(zmq_msg_data(&m->frames[0]), zmq_msg_size(&m->frames[0]), m->total,
+                     m->total == 2 ? zmq_msg_size(&m->frames[1]) : 0, &lim, &h, why,
+                     sizeof why) != 0) {
+        if (m->total > 2)
+            snprintf(why, sizeof why, "%d frames", m->total);
+        LOG(LOG_WARN, s->who, "net", "dropped a malformed message from a server: %s", why);
+        return;
+    }
+    const char *body = m->total == 2 ? zmq_msg_data(&m->frames[1]) : NULL;
+    if (h.type == PROTO_ERROR) {
+        LOG(LOG_WARN, s->who, "net", "server %d rejected a message: %.*s", (h.sender - 8) / 2,
+            (int)h.body_len, body ? body : "");
+    }
+    wrk_req *q = hmap_get(&s->reqs, h.req_id);
+    if (q == NULL) {
+        if (h.type != PROTO_ERROR)
+            LOG(LOG_INFO, s->who, "net", "dropped a %s for unknown request %llu",
+                proto_type_name(h.type), (unsigned long long)h.req_id);
+        return;
+    }
+    hmap_del(&s->reqs, h.req_id);
+    if (h.type == PROTO_ERROR || h.status != 0) {
+        char text[PROTO_ERRTEXT_MAX + 64];
+        int st = h.status ? h.status : KVS_EPROTO;
+        snprintf(text, sizeof text, "server %d: %.*s", q->server, (int)h.body_len,
+                 body ? body : kvs_strerror(st));
+        wrk_op_release(s, q->op, st, text);
+        return;
+    }
+    if (h.type != PROTO_REPLY || h.key != q->h.key || h.part != q->h.part) {
+        wrk_op_release(s, q->op, KVS_EPROTO, "a server's reply does not match its request");
+        return;
+    }
+    if (q->nouts > 0) {
+        if (body == NULL || h.count != q->h.count || h.offset != q->h.offset ||
+            h.dtype != q->h.dtype) {
+            snprintf(why, sizeof why, "server %d replied %llu elements for key %llu, expected "
+                     "%llu", q->server, (unsigned long long)h.count,
+                     (unsigned long long)h.key, (unsigned long long)q->h.count);
+            wrk_op_release(s, q->op, KVS_EPROTO, why);
+            return;
+        }
+        for (int i = 0; i < q->nouts; i++)
+            memcpy(q->outs[i], body, h.body_len);
+    }
+    wrk_op_release(s, q->op, 0, NULL);
+}
+
+static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, size_t len)
+{
+    proto_node *nodes = NULL;
+    char why[256], ident[32];
+    int n, rc = 0;
+    if (h->key < 9 || h->key % 2 == 0 || (h->key - 9) / 2 >= (uint64_t)s->c.num_worker) {
+        io_fail_all(s, KVS_EPROTO, "the scheduler assigned an invalid node id");
+        return;
+    }
+    nodes = calloc((size_t)(s->c.num_server + s->c.num_worker), sizeof *nodes);
+    s->servers = calloc((size_t)s->c.num_server, sizeof *s->servers);
+    if (nodes == NULL || s->servers == NULL) {
+        free(nodes);
+        io_fail_all(s, KVS_ENOMEM, "out of memory");
+        return;
+    }
+    n = proto_parse_nodes(body ? body : "", len, nodes, s->c.num_server + s->c.num_worker, why,
+                          sizeof why);
+    if (n < 0) {
+        free(nodes);
+        io_fail_all(s, KVS_EPROTO, why);
+        return;
+    }
+    s->node_id = (int)h->key;
+    s->rank = (s->node_id - 9) / 2;
+    snprintf(s->who, sizeof s->who, "worker %d", s->rank);
+    snprintf(ident, sizeof ident, "w%d", s->node_id);
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (nodes[i].role != CFG_ROLE_SERVER)
+            continue;
+        int r = (nodes[i].id - 8) / 2;
+        if (nodes[i].id < 8 || nodes[i].id % 2 || r >= s->c.num_server || s->servers[r]) {
+            rc = KVS_EPROTO;
+            break;
+        }
+        net_sock *sock;
+        rc = net_sock_new(&s->loop, s->zctx, ZMQ_DEALER, s->c.water_mark, on_server, s, &sock);
+        if (rc)
+            break;
+        zmq_setsockopt(net_sock_zmq(sock), ZMQ_ROUTING_ID, ident, strlen(ident));
+        if (zmq_connect(net_sock_zmq(sock), nodes[i].endpoint) != 0) {
+            snprintf(why, sizeof why, "cannot connect to server %d at %s: %s", r,
+                     nodes[i].endpoint, zmq_strerror(zmq_errno()));
+            net_sock_free(sock);
+            free(nodes);
+            io_fail_all(s, KVS_ENET, why);
+            return;
+        }
+        net_sock_start(sock);
+        s->servers[r] = sock;
+        LOG(LOG_INFO, s->who, "net", "server %d is at %s", r, nodes[i].endpoint);
+    }
+    free(nodes);
+    for (int r = 0; r < s->c.num_server && rc == 0; r++)
+        if (s->servers[r] == NULL)
+            rc = KVS_EPROTO;
+    if (rc) {
+        io_fail_all(s, rc, "the scheduler's node table is inconsistent");
+        return;
+    }
+    net_link_registered(s->link, s->node_id);
+    pthread_mutex_lock(&s->mu);
+    s->registered = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    LOG(LOG_INFO, s->who, "job", "registered: rank %d of %d workers, %d servers", s->rank,
+        s->c.num_worker, s->c.num_server);
+}
+
+static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t len)
+{
+    kvs_store *s = arg;
+    char text[700];
+    snprintf(text, sizeof text, "%.*s", (int)(len < 600 ? len : 600), body ? body : "");
+    switch (h->type) {
+    case PROTO_REGISTER_ACK:
+        if (!s->servers)
+            on_registered(s, h, body, len);
+        break;
+    case PROTO_BARRIER_DONE:
+    case PROTO_EXIT_ACK: {
+        wrk_req *q = hmap_del(&s->reqs, h->req_id);
+        if (q)
+            wrk_op_release(s, q->op, 0, NULL);
+        break;
+    }
+    case PROTO_NODE_DEAD: {
+        char msg[800];
+        snprintf(msg, sizeof msg, "%s", text);
+        io_fail_all(s, KVS_EPEERDEAD, msg);
+        break;
+    }
+    case PROTO_SHUTDOWN:
+        io_fail_all(s, h->status ? KVS_EPEERDEAD : KVS_ECLOSED,
+                    h->status ? "the scheduler ended the job: it failed"
+                              : "the scheduler ended the job");
+        break;
+    case PROTO_ERROR: {
+        char msg[800];
+        snprintf(msg, sizeof msg, "the scheduler refused this worker: %s", text);
+        io_fail_all(s, KVS_ECONFIG, msg);
+        break;
+    }
+    default:
+        LOG(LOG_WARN, s->who, "net", "ignored %s from the scheduler", proto_type_name(h->type));
+    }
+}
+
+static void on_link_fail(void *arg, int err, const char *why)
+{
+    io_fail_all(arg, err, why);
+}
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static void *io_main(void *arg)
+{
+    kvs_store *s = arg;
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    /* stopping: close sockets and handles, let the closes run */
+    net_link_free(s->link);
+    s->link = NULL;
+    for (int r = 0; s->servers && r < s->c.num_server; r++)
+        net_sock_free(s->servers[r]);
+    free(s->servers);
+    s->servers = NULL;
+    uv_walk(&s->loop, close_walk, NULL);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    /* requests still in flight can never complete now */
+    io_fail_all(s, KVS_ECLOSED, "store closed");
+    return NULL;
+}
+
+int wrk_io_start(kvs_store *s)
+{
+    int rc;
+    uv_loop_init(&s->loop);
+    uv_async_init(&s->loop, &s->wake, on_wake);
+    s->wake.data = s;
+    s->zctx = zmq_ctx_new();
+    if (s->zctx == NULL)
+        return err_set(KVS_ENET, "cannot create a ZeroMQ context");
+    net_link_cbs cbs = {on_sched_msg, on_link_fail};
+    rc = net_link_new(&s->loop, s->zctx, &s->c, CFG_ROLE_WORKER, s->host, "-", s->c.worker_id,
+                      s->who, &cbs, s, &s->link);
+    if (rc) {
+        uv_close((uv_handle_t *)&s->wake, NULL);
+        uv_run(&s->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&s->loop);
+        zmq_ctx_term(s->zctx);
+        s->zctx = NULL;
+        return err_set(rc, "cannot connect to the scheduler at %s:%d", s->c.root_uri,
+                       s->c.root_port);
+    }
+    if (pthread_create(&s->thread, NULL, io_main, s) != 0) {
+        net_link_free(s->link);
+        uv_walk(&s->loop, close_walk, NULL);
+        uv_run(&s->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&s->loop);
+        zmq_ctx_term(s->zctx);
+        s->zctx = NULL;
+        return err_set(KVS_ENOMEM, "cannot start the I/O thread");
+    }
+    s->thread_started = true;
+    pthread_mutex_lock(&s->mu);
+    while (!s->registered && s->fatal == 0)
+        pthread_cond_wait(&s->cv, &s->mu);
+    rc = s->registered ? 0 : s->fatal;
+    if (rc)
+        err_set(rc, "%s", s->fatal_text);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+void wrk_io_stop(kvs_store *s)
+{
+    if (!s->thread_started)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->stop = true;
+    uv_async_send(&s->wake);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    s->thread_started = false;
+    uv_loop_close(&s->loop);
+    zmq_ctx_term(s->zctx);
+    s->zctx = NULL;
+}

@@ -1,0 +1,53 @@
+/* route.c - key placement, MXNet-compatible; see DESIGN.md "Key placement".
+ *   count <  BIGARRAY_BOUND: one part on server (key * 9973) % S;
+ *   count >= BIGARRAY_BOUND: S parts, part i = [round(n*i/S), round(n*(i+1)/S))
+ *                            on server i (empty parts are skipped by callers);
+ *   p3: slices of at most SLICE_THRESHOLD elements, round-robin over servers
+ *       starting at the key's home server. */
+#include "worker/wrk_int.h"
+
+/* round(n * i / S), half away from zero, exact for 64-bit n. */
+static uint64_t split_point(uint64_t n, uint64_t i, uint64_t s)
+{
+    unsigned __int128 num = (unsigned __int128)n * i * 2 + s;
+    return (uint64_t)(num / (2 * (unsigned __int128)s));
+}
+
+static int home_server(uint64_t key, int num_servers)
+{
+    return (int)((key * 9973ull) % (uint64_t)num_servers);
+}
+
+uint64_t wrk_route_nparts(const wrk_routing *r, uint64_t count)
+{
+    if (count == 0)
+        return 0;
+    if (r->p3)
+        return (count + r->slice - 1) / r->slice;
+    if (count < r->bigarray_bound || r->num_servers == 1)
+        return 1;
+    return (uint64_t)r->num_servers;
+}
+
+void wrk_route_part(const wrk_routing *r, uint64_t key, uint64_t count, uint64_t i,
+                    wrk_part *out)
+{
+    out->part = (uint32_t)i;
+    if (r->p3) {
+        out->offset = i * r->slice;
+        out->count = count - out->offset < r->slice ? count - out->offset : r->slice;
+        out->server = (int)((home_server(key, r->num_servers) + i) % (uint64_t)r->num_servers);
+        return;
+    }
+    if (count < r->bigarray_bound || r->num_servers == 1) {
+        out->offset = 0;
+        out->count = count;
+        out->server = home_server(key, r->num_servers);
+        return;
+    }
+    uint64_t a = split_point(count, i, (uint64_t)r->num_servers);
+    uint64_t b = split_point(count, i + 1, (uint64_t)r->num_servers);
+    out->offset = a;
+    out->count = b - a;
+    out->server = (int)i;
+}

@@ -1,0 +1,142 @@
+/* wrk_int.h - libkvs internals (private to worker/).
+ *
+ * Threads: user threads build operations (wrk_op) and queue them under
+ * store->mu; the store's I/O thread owns the loop, the sockets and the
+ * request map, sends, and completes requests as replies arrive.  ZeroMQ's
+ * own thread may release zero-copy frames (wrk_op_release).  Everything in
+ * kvs_store marked (mu) is protected by store->mu; (io) is the I/O thread's.
+ */
+#ifndef KVS_WORKER_INT_H
+#define KVS_WORKER_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/config.h"
+#include "common/hmap.h"
+#include "kvs.h"
+#include "net/link.h"
+#include "net/net.h"
+#include "reduce/reduce.h"
+
+enum wrk_kind { WRK_LOCAL = 1, WRK_DIST };
+enum wrk_optype { WRK_OP_INIT = 1, WRK_OP_PUSH, WRK_OP_PULL, WRK_OP_PUSHPULL, WRK_OP_BARRIER,
+                  WRK_OP_EXIT };
+
+/* ---- routing (route.c) ---- */
+
+typedef struct wrk_part {
+    uint32_t part;   /* index within the key */
+    int server;      /* server rank */
+    uint64_t offset; /* first element */
+    uint64_t count;  /* elements */
+} wrk_part;
+
+typedef struct wrk_routing {
+    int num_servers;
+    uint64_t bigarray_bound;
+    bool p3;
+    uint64_t slice;
+} wrk_routing;
+
+/* Number of parts of a key of count elements (0 when count == 0). */
+uint64_t wrk_route_nparts(const wrk_routing *r, uint64_t count);
+/* Part i of key (0 <= i < wrk_route_nparts). */
+void wrk_route_part(const wrk_routing *r, uint64_t key, uint64_t count, uint64_t i,
+                    wrk_part *out);
+
+/* ---- operations ---- */
+
+typedef struct wrk_op wrk_op;
+
+typedef struct wrk_req {
+    wrk_op *op;
+    uint64_t req_id;
+    int server;          /* -1: the scheduler */
+    proto_hdr h;         /* prepared header */
+    const uint8_t *send; /* body to send, h.body_len bytes (or NULL) */
+    int nouts;
+    uint8_t **outs;      /* where reply data goes (each h.count elements) */
+} wrk_req;
+
+struct wrk_op {
+    kvs_store *store;
+    wrk_op *next, *prev; /* (mu) store->ops */
+    wrk_op *qnext;       /* (mu) store->queue */
+    int type;
+    size_t nkeys;
+    uint64_t *keys;      /* unique keys of the op, for kvs_wait(key) */
+    int pending;         /* (mu) replies + zero-copy frames outstanding */
+    int err;             /* (mu) first error */
+    char errtext[512];
+    bool done;           /* (mu) */
+    bool sync;           /* a caller waits for this op itself */
+    size_t nreqs;
+    wrk_req *reqs;
+    uint8_t **outptrs;   /* storage behind reqs[].outs */
+    void *tmp;           /* locally summed push data */
+};
+
+typedef struct wrk_key {
+    uint64_t count;
+    kvs_dtype dtype;
+    uint64_t pushes; /* pushes issued by this worker: the next push's round */
+    uint8_t *local;  /* local store: the value */
+} wrk_key;
+
+struct kvs_store {
+    int kind;
+    bool async;
+    cfg c;
+    char who[32];
+    wrk_routing routing;
+    red_pool *pool;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    wrk_op *ops_head, *ops_tail; /* (mu) not done, or done with an unreported error */
+    wrk_op *q_head, *q_tail;     /* (mu) waiting for the I/O thread */
+    hmap keys;                   /* (mu) key -> wrk_key */
+    int fatal;                   /* (mu) job broken: every call fails with it */
+    char fatal_text[512];        /* (mu) */
+    bool registered;             /* (mu) */
+    bool stop;                   /* (mu) I/O thread must stop */
+    int rank, node_id, num_workers, num_servers;
+
+    /* (io) */
+    pthread_t thread;
+    bool thread_started;
+    uv_loop_t loop;
+    uv_async_t wake;
+    void *zctx;
+    net_link *link;
+    net_sock **servers;
+    hmap reqs;       /* req_id -> wrk_req */
+    uint64_t next_req;
+    char host[CFG_HOST_MAX];
+};
+
+/* io.c */
+int wrk_io_start(kvs_store *s);      /* start the thread; wait for registration */
+void wrk_io_stop(kvs_store *s);      /* stop and join; frees the loop and sockets */
+void wrk_io_submit(kvs_store *s, wrk_op *op); /* call with mu held */
+
+/* api.c */
+/* Account one finished reply or released frame of op (any thread; takes mu). */
+void wrk_op_release(kvs_store *s, wrk_op *op, int err, const char *text);
+/* Mark the job broken and fail everything queued (call with mu held). */
+void wrk_fail_all_locked(kvs_store *s, int err, const char *text);
+void wrk_op_free(wrk_op *op);
+
+/* local.c */
+int wrk_local_init(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals);
+int wrk_local_push(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals);
+int wrk_local_pull(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *outs);
+void wrk_local_free(kvs_store *s);
+
+/* Sum the arrays vals[idx[0..k)] of one key into dst (k >= 1). */
+int wrk_sum_local(kvs_store *s, void *dst, const kvs_array *vals, const size_t *idx, size_t k);
+
+#endif
