@@ -1,0 +1,375 @@
+/* kvs-bench - throughput and latency of push, pull and pushpull in a kvsd
+ * job, with every result verified element by element; `kvs-bench reduce`
+ * measures the reduction engine (tools/bench_reduce.c).
+ *
+ * Run it as the worker command of a job, e.g.
+ *   deploy/kvs-launch -n 2 -s 2 -- build/kvs-bench --sizes 4K,4M
+ * Rank 0 prints the table (or JSON with --json). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "kvs.h"
+#include "tools/bench.h"
+
+static const char usage[] =
+    "usage: kvs-bench [--sizes LIST] [--dtypes LIST] [--ops LIST] [--iters N]\n"
+    "                 [--warmup N] [--type dist_sync|dist_async|local] [--json]\n"
+    "       kvs-bench reduce [--help]   (reduction engine vs memcpy)\n"
+    "\n"
+    "Runs as a worker of a job (start it with deploy/kvs-launch, or set DMLC_*).\n"
+    "  --sizes   bytes per key, K/M/G suffixes (default 4K,256K,4M,64M)\n"
+    "  --dtypes  float32,float64,float16,bfloat16,int32,int64 (default float32)\n"
+    "  --ops     push,pull,pushpull (default all three)\n"
+    "  --iters   timed rounds per size (default: 200 for small keys down to 10)\n"
+    "  --warmup  untimed rounds first (default 3)\n"
+    "Every pulled value is checked against the exact sum of all workers' pushes.\n"
+    "Columns: median and p99 time of one round (a push/pull/pushpull and its wait,\n"
+    "across all workers), and GB/s = bytes moved by this worker / median time\n"
+    "(a pushpull moves 2 x size).  Exit status 0 only if every check passed.\n";
+
+enum { OP_PUSH, OP_PULL, OP_PUSHPULL };
+static const char *const op_names[] = {"push", "pull", "pushpull"};
+
+struct opts {
+    uint64_t sizes[32];
+    int nsizes;
+    kvs_dtype dtypes[KVS_NUM_DTYPES];
+    int ndtypes;
+    int ops[3];
+    int nops;
+    int iters;
+    int warmup;
+    const char *type;
+    int json;
+};
+
+static int parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    uint64_t mul = 1;
+    if (end == s || v <= 0)
+        return -1;
+    if (*end == 'K' || *end == 'k')
+        mul = 1024, end++;
+    else if (*end == 'M' || *end == 'm')
+        mul = 1024 * 1024, end++;
+    else if (*end == 'G' || *end == 'g')
+        mul = 1024ull * 1024 * 1024, end++;
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end)
+        return -1;
+    *out = (uint64_t)(v * (double)mul);
+    return 0;
+}
+
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->iters = 0;
+    o->warmup = 3;
+    o->type = "dist_sync";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage, stdout);
+            exit(0);
+        } else if (!strcmp(a, "--json")) {
+            o->json = 1;
+        } else if (v && !strcmp(a, "--sizes")) {
+            char *dup = strdup(v), *save, *t;
+            for (t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                if (o->nsizes == 32 || parse_size(t, &o->sizes[o->nsizes]) != 0) {
+                    fprintf(stderr, "kvs-bench: bad size '%s' (e.g. 4K, 256K, 4M, 64M)\n", t);
+                    free(dup);
+                    return -1;
+                }
+                o->nsizes++;
+            }
+            free(dup);
+            i++;
+        } else if (v && !strcmp(a, "--dtypes")) {
+            char *dup = strdup(v), *save, *t;
+            for (t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                int d;
+                for (d = 0; d < KVS_NUM_DTYPES; d++)
+                    if (!strcmp(t, kvs_dtype_name((kvs_dtype)d)))
+                        break;
+                if (d == KVS_NUM_DTYPES || o->ndtypes == KVS_NUM_DTYPES) {
+                    fprintf(stderr, "kvs-bench: unknown dtype '%s'\n", t);
+                    free(dup);
+                    return -1;
+                }
+                o->dtypes[o->ndtypes++] = (kvs_dtype)d;
+            }
+            free(dup);
+            i++;
+        } else if (v && !strcmp(a, "--ops")) {
+            char *dup = strdup(v), *save, *t;
+            for (t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                int k;
+                for (k = 0; k < 3; k++)
+                    if (!strcmp(t, op_names[k]))
+                        break;
+                if (k == 3 || o->nops == 3) {
+                    fprintf(stderr, "kvs-bench: unknown op '%s' (push, pull, pushpull)\n", t);
+                    free(dup);
+                    return -1;
+                }
+                o->ops[o->nops++] = k;
+            }
+            free(dup);
+            i++;
+        } else if (v && !strcmp(a, "--iters")) {
+            o->iters = atoi(v);
+            if (o->iters < 1) {
+                fprintf(stderr, "kvs-bench: --iters '%s': expected a positive integer\n", v);
+                return -1;
+            }
+            i++;
+        } else if (v && !strcmp(a, "--warmup")) {
+            o->warmup = atoi(v);
+            if (o->warmup < 0) {
+                fprintf(stderr, "kvs-bench: --warmup '%s': expected >= 0\n", v);
+                return -1;
+            }
+            i++;
+        } else if (v && !strcmp(a, "--type")) {
+            o->type = v;
+            i++;
+        } else {
+            fprintf(stderr, "kvs-bench: unknown or incomplete argument '%s'\n%s", a, usage);
+            return -1;
+        }
+    }
+    if (o->nsizes == 0) {
+        o->sizes[0] = 4 << 10;
+        o->sizes[1] = 256 << 10;
+        o->sizes[2] = 4 << 20;
+        o->sizes[3] = 64 << 20;
+        o->nsizes = 4;
+    }
+    if (o->ndtypes == 0)
+        o->dtypes[o->ndtypes++] = KVS_FLOAT32;
+    if (o->nops == 0) {
+        o->ops[0] = OP_PUSH;
+        o->ops[1] = OP_PULL;
+        o->ops[2] = OP_PUSHPULL;
+        o->nops = 3;
+    }
+    return 0;
+}
+
+/* Small integers are exact in every dtype; f16/bf16 bit patterns built here. */
+static uint16_t f32_to_f16_int(float f)
+{
+    /* exact for integers |f| <= 2048 */
+    if (f == 0)
+        return 0;
+    uint16_t sign = f < 0 ? 0x8000 : 0;
+    float a = fabsf(f);
+    int e = 0;
+    while (a >= 2.0f) {
+        a /= 2;
+        e++;
+    }
+    uint16_t mant = (uint16_t)((a - 1.0f) * 1024.0f + 0.5f);
+    return (uint16_t)(sign | ((e + 15) << 10) | mant);
+}
+
+static uint16_t f32_to_bf16_int(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16); /* exact for integers |f| <= 256 */
+}
+
+static void put(void *buf, kvs_dtype dt, uint64_t i, int v)
+{
+    switch (dt) {
+    case KVS_FLOAT32: ((float *)buf)[i] = (float)v; break;
+    case KVS_FLOAT64: ((double *)buf)[i] = v; break;
+    case KVS_FLOAT16: ((uint16_t *)buf)[i] = f32_to_f16_int((float)v); break;
+    case KVS_BFLOAT16: ((uint16_t *)buf)[i] = f32_to_bf16_int((float)v); break;
+    case KVS_INT32: ((int32_t *)buf)[i] = v; break;
+    case KVS_INT64: ((int64_t *)buf)[i] = v; break;
+    }
+}
+
+/* value pushed by rank r at element i, and the expected sum over W workers */
+static int pushed_value(int r, uint64_t i)
+{
+    return (r + 1) * (int)(i % 5 + 1);
+}
+
+static uint64_t check(const void *out, const void *expect, kvs_dtype dt, uint64_t count)
+{
+    size_t esz = kvs_dtype_size(dt);
+    if (memcmp(out, expect, count * esz) == 0)
+        return UINT64_MAX;
+    for (uint64_t i = 0; i < count; i++)
+        if (memcmp((const char *)out + i * esz, (const char *)expect + i * esz, esz))
+            return i;
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o;
+    kvs_store *s;
+    int rc, failures = 0, first = 1;
+    if (argc > 1 && !strcmp(argv[1], "reduce"))
+        return bench_reduce_main(argc - 1, argv + 1);
+    if (parse_opts(argc, argv, &o) != 0)
+        return 2;
+    rc = kvs_create(o.type, &s);
+    if (rc) {
+        fprintf(stderr, "kvs-bench: kvs_create(%s): %s: %s\n", o.type, kvs_errname(rc),
+                kvs_last_error());
+        return 1;
+    }
+    int rank = kvs_rank(s), W = kvs_num_workers(s), S = kvs_num_servers(s);
+    int wsum = W * (W + 1) / 2;
+    if (rank == 0) {
+        if (o.json)
+            printf("{\"workers\": %d, \"servers\": %d, \"type\": \"%s\", \"results\": [", W, S,
+                   o.type);
+        else
+            printf("kvs-bench: %d worker(s), %d server(s), store %s\n"
+                   "%-9s %-8s %-9s %6s %10s %10s %9s %9s  %s\n",
+                   W, S, o.type, "size", "dtype", "op", "iters", "median_ms", "p99_ms",
+                   "GB/s", "agg_GB/s", "check");
+    }
+    uint64_t key = 1000;
+    for (int di = 0; di < o.ndtypes; di++) {
+        kvs_dtype dt = o.dtypes[di];
+        size_t esz = kvs_dtype_size(dt);
+        for (int si = 0; si < o.nsizes; si++) {
+            uint64_t count = o.sizes[si] / esz;
+            if (count == 0)
+                count = 1;
+            uint64_t bytes = count * esz;
+            void *val = aligned_alloc(64, (bytes + 63) & ~63ull);
+            void *out = aligned_alloc(64, (bytes + 63) & ~63ull);
+            void *exp = aligned_alloc(64, (bytes + 63) & ~63ull);
+            if (!val || !out || !exp) {
+                fprintf(stderr, "kvs-bench: out of memory for %llu bytes\n",
+                        (unsigned long long)bytes);
+                return 1;
+            }
+            for (uint64_t i = 0; i < count; i++) {
+                put(val, dt, i, pushed_value(rank, i));
+                put(exp, dt, i, wsum * (int)(i % 5 + 1));
+            }
+            memset(out, 0, bytes);
+            int iters = o.iters;
+            if (iters == 0) {
+                iters = (int)(256ull * 1024 * 1024 / (bytes ? bytes : 1));
+                iters = iters < 10 ? 10 : iters > 200 ? 200 : iters;
+            }
+            double *lat = malloc(sizeof(double) * (size_t)iters);
+            kvs_array v = {val, count, dt, KVS_CPU}, ov = {out, count, dt, KVS_CPU};
+            key++;
+            rc = kvs_init(s, 1, &key, &v);
+            /* one push so pulls see the job's sum */
+            if (!rc)
+                rc = kvs_push(s, 1, &key, &v, 0);
+            if (!rc)
+                rc = kvs_wait(s, key);
+            if (rc) {
+                fprintf(stderr, "kvs-bench: worker %d: key %llu: %s: %s\n", rank,
+                        (unsigned long long)key, kvs_errname(rc), kvs_last_error());
+                return 1;
+            }
+            for (int oi = 0; oi < o.nops; oi++) {
+                int op = o.ops[oi];
+                uint64_t bad = UINT64_MAX;
+                kvs_barrier(s);
+                for (int it = -o.warmup; it < iters; it++) {
+                    uint64_t t0 = clock_ns();
+                    if (op == OP_PUSH)
+                        rc = kvs_push(s, 1, &key, &v, 0);
+                    else if (op == OP_PULL)
+                        rc = kvs_pull(s, 1, &key, &ov, 0);
+                    else
+                        rc = kvs_pushpull(s, 1, &key, &v, &ov, 0);
+                    if (!rc)
+                        rc = kvs_wait(s, key);
+                    uint64_t t1 = clock_ns();
+                    if (rc) {
+                        fprintf(stderr, "kvs-bench: worker %d: %s: %s: %s\n", rank,
+                                op_names[op], kvs_errname(rc), kvs_last_error());
+                        return 1;
+                    }
+                    if (it >= 0)
+                        lat[it] = (double)(t1 - t0) / 1e6;
+                }
+                if (op != OP_PUSH) {
+                    bad = check(out, exp, dt, count);
+                } else {
+                    rc = kvs_pull(s, 1, &key, &ov, 0);
+                    if (!rc)
+                        rc = kvs_wait(s, key);
+                    bad = rc ? 0 : check(out, exp, dt, count);
+                }
+                memset(out, 0, bytes);
+                if (bad != UINT64_MAX) {
+                    failures++;
+                    fprintf(stderr, "kvs-bench: worker %d: %s %s %llu bytes: wrong value at "
+                            "element %llu\n", rank, kvs_dtype_name(dt), op_names[op],
+                            (unsigned long long)bytes, (unsigned long long)bad);
+                }
+                qsort(lat, (size_t)iters, sizeof *lat, cmp_double);
+                double med = lat[iters / 2];
+                double p99 = lat[(int)((iters - 1) * 0.99)];
+                double moved = (double)bytes * (op == OP_PUSHPULL ? 2 : 1);
+                double gbs = moved / (med / 1e3) / 1e9;
+                if (rank == 0) {
+                    char sz[32];
+                    if (bytes >= (1 << 20) && bytes % (1 << 20) == 0)
+                        snprintf(sz, sizeof sz, "%lluM", (unsigned long long)(bytes >> 20));
+                    else if (bytes >= 1024 && bytes % 1024 == 0)
+                        snprintf(sz, sizeof sz, "%lluK", (unsigned long long)(bytes >> 10));
+                    else
+                        snprintf(sz, sizeof sz, "%llu", (unsigned long long)bytes);
+                    if (o.json)
+                        printf("%s\n  {\"bytes\": %llu, \"dtype\": \"%s\", \"op\": \"%s\", "
+                               "\"iters\": %d, \"median_ms\": %.4f, \"p99_ms\": %.4f, "
+                               "\"gbps\": %.3f, \"agg_gbps\": %.3f, \"ok\": %s}",
+                               first ? "" : ",", (unsigned long long)bytes, kvs_dtype_name(dt),
+                               op_names[op], iters, med, p99, gbs, gbs * W,
+                               bad == UINT64_MAX ? "true" : "false");
+                    else
+                        printf("%-9s %-8s %-9s %6d %10.3f %10.3f %9.3f %9.3f  %s\n", sz,
+                               kvs_dtype_name(dt), op_names[op], iters, med, p99, gbs,
+                               gbs * W, bad == UINT64_MAX ? "ok" : "WRONG");
+                    fflush(stdout);
+                    first = 0;
+                }
+            }
+            free(lat);
+            free(val);
+            free(out);
+            free(exp);
+        }
+    }
+    if (rank == 0 && o.json)
+        printf("\n]}\n");
+    rc = kvs_close(s);
+    if (rc) {
+        fprintf(stderr, "kvs-bench: close: %s: %s\n", kvs_errname(rc), kvs_last_error());
+        return 1;
+    }
+    return failures ? 1 : 0;
+}
