@@ -623,7 +623,7 @@ static int control_op(kvs_store *s, int type)
     op->reqs[0].h.type = type == WRK_OP_BARRIER ? PROTO_BARRIER : PROTO_EXIT;
     op->pending = 1;
     pthread_mutex_lock(&s->mu);
-    if (s->fatal) {
+    if (s->fatal && (type != WRK_OP_EXIT || s->sched_gone)) {
         int rc = err_set(s->fatal, "%s", s->fatal_text);
         pthread_mutex_unlock(&s->mu);
         wrk_op_free(op);
@@ -679,11 +679,11 @@ int kvs_close(kvs_store *s)
         char keep[512];
         snprintf(keep, sizeof keep, "%s", kvs_last_error());
         pthread_mutex_lock(&s->mu);
-        bool ok = s->fatal == 0 && s->registered;
+        bool ok = s->registered && !s->sched_gone;
         pthread_mutex_unlock(&s->mu);
         if (ok) {
             int rc2 = control_op(s, WRK_OP_EXIT);
-            if (rc == 0 && rc2 != 0 && rc2 != KVS_ECLOSED)
+            if (rc == 0 && rc2 != 0 && rc2 != KVS_ECLOSED && rc2 != s->fatal)
                 rc = rc2;
         }
         wrk_io_stop(s);

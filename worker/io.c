@@ -292,6 +292,9 @@ static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t
         break;
     }
     case PROTO_SHUTDOWN:
+        pthread_mutex_lock(&s->mu);
+        s->sched_gone = true;
+        pthread_mutex_unlock(&s->mu);
         io_fail_all(s, h->status ? KVS_EPEERDEAD : KVS_ECLOSED,
                     h->status ? "the scheduler ended the job: it failed"
                               : "the scheduler ended the job");
@@ -309,7 +312,11 @@ static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t
 
 static void on_link_fail(void *arg, int err, const char *why)
 {
-    io_fail_all(arg, err, why);
+    kvs_store *s = arg;
+    pthread_mutex_lock(&s->mu);
+    s->sched_gone = true;
+    pthread_mutex_unlock(&s->mu);
+    io_fail_all(s, err, why);
 }
 
 static void close_walk(uv_handle_t *h, void *arg)

@@ -102,6 +102,7 @@ struct kvs_store {
     int fatal;                   /* (mu) job broken: every call fails with it */
     char fatal_text[512];        /* (mu) */
     bool registered;             /* (mu) */
+    bool sched_gone;             /* (mu) the scheduler ended the job or went silent */
     bool stop;                   /* (mu) I/O thread must stop */
     int rank, node_id, num_workers, num_servers;
 
