@@ -225,6 +225,8 @@ int cfg_load(cfg *c, bool needs_job, char *err, size_t errlen)
     TRY(cfg_get_double("KVS_START_TIMEOUT", 120, 0.1, 86400, &c->start_timeout_s, err, errlen));
     TRY(cfg_get_u64("KVS_MAX_MESSAGE", 4ull << 30, 64, UINT64_MAX, &c->max_message, err,
                     errlen));
+    TRY(cfg_get_u64("KVS_CHUNK_BYTES", 4u << 20, 4096, 1ull << 40, &c->chunk_bytes, err,
+                    errlen));
     TRY(cfg_get_int("KVS_PORT", 0, 0, 65535, &v, err, errlen));
     c->port = (int)v;
     TRY(get_str("KVS_PORT_FILE", c->port_file, sizeof c->port_file, err, errlen));

@@ -226,9 +226,8 @@ static int submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
         if (first[i] != i)
             continue;
         op->keys[u++] = keys[i];
-        uint64_t parts = wrk_route_nparts(&s->routing, shape[i].count);
-        if (parts == 0)
-            parts = 1; /* a zero-length key still makes one (empty) request */
+        uint64_t parts = wrk_route_chunks(&s->routing, keys[i], shape[i].count,
+                                          kvs_dtype_size(shape[i].dtype), NULL);
         nreqs += parts;
         for (size_t j = i; j < n; j++)
             cnt += first[j] == i;
@@ -294,6 +293,7 @@ static int submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
 
     size_t r = 0, o = 0;
     uint8_t *tmp = op->tmp;
+    wrk_part partbuf[64];
     for (size_t i = 0; i < n; i++) {
         if (first[i] != i)
             continue;
@@ -324,14 +324,18 @@ static int submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
                 tmp += ((a->count * esz) + 63) & ~(size_t)63;
             }
         }
-        uint64_t parts = wrk_route_nparts(&s->routing, a->count);
-        for (uint64_t p = 0; p < (parts ? parts : 1); p++) {
-            wrk_part wp;
+        wrk_part *wps = partbuf;
+        uint64_t parts = wrk_route_chunks(&s->routing, keys[i], a->count, esz, NULL);
+        if (parts > sizeof partbuf / sizeof partbuf[0] &&
+            (wps = malloc(parts * sizeof *wps)) == NULL) {
+            pthread_mutex_unlock(&s->mu);
+            rc = err_set(KVS_ENOMEM, "out of memory");
+            goto fail;
+        }
+        wrk_route_chunks(&s->routing, keys[i], a->count, esz, wps);
+        for (uint64_t p = 0; p < parts; p++) {
+            wrk_part wp = wps[p];
             wrk_req *q = &op->reqs[r++];
-            if (parts)
-                wrk_route_part(&s->routing, keys[i], a->count, p, &wp);
-            else
-                wp = (wrk_part){0, (int)((keys[i] * 9973ull) % (uint64_t)s->num_servers), 0, 0};
             q->op = op;
             q->server = wp.server;
             q->h.type = (uint16_t)(type == WRK_OP_INIT ? PROTO_INIT
@@ -359,6 +363,8 @@ static int submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
                 q->nouts = (int)(&op->outptrs[o] - q->outs);
             }
         }
+        if (wps != partbuf)
+            free(wps);
     }
     op->pending = (int)op->nreqs;
     for (size_t i = 0; i < op->nreqs; i++)
@@ -515,7 +521,7 @@ int kvs_create(const char *type, kvs_store **out)
     s->num_workers = s->c.num_worker;
     s->num_servers = s->c.num_server;
     s->routing = (wrk_routing){s->c.num_server, s->c.bigarray_bound, s->c.van == CFG_VAN_P3,
-                               s->c.slice_threshold};
+                               s->c.slice_threshold, s->c.chunk_bytes};
     if (cfg_resolve_host(&s->c, s->host, sizeof s->host, err, sizeof err) != 0) {
         rc = err_set(KVS_ECONFIG, "%s", err);
         goto fail;

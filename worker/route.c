@@ -51,3 +51,34 @@ void wrk_route_part(const wrk_routing *r, uint64_t key, uint64_t count, uint64_t
     out->count = b - a;
     out->server = (int)i;
 }
+
+uint64_t wrk_route_chunks(const wrk_routing *r, uint64_t key, uint64_t count, size_t esz,
+                          wrk_part *out)
+{
+    uint64_t nparts = wrk_route_nparts(r, count), n = 0;
+    uint64_t per = r->chunk_bytes && esz ? r->chunk_bytes / esz : 0;
+    if (nparts == 0) {
+        if (out)
+            *out = (wrk_part){0, home_server(key, r->num_servers), 0, 0};
+        return 1;
+    }
+    if (per == 0 && r->chunk_bytes)
+        per = 1;
+    for (uint64_t i = 0; i < nparts; i++) {
+        wrk_part p;
+        wrk_route_part(r, key, count, i, &p);
+        if (p.count == 0)
+            continue; /* more servers than elements */
+        uint64_t pieces = per ? (p.count + per - 1) / per : 1;
+        for (uint64_t c = 0; c < pieces; c++, n++) {
+            if (out == NULL)
+                continue;
+            uint64_t off = c * (per ? per : p.count);
+            out[n].part = (uint32_t)n;
+            out[n].server = p.server;
+            out[n].offset = p.offset + off;
+            out[n].count = per && p.count - off > per ? per : p.count - off;
+        }
+    }
+    return n;
+}

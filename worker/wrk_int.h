@@ -39,6 +39,7 @@ typedef struct wrk_routing {
     uint64_t bigarray_bound;
     bool p3;
     uint64_t slice;
+    uint64_t chunk_bytes; /* KVS_CHUNK_BYTES: parts are cut into messages of at most this */
 } wrk_routing;
 
 /* Number of parts of a key of count elements (0 when count == 0). */
@@ -46,6 +47,12 @@ uint64_t wrk_route_nparts(const wrk_routing *r, uint64_t count);
 /* Part i of key (0 <= i < wrk_route_nparts). */
 void wrk_route_part(const wrk_routing *r, uint64_t key, uint64_t count, uint64_t i,
                     wrk_part *out);
+/* The messages of a key: every placement part cut into chunks of at most
+ * chunk_bytes (at least one element), numbered 0, 1, ... in order; a key of
+ * 0 elements is one empty message to its home server.  Fills out (if not
+ * NULL) and returns the number of messages. */
+uint64_t wrk_route_chunks(const wrk_routing *r, uint64_t key, uint64_t count, size_t esz,
+                          wrk_part *out);
 
 /* ---- operations ---- */
 
