@@ -18,7 +18,7 @@ for t in "$BUILD"/gpu/*; do
         77) r=SKIP; skip=$((skip+1)) ;;
         *) r=FAIL; fail=$((fail+1)) ;;
     esac
-    printf '%-36s %-6s %.2f\n' "$(basename "$t")" "$r" "$(echo "$end - $start" | bc 2>/dev/null || echo 0)"
+    printf '%-36s %-6s %.2f\n' "$(basename "$t")" "$r" "$(awk "BEGIN{print $end - $start}")"
     [ "$r" = FAIL ] && sed 's/^/    /' "$BUILD/gpu/$(basename "$t").log" | tail -20
 done
 echo "gpu: $pass passed, $fail failed, $skip skipped"
