@@ -284,6 +284,9 @@ void cfg_log(const cfg *c, const char *who)
         (unsigned long long)c->bigarray_bound, c->reduction_nthreads,
         (unsigned long long)c->slice_threshold, c->start_timeout_s,
         (unsigned long long)c->max_message);
+    if (c->resend)
+        LOG(LOG_WARN, who, "cfg", "PS_RESEND=1: kvsd does not resend (TCP is reliable and "
+            "dead peers are found by heartbeats); the setting has no effect");
 }
 
 int cfg_resolve_host(const cfg *c, char *host, size_t hostlen, char *err, size_t errlen)

@@ -19,6 +19,10 @@
 
 #include "kvs.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct red_pool red_pool;
 
 /* New pool with nthreads >= 1 threads in all (MXNET_KVSTORE_REDUCTION_NTHREADS)
@@ -26,16 +30,46 @@ typedef struct red_pool red_pool;
  * Returns 0 and *out, or KVS_ENOMEM / KVS_EINVAL. */
 int red_pool_new(int nthreads, uint64_t big_bound, red_pool **out);
 
+/* As red_pool_new, with flags:
+ *   RED_POOL_NOCAP  keep nthreads even above the number of CPUs this process
+ *                   may run on (by default the pool is capped there: see
+ *                   bench/RESULTS-reduce.md for the measurement). */
+#define RED_POOL_NOCAP 1u
+int red_pool_new_ex(int nthreads, uint64_t big_bound, unsigned flags, red_pool **out);
+
+/* Threads the pool really uses (after the cap), 1 for NULL. */
+int red_pool_threads(const red_pool *p);
+
+/* CPU kernel sets.  A pool starts with the best one the CPU supports
+ * (detected once per process); red_pool_set_isa() picks another (tests,
+ * benchmarks).  Returns 0, KVS_EINVAL (unknown isa) or KVS_ENOTSUP (this CPU
+ * or build lacks it).  Not to be called while the pool is in use. */
+enum red_isa { RED_ISA_C = 0, RED_ISA_AVX2 = 1, RED_ISA_AVX512 = 2 };
+#define RED_ISA_COUNT 3
+int red_pool_set_isa(red_pool *p, int isa);
+int red_pool_isa(const red_pool *p);
+/* "c", "avx2", "avx512"; NULL for an unknown isa. */
+const char *red_isa_name(int isa);
+/* 1 if this CPU and build can run isa, else 0. */
+int red_isa_supported(int isa);
+/* The best supported isa (what pool NULL and new pools use). */
+int red_isa_best(void);
+
 /* Stops and joins the threads.  red_pool_free(NULL) is a no-op. */
 void red_pool_free(red_pool *p);
 
 /* dst = srcs[0] + ... + srcs[k-1] over count elements of dtype (k >= 1;
  * k == 1 is a copy).  dst may alias srcs[0] exactly; no other overlap.
- * Any alignment.  Returns 0 or KVS_EINVAL (bad dtype, k < 1, NULL). */
+ * Any alignment.  Returns 0 or KVS_EINVAL (bad dtype, k < 1, NULL; dst and
+ * srcs[j] may be NULL when count is 0, srcs itself may not). */
 int red_sum(red_pool *p, kvs_dtype dtype, void *dst, const void *const *srcs, int k,
             uint64_t count);
 
 /* dst += src over count elements.  Returns 0 or KVS_EINVAL. */
 int red_add(red_pool *p, kvs_dtype dtype, void *dst, const void *src, uint64_t count);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
