@@ -8,6 +8,8 @@
 #include "common/sizes.h"
 #include "server/store.h"
 
+#define ADOPT_MIN (64u << 10) /* smaller pushes are copied into a reused buffer */
+
 struct srv_entry {
     srv_entry *next; /* same hash */
     uint64_t key;
@@ -39,13 +41,31 @@ srv_buf *srv_buf_new(uint64_t bytes)
     }
     atomic_init(&b->refs, 1);
     b->cap = cap;
+    b->is_msg = false;
+    return b;
+}
+
+srv_buf *srv_buf_adopt(zmq_msg_t *m)
+{
+    srv_buf *b = malloc(sizeof *b);
+    if (b == NULL)
+        return NULL;
+    zmq_msg_init(&b->msg);
+    zmq_msg_move(&b->msg, m);
+    atomic_init(&b->refs, 1);
+    b->is_msg = true;
+    b->data = zmq_msg_data(&b->msg);
+    b->cap = zmq_msg_size(&b->msg);
     return b;
 }
 
 void srv_buf_unref(srv_buf *b)
 {
     if (b && atomic_fetch_sub(&b->refs, 1) == 1) {
-        free(b->data);
+        if (b->is_msg)
+            zmq_msg_close(&b->msg);
+        else
+            free(b->data);
         free(b);
     }
 }
@@ -301,7 +321,7 @@ static void complete_round(srv_store *st, srv_entry *e)
     srv_buf *old = e->value;
     e->value = e->acc;
     e->acc = NULL;
-    if (atomic_load(&old->refs) == 1 && e->spare == NULL)
+    if (atomic_load(&old->refs) == 1 && e->spare == NULL && !old->is_msg)
         e->spare = old;
     else
         srv_buf_unref(old);
@@ -334,9 +354,18 @@ static void complete_round(srv_store *st, srv_entry *e)
 
 /* Add one push (sync mode) to the current round.  Returns true if the round
  * completed. */
-static bool add_push(srv_store *st, srv_entry *e, srv_req *r, const void *data)
+static bool add_push(srv_store *st, srv_entry *e, srv_req *r, const void *data,
+                     zmq_msg_t *msg)
 {
-    if (e->npushed == 0) {
+    if (e->npushed == 0 && msg && e->bytes >= ADOPT_MIN && zmq_msg_size(msg) == e->bytes) {
+        /* the first push of a round becomes the round buffer: no copy */
+        e->acc = srv_buf_adopt(msg);
+        if (e->acc == NULL) {
+            reply_err(st, r->ident, r->ident_len, &r->h, KVS_ENOMEM, "server out of memory");
+            req_free(r);
+            return false;
+        }
+    } else if (e->npushed == 0) {
         e->acc = take_acc(e);
         if (e->acc == NULL) {
             reply_err(st, r->ident, r->ident_len, &r->h, KVS_ENOMEM, "server out of memory");
@@ -374,7 +403,7 @@ static void run_deferred(srv_store *st, srv_entry *e)
             srv_req *r = *pp;
             if (r->h.round == e->round && !e->pushed[r->wrank]) {
                 *pp = r->next;
-                if (add_push(st, e, r, zmq_msg_data(&r->body))) {
+                if (add_push(st, e, r, zmq_msg_data(&r->body), &r->body)) {
                     again = true;
                     break;
                 }
@@ -436,7 +465,7 @@ static void handle_push(srv_store *st, const uint8_t *ident, size_t ident_len, i
         e->deferred_tail = &r->next;
         return;
     }
-    if (add_push(st, e, r, body))
+    if (add_push(st, e, r, body, bodymsg))
         run_deferred(st, e);
 }
 

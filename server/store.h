@@ -26,6 +26,8 @@ typedef struct srv_buf {
     atomic_int refs;
     uint64_t cap;
     uint8_t *data;
+    bool is_msg;   /* data belongs to msg (an adopted received frame) */
+    zmq_msg_t msg;
 } srv_buf;
 
 /* A request that waits: its routing id, header and (deferred push) data. */
@@ -74,6 +76,8 @@ void srv_store_handle(srv_store *st, const uint8_t *ident, size_t ident_len, int
 void srv_store_fail_all(srv_store *st, const char *why);
 
 srv_buf *srv_buf_new(uint64_t bytes);
+/* A buffer made of a received frame (moved out of m): no copy. */
+srv_buf *srv_buf_adopt(zmq_msg_t *m);
 void srv_buf_unref(srv_buf *b);
 /* ZeroMQ free callback for zero-copy sends of a srv_buf (hint = buf). */
 void srv_buf_zmq_free(void *data, void *hint);

@@ -1,0 +1,183 @@
+/* red_kern_body.h - the kernels, written once and compiled once per ISA
+ * level.  Not a header to use: red_kern_<isa>.c defines
+ *   KSFX          name suffix (c, avx2, avx512)
+ *   KATTR         function attributes (target ISA), may be empty
+ *   F16_W ...     optional: SIMD float16 conversion macros (see avx2 file);
+ *                 without them float16 uses the scalar conversions
+ * and then includes this file, which defines red_kern_<KSFX>.
+ *
+ * The loops are plain restrict loops that the compiler vectorises (built at
+ * -O3 by reduce/module.mk; see bench/RESULTS-reduce.md for the proof).
+ */
+#define RK_CAT2(a, b) a##_##b
+#define RK_CAT(a, b) RK_CAT2(a, b)
+#define KN(x) RK_CAT(red_##x, KSFX)
+#define RK_STR2(x) #x
+#define RK_STR(x) RK_STR2(x)
+
+/* Plain types: T is the element type (unsigned for integers: wrapping). */
+#define RK_PLAIN(T, tn)                                                              \
+    static KATTR void KN(tn##_sum2)(void *d_, const void *const *s, size_t n)        \
+    {                                                                                \
+        T *restrict d = d_;                                                          \
+        const T *restrict a = s[0], *restrict b = s[1];                              \
+        for (size_t i = 0; i < n; i++)                                               \
+            d[i] = a[i] + b[i];                                                      \
+    }                                                                                \
+    static KATTR void KN(tn##_sum3)(void *d_, const void *const *s, size_t n)        \
+    {                                                                                \
+        T *restrict d = d_;                                                          \
+        const T *restrict a = s[0], *restrict b = s[1], *restrict c = s[2];          \
+        for (size_t i = 0; i < n; i++)                                               \
+            d[i] = a[i] + b[i] + c[i];                                               \
+    }                                                                                \
+    static KATTR void KN(tn##_sum4)(void *d_, const void *const *s, size_t n)        \
+    {                                                                                \
+        T *restrict d = d_;                                                          \
+        const T *restrict a = s[0], *restrict b = s[1], *restrict c = s[2];          \
+        const T *restrict e = s[3];                                                  \
+        for (size_t i = 0; i < n; i++)                                               \
+            d[i] = a[i] + b[i] + c[i] + e[i];                                        \
+    }                                                                                \
+    static KATTR void KN(tn##_add1)(void *d_, const void *const *s, size_t n)        \
+    {                                                                                \
+        T *restrict d = d_;                                                          \
+        const T *restrict a = s[0];                                                  \
+        for (size_t i = 0; i < n; i++)                                               \
+            d[i] = d[i] + a[i];                                                      \
+    }                                                                                \
+    static KATTR void KN(tn##_add2)(void *d_, const void *const *s, size_t n)        \
+    {                                                                                \
+        T *restrict d = d_;                                                          \
+        const T *restrict a = s[0], *restrict b = s[1];                              \
+        for (size_t i = 0; i < n; i++)                                               \
+            d[i] = d[i] + a[i] + b[i];                                               \
+    }                                                                                \
+    static KATTR void KN(tn##_add3)(void *d_, const void *const *s, size_t n)        \
+    {                                                                                \
+        T *restrict d = d_;                                                          \
+        const T *restrict a = s[0], *restrict b = s[1], *restrict c = s[2];          \
+        for (size_t i = 0; i < n; i++)                                               \
+            d[i] = d[i] + a[i] + b[i] + c[i];                                        \
+    }
+
+#define RK_PLAIN_TABLE(tn)                                                           \
+    {                                                                                \
+        .sum = {NULL, NULL, KN(tn##_sum2), KN(tn##_sum3), KN(tn##_sum4)},            \
+        .add = {NULL, KN(tn##_add1), KN(tn##_add2), KN(tn##_add3)},                  \
+    }
+
+/* Half types with scalar conversions TOF (half -> float) and FROMF. */
+#define RK_HALF(tn, TOF, FROMF)                                                      \
+    static KATTR void KN(tn##_sum2)(void *d_, const void *const *s, size_t n)        \
+    {                                                                                \
+        uint16_t *restrict d = d_;                                                   \
+        const uint16_t *restrict a = s[0], *restrict b = s[1];                       \
+        for (size_t i = 0; i < n; i++)                                               \
+            d[i] = FROMF(TOF(a[i]) + TOF(b[i]));                                     \
+    }                                                                                \
+    static KATTR void KN(tn##_add1)(void *d_, const void *const *s, size_t n)        \
+    {                                                                                \
+        uint16_t *restrict d = d_;                                                   \
+        const uint16_t *restrict a = s[0];                                           \
+        for (size_t i = 0; i < n; i++)                                               \
+            d[i] = FROMF(TOF(d[i]) + TOF(a[i]));                                     \
+    }                                                                                \
+    static KATTR void KN(tn##_acc2)(void *d_, const void *const *s, size_t n)        \
+    {                                                                                \
+        float *restrict d = d_;                                                      \
+        const uint16_t *restrict a = s[0], *restrict b = s[1];                       \
+        for (size_t i = 0; i < n; i++)                                               \
+            d[i] = TOF(a[i]) + TOF(b[i]);                                            \
+    }                                                                                \
+    static KATTR void KN(tn##_accadd)(void *d_, const void *const *s, size_t n)      \
+    {                                                                                \
+        float *restrict d = d_;                                                      \
+        const uint16_t *restrict a = s[0];                                           \
+        for (size_t i = 0; i < n; i++)                                               \
+            d[i] = d[i] + TOF(a[i]);                                                 \
+    }                                                                                \
+    static KATTR void KN(tn##_out)(void *d_, const void *const *s, size_t n)         \
+    {                                                                                \
+        uint16_t *restrict d = d_;                                                   \
+        const float *restrict a = s[0];                                              \
+        const uint16_t *restrict b = s[1];                                           \
+        for (size_t i = 0; i < n; i++)                                               \
+            d[i] = FROMF(a[i] + TOF(b[i]));                                          \
+    }
+
+/* Half types with SIMD conversions: F16_W floats per vector F16_VF;
+ * F16_LDH/F16_STH load/store F16_W halves as floats (round to nearest-even),
+ * F16_LDF/F16_STF floats, F16_ADD adds; F16_S2F/F16_F2S the scalar forms
+ * (same instructions) for the tail. */
+#define RK_HALF_SIMD(tn)                                                             \
+    static KATTR void KN(tn##_sum2)(void *d_, const void *const *s, size_t n)        \
+    {                                                                                \
+        uint16_t *d = d_;                                                            \
+        const uint16_t *a = s[0], *b = s[1];                                         \
+        size_t i = 0;                                                                \
+        for (; i + F16_W <= n; i += F16_W)                                           \
+            F16_STH(d + i, F16_ADD(F16_LDH(a + i), F16_LDH(b + i)));                 \
+        for (; i < n; i++)                                                           \
+            d[i] = F16_F2S(F16_S2F(a[i]) + F16_S2F(b[i]));                           \
+    }                                                                                \
+    static KATTR void KN(tn##_add1)(void *d_, const void *const *s, size_t n)        \
+    {                                                                                \
+        const void *s2[2] = {d_, s[0]};                                              \
+        KN(tn##_sum2)(d_, s2, n); /* element-wise in place: safe */                  \
+    }                                                                                \
+    static KATTR void KN(tn##_acc2)(void *d_, const void *const *s, size_t n)        \
+    {                                                                                \
+        float *d = d_;                                                               \
+        const uint16_t *a = s[0], *b = s[1];                                         \
+        size_t i = 0;                                                                \
+        for (; i + F16_W <= n; i += F16_W)                                           \
+            F16_STF(d + i, F16_ADD(F16_LDH(a + i), F16_LDH(b + i)));                 \
+        for (; i < n; i++)                                                           \
+            d[i] = F16_S2F(a[i]) + F16_S2F(b[i]);                                    \
+    }                                                                                \
+    static KATTR void KN(tn##_accadd)(void *d_, const void *const *s, size_t n)      \
+    {                                                                                \
+        float *d = d_;                                                               \
+        const uint16_t *a = s[0];                                                    \
+        size_t i = 0;                                                                \
+        for (; i + F16_W <= n; i += F16_W)                                           \
+            F16_STF(d + i, F16_ADD(F16_LDF(d + i), F16_LDH(a + i)));                 \
+        for (; i < n; i++)                                                           \
+            d[i] = d[i] + F16_S2F(a[i]);                                             \
+    }                                                                                \
+    static KATTR void KN(tn##_out)(void *d_, const void *const *s, size_t n)         \
+    {                                                                                \
+        uint16_t *d = d_;                                                            \
+        const float *a = s[0];                                                       \
+        const uint16_t *b = s[1];                                                    \
+        size_t i = 0;                                                                \
+        for (; i + F16_W <= n; i += F16_W)                                           \
+            F16_STH(d + i, F16_ADD(F16_LDF(a + i), F16_LDH(b + i)));                 \
+        for (; i < n; i++)                                                           \
+            d[i] = F16_F2S(a[i] + F16_S2F(b[i]));                                    \
+    }
+
+#define RK_HALF_TABLE(tn)                                                            \
+    {                                                                                \
+        .sum2 = KN(tn##_sum2), .add1 = KN(tn##_add1), .acc2 = KN(tn##_acc2),         \
+        .accadd = KN(tn##_accadd), .out = KN(tn##_out),                              \
+    }
+
+RK_PLAIN(float, f32)
+RK_PLAIN(double, f64)
+RK_PLAIN(uint32_t, i32)
+RK_PLAIN(uint64_t, i64)
+RK_HALF(bf16, red_bf2f, red_f2bf)
+#ifdef F16_W
+RK_HALF_SIMD(f16)
+#else
+RK_HALF(f16, red_h2f, red_f2h)
+#endif
+
+const struct red_kern KN(kern) = {
+    .name = RK_STR(KSFX),
+    .plain = {RK_PLAIN_TABLE(f32), RK_PLAIN_TABLE(f64), RK_PLAIN_TABLE(i32),
+              RK_PLAIN_TABLE(i64)},
+    .half = {RK_HALF_TABLE(f16), RK_HALF_TABLE(bf16)},
+};

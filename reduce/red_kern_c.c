@@ -1,0 +1,6 @@
+/* red_kern_c.c - the kernels in portable C (baseline ISA of the target). */
+#include "reduce/reduce_int.h"
+
+#define KSFX c
+#define KATTR
+#include "reduce/red_kern_body.h"

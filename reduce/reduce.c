@@ -1,0 +1,215 @@
+/* reduce.c - red_sum / red_add: argument checks, the cache-blocked driver
+ * that strings kernels together for any number of inputs, and the split of
+ * big arrays over the pool.
+ *
+ * Order of additions: always s0 + s1 + ... + s(k-1), left to right, per
+ * element, so a result does not depend on the ISA, the thread count or the
+ * chunking.  Half types accumulate in float32 and round once.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "reduce/reduce_int.h"
+
+/* Elements per pool chunk: 32 blocks (256 KiB of float32 output). */
+#define RED_CHUNK_BLOCKS 32
+
+struct red_op {
+    const struct red_kern *kern;
+    kvs_dtype dtype;
+    size_t es;
+    char *dst;
+    const void *const *srcs;
+    int k;
+    int alias;      /* dst == srcs[0] */
+    int misaligned; /* some pointer is not a multiple of es */
+};
+
+static int plain_index(kvs_dtype t)
+{
+    switch (t) {
+    case KVS_FLOAT32:
+        return 0;
+    case KVS_FLOAT64:
+        return 1;
+    case KVS_INT32:
+        return 2;
+    case KVS_INT64:
+        return 3;
+    default:
+        return -1;
+    }
+}
+
+static inline const void *at(const void *base, uint64_t i, size_t es)
+{
+    return (const char *)base + i * es;
+}
+
+/* Plain type, one block of n elements at offset o. */
+static void block_plain(const struct red_op *op, const struct red_kplain *kp, uint64_t o,
+                        size_t n)
+{
+    void *d = op->dst + o * op->es;
+    const void *g[4];
+    int j = 0, m;
+    if (!op->alias) {
+        m = op->k < 4 ? op->k : 4;
+        for (int i = 0; i < m; i++)
+            g[i] = at(op->srcs[i], o, op->es);
+        kp->sum[m](d, g, n);
+        j = m;
+    } else {
+        j = 1;
+    }
+    while (j < op->k) {
+        m = op->k - j < 3 ? op->k - j : 3;
+        for (int i = 0; i < m; i++)
+            g[i] = at(op->srcs[j + i], o, op->es);
+        kp->add[m](d, g, n);
+        j += m;
+    }
+}
+
+/* Half type, one block of n <= RED_BLOCK elements at offset o; k >= 2. */
+static void block_half(const struct red_op *op, const struct red_khalf *kh, uint64_t o,
+                       size_t n)
+{
+    float acc[RED_BLOCK];
+    void *d = op->dst + o * op->es;
+    const void *g[2];
+    int k = op->k;
+    if (k == 2) {
+        g[0] = at(op->srcs[0], o, 2);
+        g[1] = at(op->srcs[1], o, 2);
+        if (op->alias)
+            kh->add1(d, g + 1, n);
+        else
+            kh->sum2(d, g, n);
+        return;
+    }
+    g[0] = at(op->srcs[0], o, 2);
+    g[1] = at(op->srcs[1], o, 2);
+    kh->acc2(acc, g, n);
+    for (int j = 2; j < k - 1; j++) {
+        g[0] = at(op->srcs[j], o, 2);
+        kh->accadd(acc, g, n);
+    }
+    g[0] = acc;
+    g[1] = at(op->srcs[k - 1], o, 2);
+    kh->out(d, g, n);
+}
+
+/* A pointer not aligned to its element size: C does not allow typed access
+ * through it, so such ops copy each block through aligned buffers (same
+ * kernels, same order of additions; slower, and rare). k >= 2. */
+static void block_staged(const struct red_op *op, uint64_t o, size_t n)
+{
+    _Alignas(64) unsigned char t0[RED_BLOCK * 8], t1[RED_BLOCK * 8];
+    _Alignas(64) float acc[RED_BLOCK];
+    size_t nb = n * op->es;
+    const void *g[2];
+    int k = op->k;
+    memcpy(t0, at(op->srcs[0], o, op->es), nb);
+    if (op->dtype == KVS_FLOAT16 || op->dtype == KVS_BFLOAT16) {
+        const struct red_khalf *kh = &op->kern->half[op->dtype == KVS_BFLOAT16];
+        memcpy(t1, at(op->srcs[1], o, 2), nb);
+        g[0] = t0;
+        g[1] = t1;
+        kh->acc2(acc, g, n);
+        for (int j = 2; j < k; j++) {
+            memcpy(t1, at(op->srcs[j], o, 2), nb);
+            g[0] = t1;
+            kh->accadd(acc, g, n);
+        }
+        /* acc + (-0.0) == acc for every acc, so this is the single rounding */
+        for (size_t i = 0; i < n; i++)
+            ((uint16_t *)(void *)t1)[i] = 0x8000u;
+        g[0] = acc;
+        g[1] = t1;
+        kh->out(t0, g, n);
+    } else {
+        const struct red_kplain *kp = &op->kern->plain[plain_index(op->dtype)];
+        for (int j = 1; j < k; j++) {
+            memcpy(t1, at(op->srcs[j], o, op->es), nb);
+            g[0] = t1;
+            kp->add[1](t0, g, n);
+        }
+    }
+    memcpy(op->dst + o * op->es, t0, nb);
+}
+
+/* The range [lo, hi) of the op, block by block. */
+static void run_range(const void *arg, uint64_t lo, uint64_t hi)
+{
+    const struct red_op *op = arg;
+    if (op->k == 1) {
+        if (!op->alias)
+            memcpy(op->dst + lo * op->es, at(op->srcs[0], lo, op->es), (hi - lo) * op->es);
+        return;
+    }
+    if (op->misaligned) {
+        for (uint64_t o = lo; o < hi; o += RED_BLOCK)
+            block_staged(op, o, hi - o < RED_BLOCK ? hi - o : RED_BLOCK);
+        return;
+    }
+    if (op->dtype == KVS_FLOAT16 || op->dtype == KVS_BFLOAT16) {
+        const struct red_khalf *kh = &op->kern->half[op->dtype == KVS_BFLOAT16];
+        for (uint64_t o = lo; o < hi; o += RED_BLOCK)
+            block_half(op, kh, o, hi - o < RED_BLOCK ? hi - o : RED_BLOCK);
+    } else {
+        const struct red_kplain *kp = &op->kern->plain[plain_index(op->dtype)];
+        for (uint64_t o = lo; o < hi; o += RED_BLOCK)
+            block_plain(op, kp, o, hi - o < RED_BLOCK ? hi - o : RED_BLOCK);
+    }
+}
+
+int red_sum(red_pool *p, kvs_dtype dtype, void *dst, const void *const *srcs, int k,
+            uint64_t count)
+{
+    struct red_op op;
+    uint64_t bytes;
+    if ((unsigned)dtype >= KVS_NUM_DTYPES || k < 1 || srcs == NULL)
+        return KVS_EINVAL;
+    for (int j = 0; j < k && count > 0; j++)
+        if (srcs[j] == NULL)
+            return KVS_EINVAL;
+    if (dst == NULL && count > 0)
+        return KVS_EINVAL;
+    op.es = kvs_dtype_size(dtype);
+    if (__builtin_mul_overflow(count, (uint64_t)op.es, &bytes) || bytes > SIZE_MAX)
+        return KVS_EINVAL;
+    if (count == 0)
+        return 0;
+    op.kern = p ? p->kern : red_kern_get(red_isa_best());
+    op.dtype = dtype;
+    op.dst = dst;
+    op.srcs = srcs;
+    op.k = k;
+    op.alias = dst == srcs[0];
+    op.misaligned = (uintptr_t)dst % op.es != 0;
+    for (int j = 0; j < k; j++)
+        op.misaligned |= (uintptr_t)srcs[j] % op.es != 0;
+    if (p == NULL || p->nthreads < 2 || count < p->big_bound) {
+        run_range(&op, 0, count);
+    } else {
+        /* Chunk borders on 64-byte borders of dst, so that two threads
+         * never write one cache line. */
+        uint64_t chunk = (uint64_t)RED_BLOCK * RED_CHUNK_BLOCKS;
+        uintptr_t mis = (uintptr_t)dst % 64;
+        uint64_t first = chunk;
+        if (mis % op.es == 0)
+            first = chunk - mis / op.es;
+        struct red_job job = {run_range, &op, count, chunk, first};
+        red_pool_run(p, &job);
+    }
+    return 0;
+}
+
+int red_add(red_pool *p, kvs_dtype dtype, void *dst, const void *src, uint64_t count)
+{
+    const void *s[2] = {dst, src};
+    if (src == NULL)
+        return KVS_EINVAL;
+    return red_sum(p, dtype, dst, s, 2, count);
+}
