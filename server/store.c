@@ -260,6 +260,15 @@ static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, i
                           (unsigned long long)h->key);
                 return;
             }
+            if (atomic_load(&e->value->refs) > 1) { /* being sent: replace, don't overwrite */
+                srv_buf *nb = srv_buf_new(e->bytes);
+                if (nb == NULL) {
+                    reply_err(st, ident, ident_len, h, KVS_ENOMEM, "server out of memory");
+                    return;
+                }
+                srv_buf_unref(e->value);
+                e->value = nb;
+            }
             memcpy(e->value->data, body, e->bytes); /* a re-init replaces the value */
         }
         srv_req tmp = {.h = *h};
@@ -432,7 +441,20 @@ static void handle_push(srv_store *st, const uint8_t *ident, size_t ident_len, i
         return;
     }
     if (e->async) {
-        red_add(st->pool, e->dtype, e->value->data, body, e->count);
+        if (atomic_load(&e->value->refs) > 1) {
+            /* a reply is still sending the value: sum into another buffer */
+            srv_buf *nb = take_acc(e), *old = e->value;
+            if (nb == NULL) {
+                reply_err(st, ident, ident_len, h, KVS_ENOMEM, "server out of memory");
+                return;
+            }
+            const void *src[2] = {old->data, body};
+            red_sum(st->pool, e->dtype, nb->data, src, 2, e->count);
+            e->value = nb;
+            srv_buf_unref(old);
+        } else {
+            red_add(st->pool, e->dtype, e->value->data, body, e->count);
+        }
         st->bytes_summed += e->bytes;
         e->round++;
         srv_req tmp = {.h = *h};
