@@ -95,6 +95,17 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
         snprintf(why, sizeof why, "sender %d is not a worker of this job", h.sender);
         rc = KVS_EPROTO;
     }
+    if (rc == 0) {
+        /* a worker's data connection carries the routing id "w<node id>" (set
+         * by libkvs; ZeroMQ refuses a second connection with the same id), so
+         * a header cannot speak for another connection's worker */
+        char want[24];
+        int n = snprintf(want, sizeof want, "w%d", h.sender);
+        if ((size_t)n != ident_len || memcmp(want, ident, ident_len) != 0) {
+            snprintf(why, sizeof why, "sender %d does not match its connection", h.sender);
+            rc = KVS_EPROTO;
+        }
+    }
     if (rc == 0 && h.type != PROTO_INIT && h.type != PROTO_PUSH && h.type != PROTO_PULL &&
         h.type != PROTO_PUSHPULL) {
         snprintf(why, sizeof why, "%s is not a data request", proto_type_name(h.type));

@@ -1,0 +1,23 @@
+# tests/integ/module.mk - the multi-process integration tests (included by
+# the top-level Makefile).
+#   $(BUILD)/test-integ             the runner: table of tests, one forked child each
+#   $(BUILD)/tests/kvs-testworker   the worker program the tests start (links libkvs)
+# `make integ` builds everything they need and runs them.
+
+INTEG_RUNNER_SRC := tests/integ/runner.c tests/integ/harness.c $(wildcard tests/integ/test_*.c)
+INTEG_RUNNER     := $(BUILD)/test-integ
+INTEG_WORKER     := $(BUILD)/tests/kvs-testworker
+
+# The runner speaks ZeroMQ itself (garbage tests) but never links libkvs.
+$(INTEG_RUNNER): $(call obj,$(INTEG_RUNNER_SRC))
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(ALL_LDFLAGS) -lzmq
+
+$(INTEG_WORKER): $(call obj,tests/integ/testworker.c) $(LIBKVS_A)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
+
+TEST_DEPS += $(INTEG_RUNNER) $(INTEG_WORKER)
+
+integ: $(INTEG_RUNNER) $(INTEG_WORKER) $(SCHED_BIN) $(SERVER_BIN)
+	BUILD=$(BUILD) $(INTEG_RUNNER) $(INTEG_ARGS)

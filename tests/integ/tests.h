@@ -1,0 +1,56 @@
+/*
+ * tests.h - the table of integration tests: X(name, deadline in seconds).
+ * Each entry is defined with IT_TEST(name) in one of the test_*.c files and
+ * runs in its own forked child (runner.c); the deadline covers the whole test
+ * (it is multiplied by it_slow).
+ */
+#ifndef KVS_TESTS_INTEG_TESTS_H
+#define KVS_TESTS_INTEG_TESTS_H
+
+#include "harness.h"
+
+#define IT_TEST_LIST(X)                                                        \
+    /* test_sum.c: exact sums of dist_sync, the local store, async */          \
+    X(worker_selftest, 30)                                                     \
+    X(local_store, 30)                                                         \
+    X(sum_1x1, 60)                                                             \
+    X(sum_1x4, 60)                                                             \
+    X(sum_2x2, 60)                                                             \
+    X(sum_3x3, 60)                                                             \
+    X(sum_3x4, 60)                                                             \
+    X(pushpull_2x3, 60)                                                        \
+    X(dup_keys_2x2, 60)                                                        \
+    X(dup_pushpull_3x2, 60)                                                    \
+    X(pipeline_2x2, 60)                                                        \
+    X(pipeline_pushpull_3x3, 60)                                               \
+    X(slow_worker_2x3, 60)                                                     \
+    X(split_tiny_3x2, 60)                                                      \
+    X(edge_keys_3x2, 60)                                                       \
+    X(threads_2x2, 60)                                                         \
+    X(two_stores_2x3, 60)                                                      \
+    X(ranks_unique_2x4, 60)                                                    \
+    X(big_key_2x2, 180)                                                        \
+    X(barrier_1x3, 60)                                                         \
+    X(async_2x3, 60)                                                           \
+    /* test_errors.c: API errors, bad configuration, start-up timeouts */     \
+    X(create_bogus, 30)                                                        \
+    X(errors_2x2, 60)                                                          \
+    X(bad_env_scheduler, 60)                                                   \
+    X(bad_env_server, 60)                                                      \
+    X(bad_env_worker, 60)                                                      \
+    X(start_timeout_server, 30)                                                \
+    X(start_timeout_worker, 30)                                                \
+    X(start_timeout_scheduler, 30)                                             \
+    /* test_failure.c: dead peers, garbage on the wire */                      \
+    X(kill_worker_2x3, 60)                                                     \
+    X(kill_server_2x2, 60)                                                     \
+    X(garbage_2x2, 90)                                                         \
+    X(garbage_spoofed_sender_2x2, 60)
+
+#define IT_TEST(name) void it_test_##name(it_ctx *t)
+
+#define IT_DECLARE_(name, secs) IT_TEST(name);
+IT_TEST_LIST(IT_DECLARE_)
+#undef IT_DECLARE_
+
+#endif

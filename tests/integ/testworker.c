@@ -1,0 +1,1494 @@
+/*
+ * testworker.c - kvs-testworker: the worker program of the integration tests.
+ *
+ *   kvs-testworker SCENARIO [OPTIONS]
+ *
+ * One program, many scenarios; the runner starts W copies of it in a job.
+ * It exits 0 when every check passed and 1 otherwise, after printing one line
+ * per problem: the call, the error name and kvs_last_error(), or for a wrong
+ * value "MISMATCH ... key=K ... index=I got=G expected=E".
+ *
+ * Values.  Worker w pushes, for element i of key k in round r (copy `slot`
+ * of a key repeated in one push), a small integer in [-16, 16] drawn from a
+ * hash of (w, k, i, r, slot); scaled by 0.25 for float32/float64, by 100003
+ * for int32 and by 10000000019 for int64.  Any sum of up to 4 workers x 2
+ * copies is exact in every dtype (bfloat16 holds integers up to 256 exactly),
+ * so results are compared bit for bit.  Pull buffers are filled with 0xff
+ * first (NaN for floats, -1 for integers: never an expected value).
+ *
+ * Files (in $KVS_TEST_DIR, when set): rank-<rank> (created O_EXCL: two
+ * workers with one rank fail), ready-w<DMLC_WORKER_ID>, paused-w<ID>, and
+ * the ones a scenario reads (see below).
+ */
+#include "kvs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_SLOTS 2
+#define MAX_ROUNDS 16
+#define MAX_KEYS 64
+#define MAX_THREADS 8
+#define MISMATCH_LINES 5 /* per key and round */
+#define INIT_W 1000       /* "worker" whose values rank 0 passes to kvs_init */
+
+static const char *usage_text =
+    "usage: kvs-testworker SCENARIO [OPTIONS]\n"
+    "scenarios:\n"
+    "  selftest                 check this program's float16/bfloat16 helpers\n"
+    "  sum [--type T] [--dtype all|f32,f64,f16,bf16,i32,i64] [--rounds N] [--split]\n"
+    "      [--counts N,N,...] [--pushpull] [--dup] [--pipeline] [--threads N]\n"
+    "      [--stores N] [--pause-file NAME] [--edge-keys] [--slow-rank R]\n"
+    "                           init, then N rounds of push+pull (or pushpull) with\n"
+    "                           exact sums checked element by element\n"
+    "  async [--rounds N]       dist_async: pushes accumulate; pull after a barrier\n"
+    "  barrier [--rounds N]     files written before a barrier all exist after it\n"
+    "  errors                   KVS_EINVAL, KVS_ENOKEY, KVS_ESHAPE; the job goes on\n"
+    "  victim                   init, barrier, ready file, then wait to be killed\n"
+    "  peer-dead --block pull|barrier|late\n"
+    "                           a blocked (or, after file 'killed', a later) call\n"
+    "                           returns KVS_EPEERDEAD naming the node in file\n"
+    "                           'expect-dead' (\"worker 2\")\n"
+    "  create-error ERRNAME [WORD] [--type T]\n"
+    "                           kvs_create fails with ERRNAME and kvs_last_error()\n"
+    "                           contains WORD\n";
+
+/* ---- small helpers ---- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void nap_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* One line to stdout, prefixed by who (several threads may print). */
+static void say(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const char *who, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&out_lock);
+    printf("[%s] ", who);
+    vprintf(fmt, ap);
+    putchar('\n');
+    fflush(stdout);
+    pthread_mutex_unlock(&out_lock);
+    va_end(ap);
+}
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "kvs-testworker: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(2);
+}
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (p == NULL)
+        die("out of memory (%zu bytes)", n);
+    return p;
+}
+
+static const char *env_or(const char *name, const char *def)
+{
+    const char *v = getenv(name);
+    return v && v[0] ? v : def;
+}
+
+/* Path of a file in $KVS_TEST_DIR, or NULL when it is not set. */
+static const char *test_path(const char *name, char *buf, size_t len)
+{
+    const char *dir = getenv("KVS_TEST_DIR");
+    if (dir == NULL || dir[0] == '\0')
+        return NULL;
+    snprintf(buf, len, "%s/%s", dir, name);
+    return buf;
+}
+
+static int write_test_file(const char *name, const char *text, int excl)
+{
+    char path[4096], tmp[4200];
+    if (test_path(name, path, sizeof path) == NULL)
+        return 0;
+    if (excl) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (fd < 0)
+            return -errno;
+        ssize_t w = write(fd, text, strlen(text));
+        close(fd);
+        return w < 0 ? -EIO : 0;
+    }
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL)
+        return -errno;
+    fputs(text, f);
+    if (fclose(f) != 0 || rename(tmp, path) != 0)
+        return -errno;
+    return 0;
+}
+
+static int test_file_exists(const char *name)
+{
+    char path[4096];
+    return test_path(name, path, sizeof path) && access(path, F_OK) == 0;
+}
+
+/* Wait (polling) for a file in $KVS_TEST_DIR; 0 on timeout. */
+static int wait_test_file(const char *name, double timeout_s)
+{
+    double deadline = now_s() + timeout_s;
+    while (!test_file_exists(name)) {
+        if (now_s() > deadline)
+            return 0;
+        nap_ms(5);
+    }
+    return 1;
+}
+
+/* "ready-w<DMLC_WORKER_ID>" (or the rank when the id is unset). */
+static void id_file_name(const char *prefix, int rank, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s-w%s", prefix, env_or("DMLC_WORKER_ID", "?"));
+    if (getenv("DMLC_WORKER_ID") == NULL)
+        snprintf(buf, len, "%s-r%d", prefix, rank);
+}
+
+/* ---- float16 / bfloat16 ---- */
+
+static uint32_t f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static float bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* IEEE binary16, round to nearest even; overflow to infinity. */
+static uint16_t f32_to_f16(float f)
+{
+    uint32_t x = f32_bits(f);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t exp = (x >> 23) & 0xffu, man = x & 0x7fffffu;
+    if (exp == 0xff) /* inf / nan */
+        return (uint16_t)(sign | 0x7c00u | (man ? 0x200u : 0));
+    int e = (int)exp - 127 + 15;
+    if (e >= 31)
+        return (uint16_t)(sign | 0x7c00u);
+    if (e <= 0) { /* subnormal or zero */
+        if (e < -10)
+            return sign;
+        man |= 0x800000u;
+        int shift = 14 - e;
+        uint32_t h = man >> shift, rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (h & 1u)))
+            h++;
+        return (uint16_t)(sign | h);
+    }
+    uint32_t h = ((uint32_t)e << 10) | (man >> 13), rem = man & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
+        h++; /* may carry into the exponent: still correct */
+    return (uint16_t)(sign | h);
+}
+
+static float f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    if (exp == 0x1f)
+        return bits_f32(sign | 0x7f800000u | (man << 13));
+    if (exp == 0) {
+        float v = ldexpf((float)man, -24);
+        return sign ? -v : v;
+    }
+    return bits_f32(sign | ((exp - 15 + 127) << 23) | (man << 13));
+}
+
+static uint16_t f32_to_bf16(float f)
+{
+    uint32_t x = f32_bits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) /* nan */
+        return (uint16_t)((x >> 16) | 0x40u);
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+
+static float bf16_to_f32(uint16_t b)
+{
+    return bits_f32((uint32_t)b << 16);
+}
+
+/* ---- values ---- */
+
+typedef struct val {
+    double f;   /* float dtypes */
+    uint64_t u; /* integer dtypes, two's complement */
+} val;
+
+static int is_float(kvs_dtype d)
+{
+    return d == KVS_FLOAT32 || d == KVS_FLOAT64 || d == KVS_FLOAT16 || d == KVS_BFLOAT16;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* A small integer in [-16, 16] for (w, key, i, round, slot). */
+static int64_t small_int(int w, uint64_t key, uint64_t i, int r, int slot)
+{
+    uint64_t h = mix64(mix64(key * 0x100000001b3ull + (uint64_t)slot) ^ mix64(i + 0x51ed27) ^
+                       (((uint64_t)(uint32_t)w << 32) | (uint32_t)r));
+    return (int64_t)(h % 33) - 16;
+}
+
+static val gen(kvs_dtype d, int w, uint64_t key, uint64_t i, int r, int slot)
+{
+    int64_t s = small_int(w, key, i, r, slot);
+    val v = {0, 0};
+    switch (d) {
+    case KVS_FLOAT32:
+    case KVS_FLOAT64: v.f = (double)s * 0.25; break;
+    case KVS_FLOAT16:
+    case KVS_BFLOAT16: v.f = (double)s; break;
+    case KVS_INT32: v.u = (uint64_t)(s * 100003); break;
+    case KVS_INT64: v.u = (uint64_t)s * 10000000019ull; break;
+    }
+    return v;
+}
+
+static void put(kvs_dtype d, void *buf, uint64_t i, val v)
+{
+    switch (d) {
+    case KVS_FLOAT32: ((float *)buf)[i] = (float)v.f; break;
+    case KVS_FLOAT64: ((double *)buf)[i] = v.f; break;
+    case KVS_FLOAT16: ((uint16_t *)buf)[i] = f32_to_f16((float)v.f); break;
+    case KVS_BFLOAT16: ((uint16_t *)buf)[i] = f32_to_bf16((float)v.f); break;
+    case KVS_INT32: ((int32_t *)buf)[i] = (int32_t)(uint32_t)v.u; break;
+    case KVS_INT64: ((int64_t *)buf)[i] = (int64_t)v.u; break;
+    }
+}
+
+static val get(kvs_dtype d, const void *buf, uint64_t i)
+{
+    val v = {0, 0};
+    switch (d) {
+    case KVS_FLOAT32: v.f = ((const float *)buf)[i]; break;
+    case KVS_FLOAT64: v.f = ((const double *)buf)[i]; break;
+    case KVS_FLOAT16: v.f = f16_to_f32(((const uint16_t *)buf)[i]); break;
+    case KVS_BFLOAT16: v.f = bf16_to_f32(((const uint16_t *)buf)[i]); break;
+    case KVS_INT32: v.u = (uint64_t)(int64_t)((const int32_t *)buf)[i]; break;
+    case KVS_INT64: v.u = (uint64_t)((const int64_t *)buf)[i]; break;
+    }
+    return v;
+}
+
+static int same(kvs_dtype d, val a, val b)
+{
+    if (is_float(d))
+        return a.f == b.f;
+    if (d == KVS_INT32)
+        return (uint32_t)a.u == (uint32_t)b.u;
+    return a.u == b.u;
+}
+
+static void add(kvs_dtype d, val *acc, val v)
+{
+    if (is_float(d))
+        acc->f += v.f;
+    else
+        acc->u += v.u;
+}
+
+static const char *fmt_val(kvs_dtype d, val v, char *buf, size_t len)
+{
+    if (is_float(d))
+        snprintf(buf, len, "%.17g", v.f);
+    else if (d == KVS_INT32)
+        snprintf(buf, len, "%" PRId32, (int32_t)(uint32_t)v.u);
+    else
+        snprintf(buf, len, "%" PRId64, (int64_t)v.u);
+    return buf;
+}
+
+static const char *dname(kvs_dtype d)
+{
+    const char *n = kvs_dtype_name(d);
+    return n ? n : "?";
+}
+
+/* What a buffer should hold. */
+enum expect_kind {
+    EXPECT_INIT, /* rank 0's init values */
+    EXPECT_ROUND, /* sum over workers (and slots) of one round */
+    EXPECT_ALL_ROUNDS, /* sum over workers and rounds 0..round (slot 0) */
+    EXPECT_ZERO
+};
+
+typedef struct expect {
+    enum expect_kind kind;
+    int round;
+    int nworkers;
+    int nslots;
+} expect;
+
+static val expected(kvs_dtype d, uint64_t key, uint64_t i, const expect *e)
+{
+    val acc = {0, 0};
+    switch (e->kind) {
+    case EXPECT_INIT: return gen(d, INIT_W, key, i, 0, 0);
+    case EXPECT_ZERO: return acc;
+    case EXPECT_ROUND:
+        for (int w = 0; w < e->nworkers; w++)
+            for (int s = 0; s < e->nslots; s++)
+                add(d, &acc, gen(d, w, key, i, e->round, s));
+        return acc;
+    case EXPECT_ALL_ROUNDS:
+        for (int w = 0; w < e->nworkers; w++)
+            for (int r = 0; r <= e->round; r++)
+                add(d, &acc, gen(d, w, key, i, r, 0));
+        return acc;
+    }
+    return acc;
+}
+
+/* Compare buf (count elements of d for key) with e; print mismatches.
+ * Returns the number of wrong elements. */
+static uint64_t verify(const char *who, const char *what, uint64_t key, kvs_dtype d,
+                       uint64_t count, const void *buf, const expect *e)
+{
+    uint64_t bad = 0;
+    char g[64], x[64];
+    for (uint64_t i = 0; i < count; i++) {
+        val want = expected(d, key, i, e), got = get(d, buf, i);
+        if (same(d, got, want))
+            continue;
+        if (bad < MISMATCH_LINES)
+            say(who, "MISMATCH %s key=%" PRIu64 " dtype=%s count=%" PRIu64 " round=%d index=%" PRIu64
+                     " got=%s expected=%s",
+                what, key, dname(d), count, e->round, i, fmt_val(d, got, g, sizeof g),
+                fmt_val(d, want, x, sizeof x));
+        bad++;
+    }
+    if (bad > MISMATCH_LINES)
+        say(who, "MISMATCH %s key=%" PRIu64 " round=%d: %" PRIu64 " of %" PRIu64 " elements wrong", what,
+            key, e->round, bad, count);
+    return bad;
+}
+
+static void fill(kvs_dtype d, void *buf, uint64_t count, int w, uint64_t key, int r, int slot)
+{
+    for (uint64_t i = 0; i < count; i++)
+        put(d, buf, i, gen(d, w, key, i, r, slot));
+}
+
+static void *new_buf(kvs_dtype d, uint64_t count)
+{
+    size_t n = (size_t)count * kvs_dtype_size(d);
+    void *p = xmalloc(n);
+    memset(p, 0xff, n);
+    return p;
+}
+
+static kvs_array arr(void *data, uint64_t count, kvs_dtype d)
+{
+    kvs_array a = {data, count, d, KVS_CPU};
+    return a;
+}
+
+/* Report a failed call: "push: KVS_ESHAPE (...): last error". */
+static int report(const char *who, const char *call, int rc)
+{
+    if (rc != 0)
+        say(who, "%s failed: %s (%s): %s", call, kvs_errname(rc), kvs_strerror(rc), kvs_last_error());
+    return rc != 0;
+}
+
+/* ---- options ---- */
+
+typedef struct opts {
+    const char *type;
+    kvs_dtype dtypes[KVS_NUM_DTYPES];
+    int ndtypes;
+    int rounds;
+    int split;
+    uint64_t counts[16];
+    int ncounts;
+    int pushpull, dup, pipeline, threads, stores;
+    int edge_keys; /* the first two keys are 0 and UINT64_MAX */
+    int slow_rank; /* this rank waits 100 ms before each push (-1: none) */
+    const char *pause_file;
+    const char *block;
+    uint64_t bound;
+    /* create-error */
+    const char *errname, *word;
+} opts;
+
+static int parse_dtype(const char *s, kvs_dtype *d)
+{
+    static const struct {
+        const char *name;
+        kvs_dtype d;
+    } names[] = {{"f32", KVS_FLOAT32},  {"float32", KVS_FLOAT32}, {"f64", KVS_FLOAT64},
+                 {"float64", KVS_FLOAT64}, {"f16", KVS_FLOAT16}, {"float16", KVS_FLOAT16},
+                 {"bf16", KVS_BFLOAT16}, {"bfloat16", KVS_BFLOAT16}, {"i32", KVS_INT32},
+                 {"int32", KVS_INT32},   {"i64", KVS_INT64},     {"int64", KVS_INT64}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(s, names[i].name) == 0) {
+            *d = names[i].d;
+            return 0;
+        }
+    return -1;
+}
+
+static long parse_long(const char *opt, const char *s, long min, long max)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max)
+        die("%s '%s': expected an integer in [%ld, %ld]", opt, s, min, max);
+    return v;
+}
+
+static void parse_opts(opts *o, int argc, char **argv)
+{
+    memset(o, 0, sizeof *o);
+    o->type = "dist_sync";
+    o->rounds = 3;
+    o->threads = 1;
+    o->stores = 1;
+    o->block = "pull";
+    o->slow_rank = -1;
+    o->bound = 1000000;
+    const char *b = getenv("MXNET_KVSTORE_BIGARRAY_BOUND");
+    if (b && b[0])
+        o->bound = strtoull(b, NULL, 10);
+    if (o->bound == 0)
+        o->bound = 1000000;
+    for (int d = 0; d < KVS_NUM_DTYPES; d++)
+        o->dtypes[o->ndtypes++] = (kvs_dtype)d;
+    int npos = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED()                                         \
+    do {                                               \
+        if (next == NULL)                              \
+            die("option %s needs a value", a);         \
+        i++;                                           \
+    } while (0)
+        if (strcmp(a, "--type") == 0) {
+            NEED();
+            o->type = next;
+        } else if (strcmp(a, "--dtype") == 0) {
+            NEED();
+            if (strcmp(next, "all") != 0) {
+                char *copy = strdup(next), *save = NULL;
+                o->ndtypes = 0;
+                for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                    if (o->ndtypes == KVS_NUM_DTYPES || parse_dtype(tok, &o->dtypes[o->ndtypes]) != 0)
+                        die("--dtype: bad dtype '%s'", tok);
+                    o->ndtypes++;
+                }
+                free(copy);
+            }
+        } else if (strcmp(a, "--rounds") == 0) {
+            NEED();
+            o->rounds = (int)parse_long(a, next, 1, MAX_ROUNDS);
+        } else if (strcmp(a, "--split") == 0) {
+            o->split = 1;
+        } else if (strcmp(a, "--counts") == 0) {
+            NEED();
+            char *copy = strdup(next), *save = NULL;
+            for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                if (o->ncounts == 16)
+                    die("--counts: at most 16");
+                o->counts[o->ncounts++] = (uint64_t)parse_long(a, tok, 1, 1L << 40);
+            }
+            free(copy);
+        } else if (strcmp(a, "--pushpull") == 0) {
+            o->pushpull = 1;
+        } else if (strcmp(a, "--dup") == 0) {
+            o->dup = 1;
+        } else if (strcmp(a, "--edge-keys") == 0) {
+            o->edge_keys = 1;
+        } else if (strcmp(a, "--slow-rank") == 0) {
+            NEED();
+            o->slow_rank = (int)parse_long(a, next, 0, 1 << 16);
+        } else if (strcmp(a, "--pipeline") == 0) {
+            o->pipeline = 1;
+        } else if (strcmp(a, "--threads") == 0) {
+            NEED();
+            o->threads = (int)parse_long(a, next, 1, MAX_THREADS);
+        } else if (strcmp(a, "--stores") == 0) {
+            NEED();
+            o->stores = (int)parse_long(a, next, 1, MAX_THREADS);
+        } else if (strcmp(a, "--pause-file") == 0) {
+            NEED();
+            o->pause_file = next;
+        } else if (strcmp(a, "--block") == 0) {
+            NEED();
+            o->block = next;
+        } else if (a[0] == '-' && a[1] == '-') {
+            die("unknown option %s\n%s", a, usage_text);
+        } else {
+            if (npos == 0)
+                o->errname = a;
+            else if (npos == 1)
+                o->word = a;
+            else
+                die("unexpected argument %s", a);
+            npos++;
+        }
+#undef NEED
+    }
+}
+
+/* ---- a store and its identity ---- */
+
+typedef struct wctx {
+    const opts *o;
+    kvs_store *s;
+    int rank, W, S;
+    char who[48];
+    int failed;
+} wctx;
+
+/* Create a store and check rank / sizes against the environment. */
+static int open_store(wctx *c, const opts *o, const char *type, int store_idx)
+{
+    memset(c, 0, sizeof *c);
+    c->o = o;
+    snprintf(c->who, sizeof c->who, "worker id=%s", env_or("DMLC_WORKER_ID", "-"));
+    int rc = kvs_create(type, &c->s);
+    if (rc != 0) {
+        say(c->who, "kvs_create(\"%s\") failed: %s (%s): %s", type, kvs_errname(rc), kvs_strerror(rc),
+            kvs_last_error());
+        return -1;
+    }
+    c->rank = kvs_rank(c->s);
+    c->W = kvs_num_workers(c->s);
+    c->S = kvs_num_servers(c->s);
+    if (o->stores > 1)
+        snprintf(c->who, sizeof c->who, "worker %d (store %d)", c->rank, store_idx);
+    else
+        snprintf(c->who, sizeof c->who, "worker %d", c->rank);
+    say(c->who, "created %s store: rank %d of %d workers, %d servers", type, c->rank, c->W, c->S);
+    if (c->W < 1 || c->rank < 0 || c->rank >= c->W) {
+        say(c->who, "BAD rank %d / num_workers %d", c->rank, c->W);
+        c->failed = 1;
+    }
+    if (strcmp(type, "local") != 0) {
+        int ew = atoi(env_or("DMLC_NUM_WORKER", "0")), es = atoi(env_or("DMLC_NUM_SERVER", "0"));
+        if (c->W != ew || c->S != es) {
+            say(c->who, "BAD sizes: kvs_num_workers=%d kvs_num_servers=%d, env says %d / %d", c->W, c->S,
+                ew, es);
+            c->failed = 1;
+        }
+        char name[64], text[32];
+        snprintf(name, sizeof name, "rank-%d", c->rank);
+        snprintf(text, sizeof text, "%d\n", (int)getpid());
+        int w = write_test_file(name, text, 1);
+        if (w == -EEXIST) {
+            say(c->who, "BAD rank %d: another worker of this job has the same rank", c->rank);
+            c->failed = 1;
+        }
+    } else if (c->W != 1 || c->rank != 0) {
+        say(c->who, "BAD local store: rank %d of %d workers (expected 0 of 1)", c->rank, c->W);
+        c->failed = 1;
+    }
+    return 0;
+}
+
+static int close_store(wctx *c)
+{
+    int rc = kvs_close(c->s);
+    c->s = NULL;
+    if (report(c->who, "kvs_close", rc))
+        c->failed = 1;
+    return c->failed;
+}
+
+/* ---- the key set of `sum` ---- */
+
+typedef struct keyspec {
+    uint64_t key;
+    kvs_dtype dtype;
+    uint64_t count;
+} keyspec;
+
+static int make_keys(const opts *o, keyspec *ks)
+{
+    uint64_t counts[16];
+    int nc = 0;
+    if (o->ncounts) {
+        memcpy(counts, o->counts, sizeof counts);
+        nc = o->ncounts;
+    } else {
+        counts[nc++] = 1;
+        counts[nc++] = 7;
+        if (o->bound > 8)
+            counts[nc++] = o->bound - 1; /* largest that lives on one server */
+        if (o->split) {
+            counts[nc++] = o->bound;         /* smallest split key */
+            counts[nc++] = o->bound + 1;     /* not divisible by 2 */
+            counts[nc++] = 2 * o->bound + 3; /* not divisible by 2 or 3 */
+        }
+    }
+    int n = 0;
+    for (int d = 0; d < o->ndtypes; d++)
+        for (int j = 0; j < nc && n < MAX_KEYS; j++) {
+            /* Keys far apart and some above 2^32, so they land on various servers. */
+            uint64_t key = 17 + (uint64_t)o->dtypes[d] * 64 + (uint64_t)j * 5;
+            if (j % 2)
+                key += 1ull << 40;
+            ks[n].key = key;
+            ks[n].dtype = o->dtypes[d];
+            ks[n].count = counts[j];
+            n++;
+        }
+    if (o->edge_keys && n >= 2) {
+        ks[0].key = 0;
+        ks[1].key = UINT64_MAX;
+    }
+    return n;
+}
+
+/* One thread's share of the keys of a store: rounds of push+pull. */
+typedef struct job {
+    wctx *c;
+    const keyspec *ks;
+    int nk;
+    int tid;
+    int failed;
+} job;
+
+/* Wait for this round's operations: key by key, or all at once. */
+static int wait_keys(job *j, const uint64_t *keys, int nk, int per_key, int round, const char *what)
+{
+    int bad = 0;
+    char call[96];
+    if (per_key) {
+        for (int k = 0; k < nk; k++) {
+            snprintf(call, sizeof call, "%s round %d: kvs_wait(key %" PRIu64 ")", what, round, keys[k]);
+            bad |= report(j->c->who, call, kvs_wait(j->c->s, keys[k]));
+        }
+    } else {
+        snprintf(call, sizeof call, "%s round %d: kvs_wait_all", what, round);
+        bad |= report(j->c->who, call, kvs_wait_all(j->c->s));
+    }
+    return bad;
+}
+
+static void *run_rounds(void *arg)
+{
+    job *j = arg;
+    wctx *c = j->c;
+    const opts *o = c->o;
+    int nslots = o->dup ? 2 : 1, R = o->rounds, nk = j->nk;
+    int n = nk * nslots;
+    uint64_t keys[MAX_KEYS * MAX_SLOTS];
+    kvs_array *vals = xmalloc(sizeof *vals * (size_t)(n * R));
+    kvs_array *outs = xmalloc(sizeof *outs * (size_t)(n * R));
+    void **owned = xmalloc(sizeof *owned * (size_t)(2 * n * R));
+    int nowned = 0;
+    char call[128];
+    expect e = {EXPECT_ROUND, 0, c->W, nslots};
+
+    /* Slot-major order: key0 key1 ... key0 key1 ..., so repeats are apart. */
+    for (int s = 0; s < nslots; s++)
+        for (int k = 0; k < nk; k++)
+            keys[s * nk + k] = j->ks[k].key;
+
+    for (int r = 0; r < R; r++) {
+        kvs_array *v = vals + (size_t)r * n, *out = outs + (size_t)r * n;
+        for (int s = 0; s < nslots; s++)
+            for (int k = 0; k < nk; k++) {
+                const keyspec *ks = &j->ks[k];
+                void *buf = new_buf(ks->dtype, ks->count);
+                fill(ks->dtype, buf, ks->count, c->rank, ks->key, r, s);
+                owned[nowned++] = buf;
+                v[s * nk + k] = arr(buf, ks->count, ks->dtype);
+                /* pushpull: every other key's output aliases its input. */
+                if (o->pushpull && k % 2 == 1) {
+                    out[s * nk + k] = v[s * nk + k];
+                } else {
+                    void *ob = new_buf(ks->dtype, ks->count);
+                    owned[nowned++] = ob;
+                    out[s * nk + k] = arr(ob, ks->count, ks->dtype);
+                }
+            }
+        int rc;
+        if (c->rank == o->slow_rank)
+            nap_ms(100); /* the others' pulls must wait for this push */
+        if (o->pushpull) {
+            rc = kvs_pushpull(c->s, (size_t)n, keys, v, out, r);
+            snprintf(call, sizeof call, "round %d: kvs_pushpull(%d keys)", r, n);
+            j->failed |= report(c->who, call, rc);
+        } else {
+            rc = kvs_push(c->s, (size_t)n, keys, v, r);
+            snprintf(call, sizeof call, "round %d: kvs_push(%d keys)", r, n);
+            j->failed |= report(c->who, call, rc);
+            if (o->pipeline) {
+                rc = kvs_pull(c->s, (size_t)n, keys, out, r);
+                snprintf(call, sizeof call, "round %d: kvs_pull(%d keys)", r, n);
+                j->failed |= report(c->who, call, rc);
+            }
+        }
+        if (o->pipeline)
+            continue;
+        /* With several threads only kvs_wait(key): a kvs_wait_all would also
+         * wait for the other threads' operations, whose rounds may need the
+         * other workers' threads to get past their own waits: a deadlock of
+         * the test, not of the library. */
+        int single = o->threads == 1;
+        j->failed |= wait_keys(j, keys, nk, !single || r % 2 == 0, r, o->pushpull ? "pushpull" : "push");
+        if (!o->pushpull) {
+            rc = kvs_pull(c->s, (size_t)n, keys, out, r);
+            snprintf(call, sizeof call, "round %d: kvs_pull(%d keys)", r, n);
+            j->failed |= report(c->who, call, rc);
+            j->failed |= wait_keys(j, keys, nk, !single || r % 2 == 1, r, "pull");
+        }
+        e.round = r;
+        for (int i = 0; i < n; i++) {
+            const keyspec *ks = &j->ks[i % nk];
+            snprintf(call, sizeof call, "%s%s", o->pushpull ? "pushpull" : "pull",
+                     i >= nk ? " (2nd copy)" : "");
+            if (verify(c->who, call, ks->key, ks->dtype, ks->count, out[i].data, &e))
+                j->failed = 1;
+        }
+        for (int i = 0; i < nowned; i++)
+            free(owned[i]);
+        nowned = 0;
+        if (r == 0 && o->pause_file && j->tid == 0) {
+            char name[64];
+            id_file_name("paused", c->rank, name, sizeof name);
+            write_test_file(name, "paused\n", 0);
+            say(c->who, "paused after round 0; waiting for file %s", o->pause_file);
+            if (!wait_test_file(o->pause_file, 120)) {
+                say(c->who, "file %s did not appear within 120 s", o->pause_file);
+                j->failed = 1;
+            }
+        }
+    }
+    if (o->pipeline) {
+        if (o->threads == 1)
+            j->failed |= report(c->who, "pipeline: kvs_wait_all", kvs_wait_all(c->s));
+        else
+            j->failed |= wait_keys(j, keys, nk, 1, R - 1, "pipeline");
+        for (int r = 0; r < R; r++) {
+            e.round = r;
+            for (int i = 0; i < n; i++) {
+                const keyspec *ks = &j->ks[i % nk];
+                if (verify(c->who, o->pushpull ? "pipelined pushpull" : "pipelined pull", ks->key,
+                           ks->dtype, ks->count, outs[(size_t)r * n + i].data, &e))
+                    j->failed = 1;
+            }
+        }
+        for (int i = 0; i < nowned; i++)
+            free(owned[i]);
+    }
+    free(vals);
+    free(outs);
+    free(owned);
+    return NULL;
+}
+
+/* kvs_init every key, check that a pull returns rank 0's values. */
+static int init_and_check(wctx *c, const keyspec *ks, int nk)
+{
+    uint64_t keys[MAX_KEYS * MAX_SLOTS];
+    kvs_array v[MAX_KEYS], out[MAX_KEYS * MAX_SLOTS];
+    int failed = 0, nslots = c->o->dup ? 2 : 1;
+    for (int k = 0; k < nk; k++) {
+        keys[k] = ks[k].key;
+        void *buf = new_buf(ks[k].dtype, ks[k].count);
+        /* Only rank 0's data counts; the others pass different values. */
+        fill(ks[k].dtype, buf, ks[k].count, c->rank == 0 ? INIT_W : INIT_W + c->rank, ks[k].key, 0, 0);
+        v[k] = arr(buf, ks[k].count, ks[k].dtype);
+    }
+    failed |= report(c->who, "kvs_init", kvs_init(c->s, (size_t)nk, keys, v));
+    for (int k = 0; k < nk; k++)
+        free(v[k].data);
+    if (failed)
+        return 1;
+    for (int s = 0; s < nslots; s++)
+        for (int k = 0; k < nk; k++) {
+            keys[s * nk + k] = ks[k].key;
+            out[s * nk + k] = arr(new_buf(ks[k].dtype, ks[k].count), ks[k].count, ks[k].dtype);
+        }
+    failed |= report(c->who, "pull after init", kvs_pull(c->s, (size_t)(nk * nslots), keys, out, 0));
+    failed |= report(c->who, "pull after init: kvs_wait_all", kvs_wait_all(c->s));
+    expect e = {EXPECT_INIT, -1, c->W, 1};
+    for (int i = 0; i < nk * nslots; i++) {
+        const keyspec *k = &ks[i % nk];
+        if (!failed && verify(c->who, "pull after init", k->key, k->dtype, k->count, out[i].data, &e))
+            failed = 1;
+        free(out[i].data);
+    }
+    return failed;
+}
+
+typedef struct store_arg {
+    const opts *o;
+    int idx;
+    int failed;
+} store_arg;
+
+static void *sum_store(void *arg)
+{
+    store_arg *a = arg;
+    const opts *o = a->o;
+    wctx c;
+    keyspec ks[MAX_KEYS];
+    int nk = make_keys(o, ks);
+    int dist = strcmp(o->type, "local") != 0;
+    if (open_store(&c, o, o->type, a->idx) != 0) {
+        a->failed = 1;
+        return NULL;
+    }
+    c.failed |= init_and_check(&c, ks, nk);
+    if (!c.failed) {
+        int T = o->threads < nk ? o->threads : nk;
+        job jobs[MAX_THREADS];
+        keyspec share[MAX_THREADS][MAX_KEYS];
+        pthread_t th[MAX_THREADS];
+        for (int t = 0; t < T; t++) {
+            jobs[t] = (job){&c, share[t], 0, t, 0};
+            for (int k = t; k < nk; k += T)
+                share[t][jobs[t].nk++] = ks[k];
+        }
+        if (T == 1) {
+            run_rounds(&jobs[0]);
+        } else {
+            for (int t = 0; t < T; t++)
+                if (pthread_create(&th[t], NULL, run_rounds, &jobs[t]) != 0)
+                    die("pthread_create failed");
+            for (int t = 0; t < T; t++)
+                pthread_join(th[t], NULL);
+        }
+        for (int t = 0; t < T; t++)
+            c.failed |= jobs[t].failed;
+    }
+    if (dist)
+        c.failed |= report(c.who, "final kvs_barrier", kvs_barrier(c.s));
+    int failed = close_store(&c);
+    say(c.who, "sum: %s", failed ? "FAILED" : "all values exact");
+    a->failed = failed;
+    return NULL;
+}
+
+static int scenario_sum(const opts *o)
+{
+    store_arg args[MAX_THREADS];
+    pthread_t th[MAX_THREADS];
+    int failed = 0;
+    if (o->stores == 1) {
+        args[0] = (store_arg){o, 0, 0};
+        sum_store(&args[0]);
+        return args[0].failed;
+    }
+    for (int i = 0; i < o->stores; i++) {
+        args[i] = (store_arg){o, i, 0};
+        if (pthread_create(&th[i], NULL, sum_store, &args[i]) != 0)
+            die("pthread_create failed");
+    }
+    for (int i = 0; i < o->stores; i++) {
+        pthread_join(th[i], NULL);
+        failed |= args[i].failed;
+    }
+    return failed;
+}
+
+/* ---- async ---- */
+
+static int scenario_async(const opts *o)
+{
+    wctx c;
+    if (open_store(&c, o, "dist_async", 0) != 0)
+        return 1;
+    keyspec ks[3] = {{5, KVS_FLOAT32, 7}, {6, KVS_FLOAT64, 2 * o->bound + 1}, {7, KVS_INT32, 3}};
+    uint64_t keys[3];
+    kvs_array v[3], out[3];
+    for (int k = 0; k < 3; k++) {
+        keys[k] = ks[k].key;
+        void *z = new_buf(ks[k].dtype, ks[k].count);
+        memset(z, 0, (size_t)ks[k].count * kvs_dtype_size(ks[k].dtype));
+        v[k] = arr(z, ks[k].count, ks[k].dtype);
+    }
+    c.failed |= report(c.who, "kvs_init (zeros)", kvs_init(c.s, 3, keys, v));
+    for (int r = 0; r < o->rounds && !c.failed; r++) {
+        for (int k = 0; k < 3; k++)
+            fill(ks[k].dtype, v[k].data, ks[k].count, c.rank, ks[k].key, r, 0);
+        c.failed |= report(c.who, "kvs_push", kvs_push(c.s, 3, keys, v, 0));
+        c.failed |= report(c.who, "kvs_wait_all after push", kvs_wait_all(c.s));
+    }
+    c.failed |= report(c.who, "kvs_barrier after the pushes", kvs_barrier(c.s));
+    for (int k = 0; k < 3; k++)
+        out[k] = arr(new_buf(ks[k].dtype, ks[k].count), ks[k].count, ks[k].dtype);
+    c.failed |= report(c.who, "kvs_pull", kvs_pull(c.s, 3, keys, out, 0));
+    c.failed |= report(c.who, "kvs_wait_all after pull", kvs_wait_all(c.s));
+    expect e = {EXPECT_ALL_ROUNDS, o->rounds - 1, c.W, 1};
+    for (int k = 0; k < 3; k++) {
+        if (!c.failed && verify(c.who, "async total", ks[k].key, ks[k].dtype, ks[k].count, out[k].data, &e))
+            c.failed = 1;
+        free(out[k].data);
+        free(v[k].data);
+    }
+    c.failed |= report(c.who, "final kvs_barrier", kvs_barrier(c.s));
+    int failed = close_store(&c);
+    say(c.who, "async: %s", failed ? "FAILED" : "totals exact");
+    return failed;
+}
+
+/* ---- barrier ---- */
+
+static int scenario_barrier(const opts *o)
+{
+    wctx c;
+    char name[64];
+    if (open_store(&c, o, "dist_sync", 0) != 0)
+        return 1;
+    if (getenv("KVS_TEST_DIR") == NULL)
+        die("barrier needs KVS_TEST_DIR");
+    for (int r = 0; r < o->rounds; r++) {
+        /* The last rank arrives late, so the others really wait for it. */
+        if (c.rank == c.W - 1)
+            nap_ms(300);
+        snprintf(name, sizeof name, "barrier-%d-rank-%d", r, c.rank);
+        write_test_file(name, "here\n", 0);
+        double t0 = now_s();
+        c.failed |= report(c.who, "kvs_barrier", kvs_barrier(c.s));
+        say(c.who, "barrier %d took %.3f s", r, now_s() - t0);
+        for (int w = 0; w < c.W; w++) {
+            snprintf(name, sizeof name, "barrier-%d-rank-%d", r, w);
+            if (!test_file_exists(name)) {
+                say(c.who, "BARRIER %d returned before rank %d entered it (no file %s)", r, w, name);
+                c.failed = 1;
+            }
+        }
+    }
+    int failed = close_store(&c);
+    say(c.who, "barrier: %s", failed ? "FAILED" : "ok");
+    return failed;
+}
+
+/* ---- errors ---- */
+
+/* Run a call that must fail with want, either at once or at the wait on key
+ * (when the call queued it).  Returns 1 on a problem. */
+static int expect_err(wctx *c, const char *what, int rc_call, uint64_t key, int want)
+{
+    int rc = rc_call, where = 0;
+    if (rc == 0) {
+        rc = kvs_wait(c->s, key);
+        where = 1;
+    }
+    const char *msg = kvs_last_error();
+    if (rc != want) {
+        say(c->who, "%s: expected %s, got %s from %s (%s)", what, kvs_errname(want), kvs_errname(rc),
+            where ? "kvs_wait" : "the call", msg);
+        return 1;
+    }
+    if (msg == NULL || msg[0] == '\0') {
+        say(c->who, "%s: %s but kvs_last_error() is empty", what, kvs_errname(rc));
+        return 1;
+    }
+    say(c->who, "%s: %s from %s, as expected: %s", what, kvs_errname(rc), where ? "kvs_wait" : "the call",
+        msg);
+    return 0;
+}
+
+static int scenario_errors(const opts *o)
+{
+    int failed = 0;
+    kvs_store *s = NULL;
+    int rc = kvs_create("bogus", &s);
+    if (rc != KVS_EINVAL) {
+        say("worker", "kvs_create(\"bogus\") returned %s, expected KVS_EINVAL", kvs_errname(rc));
+        failed = 1;
+        if (rc == 0)
+            kvs_close(s);
+    }
+    rc = kvs_create(NULL, &s);
+    if (rc != KVS_EINVAL) {
+        say("worker", "kvs_create(NULL) returned %s, expected KVS_EINVAL", kvs_errname(rc));
+        failed = 1;
+    }
+    rc = kvs_create("dist_sync", NULL);
+    if (rc != KVS_EINVAL) {
+        say("worker", "kvs_create(\"dist_sync\", NULL) returned %s, expected KVS_EINVAL", kvs_errname(rc));
+        failed = 1;
+    }
+    if ((rc = kvs_close(NULL)) != 0) {
+        say("worker", "kvs_close(NULL) returned %s, expected 0", kvs_errname(rc));
+        failed = 1;
+    }
+
+    wctx c;
+    if (open_store(&c, o, "dist_sync", 0) != 0)
+        return 1;
+    c.failed |= failed;
+
+    rc = kvs_set_optimizer(c.s, "sgd lr=0.1");
+    if (rc != KVS_ENOTSUP) {
+        say(c.who, "kvs_set_optimizer: expected KVS_ENOTSUP (kvs.h: this version), got %s", kvs_errname(rc));
+        c.failed = 1;
+    }
+
+    const uint64_t A = 11, B = 12, C = 13, U = 987654321;
+    const uint64_t nB = 2 * o->bound + 1;
+    keyspec ks[3] = {{A, KVS_FLOAT32, 10}, {B, KVS_INT64, nB}, {C, KVS_FLOAT16, 5}};
+    uint64_t keys[3] = {A, B, C};
+    kvs_array v[3], out[3];
+    for (int k = 0; k < 3; k++) {
+        v[k] = arr(new_buf(ks[k].dtype, ks[k].count), ks[k].count, ks[k].dtype);
+        fill(ks[k].dtype, v[k].data, ks[k].count, INIT_W, ks[k].key, 0, 0);
+        out[k] = arr(new_buf(ks[k].dtype, ks[k].count), ks[k].count, ks[k].dtype);
+    }
+    if (report(c.who, "kvs_init", kvs_init(c.s, 3, keys, v))) {
+        close_store(&c);
+        return 1;
+    }
+
+    /* A key repeated in one kvs_init takes its first value. */
+    {
+        const uint64_t D = 14, dk[2] = {D, D};
+        void *d1 = new_buf(KVS_FLOAT32, 6), *d2 = new_buf(KVS_FLOAT32, 6), *dout = new_buf(KVS_FLOAT32, 6);
+        fill(KVS_FLOAT32, d1, 6, INIT_W, D, 0, 0);
+        fill(KVS_FLOAT32, d2, 6, INIT_W + 7, D, 0, 0);
+        kvs_array dv[2] = {arr(d1, 6, KVS_FLOAT32), arr(d2, 6, KVS_FLOAT32)}, dov = arr(dout, 6, KVS_FLOAT32);
+        expect ei = {EXPECT_INIT, -1, c.W, 1};
+        if (!report(c.who, "kvs_init with a key repeated", kvs_init(c.s, 2, dk, dv)) &&
+            !report(c.who, "pull of the repeated init key", kvs_pull(c.s, 1, &D, &dov, 0)) &&
+            !report(c.who, "kvs_wait(repeated init key)", kvs_wait(c.s, D))) {
+            if (verify(c.who, "init with a repeated key (the first value wins)", D, KVS_FLOAT32, 6, dout, &ei))
+                c.failed = 1;
+        } else {
+            c.failed = 1;
+        }
+        free(d1);
+        free(d2);
+        free(dout);
+    }
+
+    /* A pull of a key nobody initialised. */
+    void *ubuf = new_buf(KVS_FLOAT32, 10);
+    kvs_array u = arr(ubuf, 10, KVS_FLOAT32);
+    c.failed |= expect_err(&c, "pull of a key never initialised", kvs_pull(c.s, 1, &U, &u, 0), U, KVS_ENOKEY);
+
+    /* Pushes whose shape differs from the init. */
+    void *small = new_buf(KVS_FLOAT32, 5), *dbl = new_buf(KVS_FLOAT64, 10);
+    void *bshort = new_buf(KVS_INT64, nB - 1), *bi32 = new_buf(KVS_INT32, nB);
+    memset(small, 0, 5 * 4);
+    memset(dbl, 0, 10 * 8);
+    memset(bshort, 0, (size_t)(nB - 1) * 8);
+    memset(bi32, 0, (size_t)nB * 4);
+    kvs_array bad;
+    bad = arr(small, 5, KVS_FLOAT32);
+    c.failed |= expect_err(&c, "push of 5 elements to a 10-element key", kvs_push(c.s, 1, &A, &bad, 0), A,
+                           KVS_ESHAPE);
+    bad = arr(dbl, 10, KVS_FLOAT64);
+    c.failed |= expect_err(&c, "push of float64 to a float32 key", kvs_push(c.s, 1, &A, &bad, 0), A,
+                           KVS_ESHAPE);
+    bad = arr(bshort, nB - 1, KVS_INT64);
+    c.failed |= expect_err(&c, "push of count-1 elements to a split key", kvs_push(c.s, 1, &B, &bad, 0), B,
+                           KVS_ESHAPE);
+    bad = arr(bi32, nB, KVS_INT32);
+    c.failed |= expect_err(&c, "push of int32 to an int64 split key", kvs_push(c.s, 1, &B, &bad, 0), B,
+                           KVS_ESHAPE);
+    bad = arr(small, 5, KVS_FLOAT32);
+    c.failed |= expect_err(&c, "pushpull of 5 elements to a 10-element key",
+                           kvs_pushpull(c.s, 1, &A, &bad, &bad, 0), A, KVS_ESHAPE);
+
+    /* Invalid arguments. */
+    rc = kvs_push(c.s, 1, NULL, v, 0);
+    if (rc != KVS_EINVAL) {
+        say(c.who, "kvs_push(keys=NULL) returned %s, expected KVS_EINVAL", kvs_errname(rc));
+        c.failed = 1;
+    }
+    kvs_array nulldata = arr(NULL, 10, KVS_FLOAT32);
+    rc = kvs_push(c.s, 1, &A, &nulldata, 0);
+    if (rc != KVS_EINVAL) {
+        say(c.who, "kvs_push(data=NULL, count=10) returned %s, expected KVS_EINVAL", kvs_errname(rc));
+        c.failed = 1;
+        if (rc == 0)
+            kvs_wait(c.s, A);
+    }
+
+    /* Every error was reported once: nothing is left for wait_all. */
+    c.failed |= report(c.who, "kvs_wait_all after the reported errors", kvs_wait_all(c.s));
+
+    /* The job goes on: two good rounds on all three keys. */
+    expect e = {EXPECT_ROUND, 0, c.W, 1};
+    for (int r = 0; r < 2 && !c.failed; r++) {
+        for (int k = 0; k < 3; k++) {
+            fill(ks[k].dtype, v[k].data, ks[k].count, c.rank, ks[k].key, r, 0);
+            memset(out[k].data, 0xff, (size_t)ks[k].count * kvs_dtype_size(ks[k].dtype));
+        }
+        if (r == 0) {
+            c.failed |= report(c.who, "good push after the errors", kvs_push(c.s, 3, keys, v, 0));
+            c.failed |= report(c.who, "good pull after the errors", kvs_pull(c.s, 3, keys, out, 0));
+        } else {
+            c.failed |= report(c.who, "good pushpull after the errors", kvs_pushpull(c.s, 3, keys, v, out, 0));
+        }
+        c.failed |= report(c.who, "kvs_wait_all after the good round", kvs_wait_all(c.s));
+        e.round = r;
+        for (int k = 0; k < 3 && !c.failed; k++)
+            if (verify(c.who, "after errors", ks[k].key, ks[k].dtype, ks[k].count, out[k].data, &e))
+                c.failed = 1;
+    }
+    /* Still unknown, still an error; and a good pull right after works. */
+    c.failed |= expect_err(&c, "second pull of a key never initialised", kvs_pull(c.s, 1, &U, &u, 0), U,
+                           KVS_ENOKEY);
+    memset(out[0].data, 0xff, 10 * 4);
+    c.failed |= report(c.who, "pull after the second ENOKEY", kvs_pull(c.s, 1, &A, &out[0], 0));
+    c.failed |= report(c.who, "kvs_wait(A)", kvs_wait(c.s, A));
+    e.round = 1;
+    if (!c.failed && verify(c.who, "pull after the second ENOKEY", A, KVS_FLOAT32, 10, out[0].data, &e))
+        c.failed = 1;
+
+    c.failed |= report(c.who, "final kvs_barrier", kvs_barrier(c.s));
+    for (int k = 0; k < 3; k++) {
+        free(v[k].data);
+        free(out[k].data);
+    }
+    free(ubuf);
+    free(small);
+    free(dbl);
+    free(bshort);
+    free(bi32);
+    int failed_all = close_store(&c);
+    say(c.who, "errors: %s", failed_all ? "FAILED" : "ok");
+    return failed_all;
+}
+
+/* ---- dead peers ---- */
+
+/* Keys of the dead-peer scenarios: P lives on one server, Q on all. */
+static int peer_setup(wctx *c, const opts *o, uint64_t *P, uint64_t *Q, kvs_array *pv, kvs_array *qv)
+{
+    *P = 21;
+    *Q = 22;
+    uint64_t nQ = 2 * o->bound + 1;
+    *pv = arr(new_buf(KVS_FLOAT32, 10), 10, KVS_FLOAT32);
+    *qv = arr(new_buf(KVS_FLOAT32, nQ), nQ, KVS_FLOAT32);
+    memset(pv->data, 0, 10 * 4);
+    memset(qv->data, 0, (size_t)nQ * 4);
+    uint64_t keys[2] = {*P, *Q};
+    kvs_array v[2] = {*pv, *qv};
+    if (report(c->who, "kvs_init", kvs_init(c->s, 2, keys, v)))
+        return 1;
+    if (report(c->who, "kvs_barrier before the kill", kvs_barrier(c->s)))
+        return 1;
+    char name[64], text[32];
+    id_file_name("ready", c->rank, name, sizeof name);
+    snprintf(text, sizeof text, "%d\n", c->rank);
+    write_test_file(name, text, 0);
+    say(c->who, "ready (rank %d)", c->rank);
+    return 0;
+}
+
+static int scenario_victim(const opts *o)
+{
+    wctx c;
+    uint64_t P, Q;
+    kvs_array pv, qv;
+    if (open_store(&c, o, "dist_sync", 0) != 0 || peer_setup(&c, o, &P, &Q, &pv, &qv) != 0)
+        return 1;
+    say(c.who, "victim: waiting to be killed");
+    for (int i = 0; i < 120 * 100; i++)
+        nap_ms(10);
+    say(c.who, "victim: not killed within 120 s");
+    return 3;
+}
+
+/* 1 if text contains the decimal number n as a token of its own. */
+static int has_number(const char *text, long n)
+{
+    for (const char *p = text; *p; p++) {
+        if (*p < '0' || *p > '9' || (p > text && p[-1] >= '0' && p[-1] <= '9'))
+            continue;
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (v == n)
+            return 1;
+        p = end - 1;
+    }
+    return 0;
+}
+
+/* Check a KVS_EPEERDEAD message against file 'expect-dead' ("worker 2"). */
+static int check_dead_name(wctx *c, const char *msg)
+{
+    char path[4096], role[32];
+    int rank;
+    if (test_path("expect-dead", path, sizeof path) == NULL)
+        return 0;
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        say(c->who, "KVS_EPEERDEAD before the harness killed anything (no file expect-dead): %s", msg);
+        return 1;
+    }
+    int n = fscanf(f, "%31s %d", role, &rank);
+    fclose(f);
+    if (n != 2)
+        die("bad expect-dead file");
+    if (strcasestr(msg, role) == NULL || !has_number(msg, rank)) {
+        say(c->who, "kvs_last_error() does not name the dead node \"%s %d\": \"%s\"", role, rank, msg);
+        return 1;
+    }
+    return 0;
+}
+
+static int scenario_peer_dead(const opts *o)
+{
+    wctx c;
+    uint64_t P, Q;
+    kvs_array pv, qv;
+    if (open_store(&c, o, "dist_sync", 0) != 0 || peer_setup(&c, o, &P, &Q, &pv, &qv) != 0)
+        return 1;
+    uint64_t keys[2] = {P, Q};
+    kvs_array v[2] = {pv, qv};
+    kvs_array out[2] = {arr(new_buf(KVS_FLOAT32, pv.count), pv.count, KVS_FLOAT32),
+                        arr(new_buf(KVS_FLOAT32, qv.count), qv.count, KVS_FLOAT32)};
+    int rc;
+    const char *how;
+    char msg[1024];
+    if (strcmp(o->block, "late") == 0) {
+        if (!wait_test_file("killed", 120)) {
+            say(c.who, "file 'killed' did not appear within 120 s");
+            return 1;
+        }
+        how = "a call after the kill (push+pull of a key on every server, kvs_wait_all)";
+    } else if (strcmp(o->block, "barrier") == 0) {
+        how = "kvs_barrier, blocked";
+    } else {
+        how = "push+pull, blocked in kvs_wait_all";
+    }
+    double t0 = now_s();
+    say(c.who, "entering %s", how);
+    msg[0] = '\0';
+    if (strcmp(o->block, "barrier") == 0) {
+        rc = kvs_barrier(c.s);
+        snprintf(msg, sizeof msg, "%s", kvs_last_error());
+    } else {
+        rc = kvs_push(c.s, 2, keys, v, 0);
+        if (rc == 0)
+            rc = kvs_pull(c.s, 2, keys, out, 0);
+        if (rc != 0) {
+            snprintf(msg, sizeof msg, "%s", kvs_last_error());
+            kvs_wait_all(c.s); /* the arrays must not be freed while queued */
+        } else {
+            rc = kvs_wait_all(c.s);
+            snprintf(msg, sizeof msg, "%s", kvs_last_error());
+        }
+    }
+    say(c.who, "%s returned %s after %.2f s: %s", how, kvs_errname(rc), now_s() - t0, msg);
+    if (rc != KVS_EPEERDEAD) {
+        say(c.who, "expected KVS_EPEERDEAD from %s", how);
+        c.failed = 1;
+    } else {
+        c.failed |= check_dead_name(&c, msg);
+    }
+
+    /* A later call fails the same way, at once or at its wait. */
+    t0 = now_s();
+    rc = kvs_push(c.s, 1, &P, &pv, 0);
+    if (rc == 0)
+        rc = kvs_wait(c.s, P);
+    snprintf(msg, sizeof msg, "%s", kvs_last_error());
+    say(c.who, "a later push returned %s after %.2f s: %s", kvs_errname(rc), now_s() - t0, msg);
+    if (rc != KVS_EPEERDEAD) {
+        say(c.who, "expected KVS_EPEERDEAD from a push after the death was reported");
+        c.failed = 1;
+    } else {
+        c.failed |= check_dead_name(&c, msg);
+    }
+    t0 = now_s();
+    rc = kvs_close(c.s);
+    say(c.who, "kvs_close returned %s after %.2f s", kvs_errname(rc), now_s() - t0);
+    free(out[0].data);
+    free(out[1].data);
+    free(pv.data);
+    free(qv.data);
+    say(c.who, "peer-dead: %s", c.failed ? "FAILED" : "ok");
+    return c.failed;
+}
+
+/* ---- kvs_create failures ---- */
+
+static int scenario_create_error(const opts *o)
+{
+    kvs_store *s = NULL;
+    if (o->errname == NULL)
+        die("create-error needs ERRNAME");
+    double t0 = now_s();
+    int rc = kvs_create(o->type, &s);
+    const char *msg = kvs_last_error();
+    say("worker", "kvs_create(\"%s\") returned %s after %.2f s: %s", o->type, kvs_errname(rc), now_s() - t0,
+        msg);
+    if (rc == 0) {
+        kvs_close(s);
+        say("worker", "expected %s", o->errname);
+        return 1;
+    }
+    if (strcmp(kvs_errname(rc), o->errname) != 0) {
+        say("worker", "expected %s", o->errname);
+        return 1;
+    }
+    if (o->word && strstr(msg, o->word) == NULL) {
+        say("worker", "kvs_last_error() does not name %s", o->word);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- self test of the helpers ---- */
+
+static int scenario_selftest(void)
+{
+    int bad = 0;
+    static const struct {
+        float f;
+        uint16_t h, b;
+    } known[] = {{0.0f, 0x0000, 0x0000},  {1.0f, 0x3c00, 0x3f80},    {-2.0f, 0xc000, 0xc000},
+                 {0.5f, 0x3800, 0x3f00},  {65280.0f, 0x7bf8, 0x477f}, {-16.0f, 0xcc00, 0xc180},
+                 {256.0f, 0x5c00, 0x4380}, {2048.0f, 0x6800, 0x4500}};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        if (f32_to_f16(known[i].f) != known[i].h || f16_to_f32(known[i].h) != known[i].f) {
+            say("selftest", "float16 of %g: got 0x%04x, expected 0x%04x", known[i].f, f32_to_f16(known[i].f),
+                known[i].h);
+            bad = 1;
+        }
+        if (f32_to_bf16(known[i].f) != known[i].b || bf16_to_f32(known[i].b) != known[i].f) {
+            say("selftest", "bfloat16 of %g: got 0x%04x, expected 0x%04x", known[i].f,
+                f32_to_bf16(known[i].f), known[i].b);
+            bad = 1;
+        }
+    }
+    for (int v = -2048; v <= 2048; v++)
+        if (f16_to_f32(f32_to_f16((float)v)) != (float)v) {
+            say("selftest", "float16 round trip of %d failed", v);
+            bad = 1;
+            break;
+        }
+    for (int v = -256; v <= 256; v++)
+        if (bf16_to_f32(f32_to_bf16((float)v)) != (float)v) {
+            say("selftest", "bfloat16 round trip of %d failed", v);
+            bad = 1;
+            break;
+        }
+    /* Rounding: 2049 is halfway between 2048 and 2050 in float16 -> even 2048;
+     * 257 in bfloat16 -> 256; tiny values -> subnormals. */
+    if (f16_to_f32(f32_to_f16(2049.0f)) != 2048.0f || bf16_to_f32(f32_to_bf16(257.0f)) != 256.0f ||
+        f16_to_f32(f32_to_f16(ldexpf(1.0f, -24))) != ldexpf(1.0f, -24)) {
+        say("selftest", "rounding of the half-precision helpers is wrong");
+        bad = 1;
+    }
+    /* The extreme sums (4 workers x 2 copies x 16) survive every dtype. */
+    for (int d = 0; d < KVS_NUM_DTYPES; d++) {
+        double buf[1];
+        if (!is_float((kvs_dtype)d))
+            continue;
+        double scale = (d == KVS_FLOAT32 || d == KVS_FLOAT64) ? 0.25 : 1.0;
+        for (int sign = -1; sign <= 1; sign += 2) {
+            val x = {sign * 128.0 * scale, 0}, y;
+            put((kvs_dtype)d, buf, 0, x);
+            y = get((kvs_dtype)d, buf, 0);
+            if (y.f != x.f) {
+                say("selftest", "%s cannot hold %g exactly", dname((kvs_dtype)d), x.f);
+                bad = 1;
+            }
+        }
+    }
+    /* Values vary with every input and stay in [-16, 16]. */
+    int seen[33] = {0};
+    for (uint64_t i = 0; i < 10000; i++) {
+        int64_t s = small_int((int)(i % 4), i / 4, i, (int)(i % 3), (int)(i % 2));
+        if (s < -16 || s > 16) {
+            say("selftest", "small_int out of range: %" PRId64, s);
+            bad = 1;
+            break;
+        }
+        seen[s + 16] = 1;
+    }
+    for (int i = 0; i < 33; i++)
+        if (!seen[i]) {
+            say("selftest", "small_int never produced %d", i - 16);
+            bad = 1;
+        }
+    if (small_int(0, 1, 2, 0, 0) == small_int(1, 1, 2, 0, 0) && small_int(0, 1, 2, 0, 0) == small_int(2, 1, 2, 0, 0) &&
+        small_int(0, 1, 2, 0, 0) == small_int(3, 1, 2, 0, 0)) {
+        say("selftest", "small_int does not depend on the worker");
+        bad = 1;
+    }
+    say("selftest", "%s", bad ? "FAILED" : "ok");
+    return bad;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        fputs(usage_text, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const char *sc = argv[1];
+    opts o;
+    parse_opts(&o, argc - 2, argv + 2);
+    if (strcmp(sc, "selftest") == 0)
+        return scenario_selftest();
+    if (strcmp(sc, "sum") == 0)
+        return scenario_sum(&o);
+    if (strcmp(sc, "async") == 0)
+        return scenario_async(&o);
+    if (strcmp(sc, "barrier") == 0)
+        return scenario_barrier(&o);
+    if (strcmp(sc, "errors") == 0)
+        return scenario_errors(&o);
+    if (strcmp(sc, "victim") == 0)
+        return scenario_victim(&o);
+    if (strcmp(sc, "peer-dead") == 0)
+        return scenario_peer_dead(&o);
+    if (strcmp(sc, "create-error") == 0)
+        return scenario_create_error(&o);
+    die("unknown scenario '%s'\n%s", sc, usage_text);
+}
