@@ -4,11 +4,24 @@
  *                            on server i (empty parts are skipped by callers);
  *   p3: slices of at most SLICE_THRESHOLD elements, round-robin over servers
  *       starting at the key's home server. */
+#include <math.h>
+
 #include "worker/wrk_int.h"
 
-/* round(n * i / S), half away from zero, exact for 64-bit n. */
+/* MXNet's split point round(double(n) / S * i).  Below 2^53 elements it is
+ * computed in double exactly as MXNet does, so placement matches MXNet's;
+ * above, where a double cannot hold n, exactly in 128-bit integers (round
+ * half up), so parts still tile [0, n) and differ by at most one element. */
 static uint64_t split_point(uint64_t n, uint64_t i, uint64_t s)
 {
+    if (i == 0)
+        return 0;
+    if (i >= s)
+        return n;
+    if (n < (1ull << 53)) {
+        double v = round((double)n / (double)s * (double)i);
+        return v >= (double)n ? n : (uint64_t)v;
+    }
     unsigned __int128 num = (unsigned __int128)n * i * 2 + s;
     return (uint64_t)(num / (2 * (unsigned __int128)s));
 }
@@ -23,7 +36,7 @@ uint64_t wrk_route_nparts(const wrk_routing *r, uint64_t count)
     if (count == 0)
         return 0;
     if (r->p3)
-        return (count + r->slice - 1) / r->slice;
+        return count / r->slice + (count % r->slice != 0);
     if (count < r->bigarray_bound || r->num_servers == 1)
         return 1;
     return (uint64_t)r->num_servers;
@@ -47,6 +60,8 @@ void wrk_route_part(const wrk_routing *r, uint64_t key, uint64_t count, uint64_t
     }
     uint64_t a = split_point(count, i, (uint64_t)r->num_servers);
     uint64_t b = split_point(count, i + 1, (uint64_t)r->num_servers);
+    if (b < a)
+        b = a; /* double rounding can never shrink below the previous point */
     out->offset = a;
     out->count = b - a;
     out->server = (int)i;
