@@ -21,6 +21,9 @@ run() {
     pass=$((pass+p)); fail=$((fail+f)); skip=$((skip+${s:-0}))
     [ "$f" -ne 0 ] && status=1
 }
+# check kills a test after CK_DEFAULT_TIMEOUT s (4 by default): too tight for a
+# loaded 2-core machine or a sanitizer build; a hang still fails.
+export CK_DEFAULT_TIMEOUT=${CK_DEFAULT_TIMEOUT:-60}
 run unit "$BUILD/test-unit"
 [ -x "$BUILD/test-integ" ] && run integ "$BUILD/test-integ"
 if [ -d "$BUILD/gpu" ] && ls "$BUILD"/gpu/* >/dev/null 2>&1; then
