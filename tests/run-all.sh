@@ -26,6 +26,7 @@ run() {
 export CK_DEFAULT_TIMEOUT=${CK_DEFAULT_TIMEOUT:-60}
 run unit "$BUILD/test-unit"
 [ -x "$BUILD/test-integ" ] && run integ "$BUILD/test-integ"
+run launch bash tests/launch/test-launch.sh
 if [ -d "$BUILD/gpu" ] && ls "$BUILD"/gpu/* >/dev/null 2>&1; then
     run gpu sh tests/gpu/run.sh
 fi

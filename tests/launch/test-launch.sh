@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# Tests of deploy/kvs-launch against stand-in binaries (tests/launch/fake-bin).
+# Usage: bash tests/launch/test-launch.sh      (from anywhere; loopback only)
+# Ends with "launch: N passed, N failed"; exit 0 iff nothing failed.
+set -u
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+LAUNCH=$ROOT/deploy/kvs-launch
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/kvs-launch-test.XXXXXX")
+MARK=kvsmark$$x$RANDOM          # in the path of every stand-in: pgrep -f finds them
+BIN=$WORK/bin-$MARK
+cp -R "$ROOT/tests/launch/fake-bin" "$BIN"
+export KVS_BIN_DIR=$BIN
+unset FAKE_DONE_DIR FAKE_PIDS FAKE_SCHED_EXIT FAKE_SERVER_FAIL FAKE_IGNORE_TERM
+W=$BIN/fake-worker
+trap 'pkill -KILL -f "$MARK" 2>/dev/null; rm -rf "$WORK"' EXIT
+
+pass=0 fail=0
+ok()  { pass=$((pass + 1)); echo "ok   - $1"; }
+bad() {
+    fail=$((fail + 1)); echo "FAIL - $1"
+    echo "  rc=$RC  stdout:"; sed 's/^/    | /' "$WORK/out" | tail -n 15
+    echo "  stderr:";        sed 's/^/    | /' "$WORK/err" | tail -n 15
+}
+check() { # name condition...
+    local name=$1; shift
+    if "$@"; then ok "$name"; else bad "$name"; fi
+}
+ms() { local t=${EPOCHREALTIME//[!0-9]/}; echo $(( 10#$t / 1000 )); }
+
+# run ARGS...: the launcher with a hard limit; RC, $WORK/out, $WORK/err, ELAPSED (ms)
+run() {
+    local t0; t0=$(ms)
+    timeout -s KILL 25 "$LAUNCH" "$@" >"$WORK/out" 2>"$WORK/err" </dev/null
+    RC=$?
+    ELAPSED=$(( $(ms) - t0 ))
+}
+out_has() { grep -qF -- "$1" "$WORK/out"; }
+err_has() { grep -qF -- "$1" "$WORK/err"; }
+# Poll (bounded) until no process carries the marker.
+no_orphans() {
+    local i
+    for ((i = 0; i < 150; i++)); do
+        pgrep -f "$MARK" >/dev/null || return 0
+        sleep 0.02
+    done
+    echo "  orphans:"; pgrep -af "$MARK" | sed 's/^/    /'
+    return 1
+}
+# A pid that is gone or a zombie counts as dead.
+pid_dead() {
+    local st
+    kill -0 "$1" 2>/dev/null || return 0
+    read -r st <"/proc/$1/stat" 2>/dev/null || return 0
+    st=${st##*) }; [[ ${st:0:1} == Z ]]
+}
+
+# ------------------------------------------------------------ arguments
+run --help
+check "--help prints usage, exit 0" eval '[[ $RC == 0 ]] && out_has "Usage: kvs-launch -n W -s S"'
+
+bad_args() { # name expected-message args...
+    local name=$1 msg=$2; shift 2
+    run "$@"
+    check "bad args: $name -> exit 2" eval '[[ $RC == 2 ]] && err_has "$msg"'
+}
+bad_args "-n 0"            "is not a positive integer" -n 0 -s 1 -- true
+bad_args "-n abc"          "is not a positive integer" -n abc -s 1 -- true
+bad_args "-s -1"           "is not a positive integer" -n 1 -s -1 -- true
+bad_args "missing -s"      "missing -s"                -n 1 -- true
+bad_args "missing --"      "missing '--'"              -n 1 -s 1 true
+bad_args "no command"      "no worker command"         -n 1 -s 1 --
+bad_args "unknown option"  "unknown option"          -n 1 -s 1 --frobnicate -- true
+bad_args "--env no '='"    "is not NAME=VALUE"         -n 1 -s 1 --env FOO -- true
+bad_args "--env reserved"  "set by the launcher"       -n 1 -s 1 --env DMLC_ROLE=worker -- true
+bad_args "bad launcher"    "is not one of"             -n 1 -s 1 --launcher pbs -- true
+bad_args "bad timeout"     "not a number of seconds"   -n 1 -s 1 --grace soon -- true
+bad_args "ssh w/o port"    "needs a fixed --port"      -n 1 -s 1 --launcher ssh -H /dev/null -- true
+bad_args "bad port"        "not a port number"         -n 1 -s 1 --port 70000 -- true
+KVS_BIN_DIR=$WORK/nowhere run -n 1 -s 1 -- true
+check "missing binaries -> exit 2, says where it looked" eval '[[ $RC == 2 ]] && err_has "cannot find an executable kvs-scheduler"'
+
+# ------------------------------------------------------------ local, success
+run -n 2 -s 1 --shutdown-timeout 1 -- sh -c 'echo "hi from $DMLC_WORKER_ID"; echo "oops $DMLC_WORKER_ID" >&2; exit 0'
+check "workers exit 0, fake scheduler never exits -> exit 0 with a warning" \
+    eval '[[ $RC == 0 ]] && err_has "warning: scheduler, server 0 still running 1 s"'
+check "stdout lines prefixed per process" \
+    eval 'out_has "[worker 0] hi from 0" && out_has "[worker 1] hi from 1" && out_has "[scheduler] scheduler up on 127.0.0.1:" && out_has "[server 0] server 0 connecting to 127.0.0.1:"'
+check "stderr lines prefixed, on stderr" \
+    eval 'err_has "[worker 0] oops 0" && err_has "[worker 1] oops 1" && ! out_has "oops"'
+check "servers got the scheduler's ephemeral port" \
+    eval 'p=$(sed -n "s/^\[scheduler\] scheduler up on 127.0.0.1:\([0-9]*\) .*/\1/p" "$WORK/out"); [[ -n $p ]] && out_has "[server 0] server 0 connecting to 127.0.0.1:$p as 127.0.0.1"'
+check "no orphans after success" no_orphans
+
+mkdir "$WORK/done1"
+run -n 3 -s 2 --shutdown-timeout 20 --env FAKE_DONE_DIR="$WORK/done1" --env 'MSG=a b'\''c $x' -- \
+    sh -c "$W ok && echo \"env FOO=\$FOO MSG=\$MSG role=\$DMLC_ROLE id=\$DMLC_WORKER_ID n=\$DMLC_NUM_WORKER s=\$DMLC_NUM_SERVER host=\$DMLC_NODE_HOST\"" 
+check "scheduler+servers that end by themselves -> exit 0 at once, no warning" \
+    eval '[[ $RC == 0 ]] && ! err_has "warning" && (( ELAPSED < 10000 ))'
+run -n 3 -s 1 --shutdown-timeout 1 --env FOO=bar --env 'MSG=a b'\''c $x' -- \
+    sh -c 'echo "env FOO=$FOO MSG=$MSG role=$DMLC_ROLE id=$DMLC_WORKER_ID n=$DMLC_NUM_WORKER s=$DMLC_NUM_SERVER host=$DMLC_NODE_HOST"'
+check "--env reaches every worker, values kept verbatim" \
+    eval '[[ $RC == 0 ]] && [[ $(grep -cF "env FOO=bar MSG=a b'\''c \$x role=worker" "$WORK/out") == 3 ]]'
+check "DMLC_WORKER_ID distinct 0..W-1, DMLC_* set" \
+    eval 'for i in 0 1 2; do out_has "[worker $i] env FOO=bar MSG=a b'\''c \$x role=worker id=$i n=3 s=1 host=127.0.0.1" || exit 1; done'
+
+# Lines are never mixed: 3 workers each write 300 lines of 2000 bytes at once.
+run -n 3 -s 1 --shutdown-timeout 0.5 -- sh -c 'awk -v id="$DMLC_WORKER_ID" "BEGIN { s = sprintf(\"%2000s\", \"\"); gsub(/ /, id, s); for (i = 0; i < 300; i++) print s }"'
+check "long concurrent lines are not interleaved" \
+    eval '[[ $RC == 0 ]] && [[ $(grep -cE "^\[worker ([0-2])\] (\1){2000}$" "$WORK/out") == 900 ]]'
+
+# ------------------------------------------------------------ local, failures
+run -n 2 -s 1 -- sh -c 'exit 3'
+check "worker exits 3 -> non-zero, names the worker and status" \
+    eval '[[ $RC == 1 ]] && grep -qE "job failed: worker [01] failed: exit status 3" "$WORK/err"'
+
+run -n 3 -s 2 --grace 5 -- "$W" exit-if 1 7
+check "one worker fails while others run forever -> all stopped quickly" \
+    eval '[[ $RC == 1 ]] && err_has "job failed: worker 1 failed: exit status 7" && (( ELAPSED < 5000 ))'
+check "  ... and no orphans" no_orphans
+
+run -n 1 -s 1 -- sh -c 'kill -KILL $$'
+check "worker killed by a signal is reported as such" \
+    eval '[[ $RC == 1 ]] && err_has "worker 0 failed: killed by signal 9 (SIGKILL)"'
+
+FAKE_SERVER_FAIL="1 5" run -n 2 -s 2 -- "$W" forever
+check "server fails during the job -> non-zero, names it" \
+    eval '[[ $RC == 1 ]] && err_has "job failed: server 1 failed: exit status 5" && err_has "[server 1] server 1: failing on purpose"'
+check "  ... and no orphans" no_orphans
+
+FAKE_SCHED_EXIT=2 run -n 2 -s 1 -- "$W" ok
+check "scheduler exits 2 at start -> reported with its stderr, quick exit" \
+    eval '[[ $RC == 1 ]] && err_has "scheduler exited before it was ready (exit status 2): bad configuration" && err_has "    [scheduler] fake scheduler: DMLC_PS_ROOT_PORT: bad value" && (( ELAPSED < 3000 ))'
+check "  ... no server or worker was started" eval '! out_has "[server" && ! out_has "[worker"'
+
+FAKE_IGNORE_TERM=1 run -n 2 -s 1 --grace 0.5 -- "$W" exit-if 0 1
+check "processes ignoring SIGTERM get SIGKILL after --grace" \
+    eval '[[ $RC == 1 ]] && err_has "did not stop within 0.5 s of SIGTERM; sent SIGKILL" && (( ELAPSED < 5000 ))'
+check "  ... and no orphans" no_orphans
+
+run -n 1 -s 1 --shutdown-timeout 0.5 -- sh -c "sleep 300 & echo \$! > $WORK/gc.pid; exit 0"
+check "a worker's leftover background child is stopped" \
+    eval '[[ $RC == 0 ]] && [[ -s $WORK/gc.pid ]] && pid_dead "$(cat "$WORK/gc.pid")"'
+
+run -n 1 -s 1 -- "$WORK/no-such-program"
+check "worker command not found -> exit status 127 reported" \
+    eval '[[ $RC == 1 ]] && err_has "worker 0 failed: exit status 127"'
+
+# ------------------------------------------------------------ signals
+signal_test() { # SIG expected-rc
+    local sig=$1 want=$2 pid i rc
+    rm -rf "$WORK/pids"; mkdir "$WORK/pids"
+    set -m      # own process group: SIGINT is not ignored as for a plain '&' job
+    FAKE_PIDS=$WORK/pids "$LAUNCH" -n 2 -s 1 -- "$W" forever >"$WORK/out" 2>"$WORK/err" </dev/null &
+    pid=$!
+    set +m
+    for ((i = 0; i < 250; i++)); do     # until both workers run (<= 5 s)
+        [[ $(ls "$WORK/pids" | grep -c '^worker') == 2 ]] && break
+        sleep 0.02
+    done
+    kill -"$sig" "$pid"
+    for ((i = 0; i < 500; i++)); do     # until the launcher exits (<= 10 s)
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.02
+    done
+    if kill -0 "$pid" 2>/dev/null; then kill -KILL -- -"$pid"; fi
+    wait "$pid"; RC=$?
+    check "SIG$sig to the launcher -> exit $want" eval '[[ $RC == $want ]] && err_has "got SIG$sig; stopping all processes"'
+    check "  ... everything stopped, no orphans" no_orphans
+}
+signal_test INT 130
+signal_test TERM 143
+
+# ------------------------------------------------------------ dry runs
+printf 'hostA 2\n# a comment\nhostB slots=1   # trailing comment\n\n' >"$WORK/hosts"
+run --launcher ssh -H "$WORK/hosts" --port 9000 -n 3 -s 2 --env FOO=bar --dry-run -- python3 train.py --lr 0.1
+check "ssh dry run: one ssh line per process" eval '[[ $RC == 0 ]] && [[ $(grep -c "^ssh -o BatchMode=yes " "$WORK/out") == 6 ]]'
+check "ssh dry run: scheduler on first host, fixed port" \
+    eval 'grep -q "^ssh -o BatchMode=yes hostA .*env FOO=bar DMLC_PS_ROOT_URI=hostA DMLC_PS_ROOT_PORT=9000 DMLC_NUM_SERVER=2 DMLC_NUM_WORKER=3 DMLC_ROLE=scheduler DMLC_NODE_HOST=hostA $BIN/kvs-scheduler " "$WORK/out"'
+check "ssh dry run: servers round-robin" \
+    eval 'grep -q "^ssh -o BatchMode=yes hostA .*DMLC_SERVER_ID=0 DMLC_NODE_HOST=hostA " "$WORK/out" && grep -q "^ssh -o BatchMode=yes hostB .*DMLC_SERVER_ID=1 DMLC_NODE_HOST=hostB " "$WORK/out"'
+check "ssh dry run: workers over slots, command quoted, cd to cwd" \
+    eval 'grep -q "^ssh -o BatchMode=yes hostA .*cd $PWD .*DMLC_WORKER_ID=0 DMLC_NODE_HOST=hostA python3 train.py --lr 0.1 " "$WORK/out" && grep -q "^ssh -o BatchMode=yes hostB .*DMLC_WORKER_ID=1 DMLC_NODE_HOST=hostB python3" "$WORK/out" && grep -q "^ssh -o BatchMode=yes hostA .*DMLC_WORKER_ID=2 DMLC_NODE_HOST=hostA python3" "$WORK/out"'
+run --launcher ssh -H "$WORK/hosts" --port 9000 -n 1 -s 1 --env DMLC_INTERFACE=eth1 --dry-run -- true
+check "ssh dry run: DMLC_INTERFACE given -> no DMLC_NODE_HOST" eval '[[ $RC == 0 ]] && ! out_has DMLC_NODE_HOST && out_has DMLC_INTERFACE=eth1'
+printf 'hostA 0\n' >"$WORK/badhosts"
+run --launcher ssh -H "$WORK/badhosts" --port 9000 -n 1 -s 1 --dry-run -- true
+check "ssh: bad hostfile line -> exit 2 with file:line" eval '[[ $RC == 2 ]] && err_has "badhosts:1: slots"'
+
+run --launcher mpi -H "$WORK/hosts" --port 9000 -n 2 -s 1 --env FOO=bar --dry-run -- python3 train.py
+check "mpi dry run: mpirun line with a role wrapper per rank" \
+    eval '[[ $RC == 0 ]] && [[ $(cat "$WORK/out") == "mpirun -np 4 --hostfile $WORK/hosts $LAUNCH --role-from-rank -n 2 -s 1 --port 9000 --scheduler-host hostA --env FOO=bar -- python3 train.py" ]]'
+run --launcher slurm --port 9000 -n 2 -s 1 --srun-args "--nodes=2" --dry-run -- python3 train.py
+check "slurm dry run: srun line with a role wrapper per rank" \
+    eval '[[ $RC == 0 ]] && [[ $(cat "$WORK/out") == "srun --ntasks=4 --kill-on-bad-exit=1 --nodes=2 $LAUNCH --role-from-rank -n 2 -s 1 --port 9000 --rank-var SLURM_PROCID -- python3 train.py" ]]'
+run -n 2 -s 1 --dry-run -- ./train
+check "local dry run: env + command per process" \
+    eval '[[ $RC == 0 ]] && [[ $(wc -l <"$WORK/out") == 4 ]] && grep -q "^env DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=0 .*DMLC_ROLE=scheduler .*$BIN/kvs-scheduler$" "$WORK/out" && grep -q "DMLC_ROLE=worker DMLC_WORKER_ID=1 DMLC_NODE_HOST=127.0.0.1 ./train$" "$WORK/out"'
+
+# ------------------------------------------------------------ role wrapper (mpi/slurm ranks)
+role() { run --role-from-rank -n 3 -s 1 --port 9000 --scheduler-host hostA --env FOO=bar -- sh -c 'echo "$DMLC_ROLE $DMLC_WORKER_ID $DMLC_PS_ROOT_URI $DMLC_PS_ROOT_PORT $FOO"'; }
+OMPI_COMM_WORLD_RANK=3 role
+check "role wrapper: rank 3 of 1+1+3 -> worker 1" eval '[[ $RC == 0 ]] && [[ $(cat "$WORK/out") == "worker 1 hostA 9000 bar" ]]'
+FAKE_SERVER_FAIL="0 7" PMI_RANK=1 role
+check "role wrapper: rank 1 -> kvs-server with DMLC_SERVER_ID=0" eval '[[ $RC == 7 ]] && out_has "server 0 connecting to hostA:9000"'
+FAKE_SCHED_EXIT=4 SLURM_PROCID=0 role
+check "role wrapper: rank 0 -> kvs-scheduler" eval '[[ $RC == 4 ]] && err_has "fake scheduler:"'
+SLURM_PROCID=5 role
+check "role wrapper: rank past the job -> exit 2" eval '[[ $RC == 2 ]] && err_has "rank 5 but the job has only 5 processes"'
+env -u OMPI_COMM_WORLD_RANK -u PMIX_RANK -u PMI_RANK -u SLURM_PROCID "$LAUNCH" --role-from-rank -n 1 -s 1 --port 9000 --scheduler-host h -- true >"$WORK/out" 2>"$WORK/err"; RC=$?
+check "role wrapper: no rank variable -> exit 2" eval '[[ $RC == 2 ]] && err_has "no rank variable"'
+
+# ------------------------------------------------------------ ssh, end to end on this machine
+printf '127.0.0.1 2\nlocalhost\n' >"$WORK/lhosts"
+export KVS_LAUNCH_SSH=$BIN/fake-ssh
+mkdir "$WORK/done2"
+run --launcher ssh -H "$WORK/lhosts" --port 9000 -n 3 -s 2 --env FAKE_DONE_DIR="$WORK/done2" -- "$W" ok
+check "ssh (stand-in ssh): job runs and exits 0" \
+    eval '[[ $RC == 0 ]] && out_has "[worker 1] worker 1 of 3, servers 2, root 127.0.0.1:9000, host localhost" && out_has "[server 1] server 1 connecting to 127.0.0.1:9000 as localhost"'
+run --launcher ssh -H "$WORK/lhosts" --port 9000 -n 3 -s 2 -- "$W" exit-if 2 4
+check "ssh: a failing worker stops the remote processes (EOF watchdog)" \
+    eval '[[ $RC == 1 ]] && err_has "job failed: worker 2 on 127.0.0.1 failed: exit status 4"'
+check "  ... and no orphans" no_orphans
+unset KVS_LAUNCH_SSH
+
+echo "launch: $pass passed, $fail failed"
+[[ $fail == 0 ]]
