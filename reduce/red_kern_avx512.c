@@ -17,5 +17,28 @@
 #define F16_ADD(a, b) _mm512_add_ps((a), (b))
 #define F16_S2F(h) _cvtsh_ss(h)
 #define F16_F2S(f) ((uint16_t)_cvtss_sh((f), _MM_FROUND_TO_NEAREST_INT))
+/* Streaming copy for the engine's big outputs (see reduce_int.h). */
+static KATTR void red_ntcpy_avx512(void *d_, const void *s_, size_t n)
+{
+    char *d = d_;
+    const char *s = s_;
+    size_t head = (64 - (uintptr_t)d % 64) % 64;
+    if (head > n)
+        head = n;
+    memcpy(d, s, head);
+    d += head;
+    s += head;
+    n -= head;
+    for (; n >= 64; n -= 64, d += 64, s += 64)
+        _mm512_stream_si512((void *)d, _mm512_loadu_si512((const void *)s));
+    memcpy(d, s, n);
+}
+
+static void red_ntfence_avx512(void)
+{
+    _mm_sfence();
+}
+#define RK_NTCPY red_ntcpy_avx512
+#define RK_NTFENCE red_ntfence_avx512
 #include "reduce/red_kern_body.h"
 #endif

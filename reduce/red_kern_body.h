@@ -76,6 +76,21 @@
         for (size_t i = 0; i < n; i++)                                               \
             d[i] = FROMF(TOF(a[i]) + TOF(b[i]));                                     \
     }                                                                                \
+    static KATTR void KN(tn##_sum3)(void *d_, const void *const *s, size_t n)        \
+    {                                                                                \
+        uint16_t *restrict d = d_;                                                   \
+        const uint16_t *restrict a = s[0], *restrict b = s[1], *restrict c = s[2];   \
+        for (size_t i = 0; i < n; i++)                                               \
+            d[i] = FROMF(TOF(a[i]) + TOF(b[i]) + TOF(c[i]));                         \
+    }                                                                                \
+    static KATTR void KN(tn##_sum4)(void *d_, const void *const *s, size_t n)        \
+    {                                                                                \
+        uint16_t *restrict d = d_;                                                   \
+        const uint16_t *restrict a = s[0], *restrict b = s[1], *restrict c = s[2];   \
+        const uint16_t *restrict e = s[3];                                           \
+        for (size_t i = 0; i < n; i++)                                               \
+            d[i] = FROMF(TOF(a[i]) + TOF(b[i]) + TOF(c[i]) + TOF(e[i]));             \
+    }                                                                                \
     static KATTR void KN(tn##_add1)(void *d_, const void *const *s, size_t n)        \
     {                                                                                \
         uint16_t *restrict d = d_;                                                   \
@@ -121,6 +136,30 @@
         for (; i < n; i++)                                                           \
             d[i] = F16_F2S(F16_S2F(a[i]) + F16_S2F(b[i]));                           \
     }                                                                                \
+    static KATTR void KN(tn##_sum3)(void *d_, const void *const *s, size_t n)        \
+    {                                                                                \
+        uint16_t *d = d_;                                                            \
+        const uint16_t *a = s[0], *b = s[1], *c = s[2];                              \
+        size_t i = 0;                                                                \
+        for (; i + F16_W <= n; i += F16_W)                                           \
+            F16_STH(d + i,                                                           \
+                    F16_ADD(F16_ADD(F16_LDH(a + i), F16_LDH(b + i)), F16_LDH(c + i)));   \
+        for (; i < n; i++)                                                           \
+            d[i] = F16_F2S(F16_S2F(a[i]) + F16_S2F(b[i]) + F16_S2F(c[i]));           \
+    }                                                                                \
+    static KATTR void KN(tn##_sum4)(void *d_, const void *const *s, size_t n)        \
+    {                                                                                \
+        uint16_t *d = d_;                                                            \
+        const uint16_t *a = s[0], *b = s[1], *c = s[2], *e = s[3];                   \
+        size_t i = 0;                                                                \
+        for (; i + F16_W <= n; i += F16_W)                                           \
+            F16_STH(d + i, F16_ADD(F16_ADD(F16_ADD(F16_LDH(a + i), F16_LDH(b + i)),  \
+                                           F16_LDH(c + i)),                          \
+                                   F16_LDH(e + i)));                                 \
+        for (; i < n; i++)                                                           \
+            d[i] = F16_F2S(F16_S2F(a[i]) + F16_S2F(b[i]) + F16_S2F(c[i]) +           \
+                           F16_S2F(e[i]));                                           \
+    }                                                                                \
     static KATTR void KN(tn##_add1)(void *d_, const void *const *s, size_t n)        \
     {                                                                                \
         const void *s2[2] = {d_, s[0]};                                              \
@@ -160,7 +199,8 @@
 
 #define RK_HALF_TABLE(tn)                                                            \
     {                                                                                \
-        .sum2 = KN(tn##_sum2), .add1 = KN(tn##_add1), .acc2 = KN(tn##_acc2),         \
+        .sum = {NULL, NULL, KN(tn##_sum2), KN(tn##_sum3), KN(tn##_sum4)},            \
+        .add1 = KN(tn##_add1), .acc2 = KN(tn##_acc2),                                \
         .accadd = KN(tn##_accadd), .out = KN(tn##_out),                              \
     }
 
@@ -180,4 +220,8 @@ const struct red_kern KN(kern) = {
     .plain = {RK_PLAIN_TABLE(f32), RK_PLAIN_TABLE(f64), RK_PLAIN_TABLE(i32),
               RK_PLAIN_TABLE(i64)},
     .half = {RK_HALF_TABLE(f16), RK_HALF_TABLE(bf16)},
+#ifdef RK_NTCPY
+    .ntcpy = RK_NTCPY,
+    .ntfence = RK_NTFENCE,
+#endif
 };

@@ -168,6 +168,8 @@ int red_pool_new_ex(int nthreads, uint64_t big_bound, unsigned flags, red_pool *
     atomic_init(&p->next, 0);
     p->nthreads = nthreads;
     p->big_bound = big_bound;
+    p->stream_min = RED_STREAM_MIN;
+    atomic_init(&p->streamed, 0);
     p->kern = red_kern_get(red_isa_best());
     if (nthreads > 1) {
         p->tid = calloc((size_t)nthreads - 1, sizeof(*p->tid));

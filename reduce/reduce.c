@@ -23,6 +23,7 @@ struct red_op {
     int k;
     int alias;      /* dst == srcs[0] */
     int misaligned; /* some pointer is not a multiple of es */
+    int stream;     /* write dst through kern->ntcpy (big output, see run_range) */
 };
 
 static int plain_index(kvs_dtype t)
@@ -46,11 +47,11 @@ static inline const void *at(const void *base, uint64_t i, size_t es)
     return (const char *)base + i * es;
 }
 
-/* Plain type, one block of n elements at offset o. */
-static void block_plain(const struct red_op *op, const struct red_kplain *kp, uint64_t o,
-                        size_t n)
+/* Plain type, one block of n elements at offset o, written to d (dst + o,
+ * or a buffer when streaming; d is dst + o whenever op->alias). */
+static void block_plain(const struct red_op *op, const struct red_kplain *kp, void *d,
+                        uint64_t o, size_t n)
 {
-    void *d = op->dst + o * op->es;
     const void *g[4];
     int j = 0, m;
     if (!op->alias) {
@@ -71,21 +72,23 @@ static void block_plain(const struct red_op *op, const struct red_kplain *kp, ui
     }
 }
 
-/* Half type, one block of n <= RED_BLOCK elements at offset o; k >= 2. */
-static void block_half(const struct red_op *op, const struct red_khalf *kh, uint64_t o,
-                       size_t n)
+/* Half type, one block of n <= RED_BLOCK elements at offset o, written to d
+ * (as for block_plain); k >= 2. */
+static void block_half(const struct red_op *op, const struct red_khalf *kh, void *d,
+                       uint64_t o, size_t n)
 {
     float acc[RED_BLOCK];
-    void *d = op->dst + o * op->es;
-    const void *g[2];
+    const void *g[4];
     int k = op->k;
-    if (k == 2) {
-        g[0] = at(op->srcs[0], o, 2);
-        g[1] = at(op->srcs[1], o, 2);
-        if (op->alias)
-            kh->add1(d, g + 1, n);
-        else
-            kh->sum2(d, g, n);
+    if (k == 2 && op->alias) {
+        g[0] = at(op->srcs[1], o, 2);
+        kh->add1(d, g, n);
+        return;
+    }
+    if (k <= 4 && !op->alias) { /* one pass, the sum in registers */
+        for (int j = 0; j < k; j++)
+            g[j] = at(op->srcs[j], o, 2);
+        kh->sum[k](d, g, n);
         return;
     }
     g[0] = at(op->srcs[0], o, 2);
@@ -139,10 +142,12 @@ static void block_staged(const struct red_op *op, uint64_t o, size_t n)
     memcpy(op->dst + o * op->es, t0, nb);
 }
 
-/* The range [lo, hi) of the op, block by block. */
+/* The range [lo, hi) of the op, block by block.  Streaming: each block is
+ * summed into buf (in L1) by the same kernels, then streamed to dst. */
 static void run_range(const void *arg, uint64_t lo, uint64_t hi)
 {
     const struct red_op *op = arg;
+    _Alignas(64) unsigned char buf[RED_BLOCK * 8];
     if (op->k == 1) {
         if (!op->alias)
             memcpy(op->dst + lo * op->es, at(op->srcs[0], lo, op->es), (hi - lo) * op->es);
@@ -153,15 +158,18 @@ static void run_range(const void *arg, uint64_t lo, uint64_t hi)
             block_staged(op, o, hi - o < RED_BLOCK ? hi - o : RED_BLOCK);
         return;
     }
-    if (op->dtype == KVS_FLOAT16 || op->dtype == KVS_BFLOAT16) {
-        const struct red_khalf *kh = &op->kern->half[op->dtype == KVS_BFLOAT16];
-        for (uint64_t o = lo; o < hi; o += RED_BLOCK)
-            block_half(op, kh, o, hi - o < RED_BLOCK ? hi - o : RED_BLOCK);
-    } else {
-        const struct red_kplain *kp = &op->kern->plain[plain_index(op->dtype)];
-        for (uint64_t o = lo; o < hi; o += RED_BLOCK)
-            block_plain(op, kp, o, hi - o < RED_BLOCK ? hi - o : RED_BLOCK);
+    for (uint64_t o = lo; o < hi; o += RED_BLOCK) {
+        size_t n = hi - o < RED_BLOCK ? hi - o : RED_BLOCK;
+        void *d = op->stream ? (void *)buf : op->dst + o * op->es;
+        if (op->dtype == KVS_FLOAT16 || op->dtype == KVS_BFLOAT16)
+            block_half(op, &op->kern->half[op->dtype == KVS_BFLOAT16], d, o, n);
+        else
+            block_plain(op, &op->kern->plain[plain_index(op->dtype)], d, o, n);
+        if (op->stream)
+            op->kern->ntcpy(op->dst + o * op->es, buf, n * op->es);
     }
+    if (op->stream)
+        op->kern->ntfence();
 }
 
 int red_sum(red_pool *p, kvs_dtype dtype, void *dst, const void *const *srcs, int k,
@@ -190,6 +198,10 @@ int red_sum(red_pool *p, kvs_dtype dtype, void *dst, const void *const *srcs, in
     op.misaligned = (uintptr_t)dst % op.es != 0;
     for (int j = 0; j < k; j++)
         op.misaligned |= (uintptr_t)srcs[j] % op.es != 0;
+    op.stream = op.kern->ntcpy != NULL && bytes >= (p ? p->stream_min : RED_STREAM_MIN) &&
+                k >= 2 && !op.alias && !op.misaligned;
+    if (op.stream && p)
+        atomic_fetch_add_explicit(&p->streamed, 1, memory_order_relaxed);
     if (p == NULL || p->nthreads < 2 || count < p->big_bound) {
         run_range(&op, 0, count);
     } else {

@@ -30,13 +30,15 @@ struct red_kplain {
 
 /* Kernels of a half type (float16, bfloat16): h = half array, a = float32
  * accumulator; r() rounds to nearest-even.
- *   sum2:   h d = r(h s0 + h s1)
+ *   sum[m], m = 2..4:  h d = r(h s0 + ... + h s(m-1))  (summed in float32
+ *           left to right in registers, one rounding; d may not overlap s)
  *   add1:   h d = r(h d + h s0)
  *   acc2:   a d = h s0 + h s1       (s0 may be the final output array)
  *   accadd: a d += h s0
  *   out:    h d = r(a s0 + h s1)    (the last input folded into the rounding) */
 struct red_khalf {
-    red_fn *sum2, *add1, *acc2, *accadd, *out;
+    red_fn *sum[5];
+    red_fn *add1, *acc2, *accadd, *out;
 };
 
 /* The kernels of one ISA level.  plain[] is indexed by red_plain_index(). */
@@ -44,6 +46,15 @@ struct red_kern {
     const char *name;
     struct red_kplain plain[4];
     struct red_khalf half[2]; /* [0] float16, [1] bfloat16 */
+    /* Streaming (non-temporal) copy of n bytes from s (a small buffer in L1)
+     * to d, any alignment: plain stores up to the first 64-byte border of d
+     * and after the last one, non-temporal stores of whole 64-byte lines in
+     * between, so the lines of d are never read for ownership.  NULL where
+     * the ISA has none (then the engine never streams).  The stores are
+     * weakly ordered: ntfence() (sfence) must run before the thread tells
+     * anyone that the data is there. */
+    void (*ntcpy)(void *d, const void *s, size_t n);
+    void (*ntfence)(void);
 };
 
 extern const struct red_kern red_kern_c;
@@ -59,6 +70,12 @@ const struct red_kern *red_kern_get(int isa);
 /* Elements per cache block: the inner loops of one call touch at most this
  * many elements of each array so the output / accumulator stays in L1. */
 #define RED_BLOCK 2048
+
+/* Output arrays of at least this many bytes are written with streaming
+ * stores (kern->ntcpy) when the ISA has them and dst is not also an input:
+ * such an array does not stay in the caches anyway, and the streaming store
+ * saves reading every line of dst before overwriting it. */
+#define RED_STREAM_MIN (8u << 20)
 
 /* Scalar conversions (reference semantics of every kernel):
  * half -> float is exact (a signalling NaN comes out quiet, payload kept);
@@ -134,6 +151,8 @@ struct red_pool {
     pthread_t *tid;
     uint64_t big_bound;
     const struct red_kern *kern;
+    uint64_t stream_min;        /* RED_STREAM_MIN; tests lower it */
+    _Atomic uint64_t streamed;  /* calls that streamed dst (for tests) */
 };
 
 /* A job for the pool: run(arg, lo, hi) over element ranges [lo, hi) that

@@ -7,13 +7,12 @@
  * slice in a scratch buffer on the receiver, then a sum kernel adds it.
  * stage_end synchronises every stream, so steps of one stage overlap and
  * stages are ordered.  Threads: one backend is used by one thread at a time. */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "reduce/reduce_cuda.h"
 #include "tree/tree.h"
 
 namespace {
@@ -30,55 +29,10 @@ struct cuda_be {
     uint64_t cap, used_scratch[TREE_MAX_N], used_host[TREE_MAX_N];
 };
 
-template <typename T> __global__ void add_kernel(T *dst, const T *src, uint64_t count)
-{
-    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < count;
-         i += (uint64_t)gridDim.x * blockDim.x)
-        dst[i] += src[i];
-}
-
-__global__ void add_half(__half *dst, const __half *src, uint64_t count)
-{
-    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < count;
-         i += (uint64_t)gridDim.x * blockDim.x)
-        dst[i] = __float2half_rn(__half2float(dst[i]) + __half2float(src[i]));
-}
-
-__global__ void add_bf16(__nv_bfloat16 *dst, const __nv_bfloat16 *src, uint64_t count)
-{
-    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < count;
-         i += (uint64_t)gridDim.x * blockDim.x)
-        dst[i] = __float2bfloat16_rn(__bfloat162float(dst[i]) + __bfloat162float(src[i]));
-}
-
+/* The sum kernel is reduce/'s (same rounding and order as the CPU engine). */
 int launch_add(cudaStream_t s, kvs_dtype dtype, void *dst, const void *src, uint64_t count)
 {
-    uint64_t blocks = (count + 255) / 256;
-    unsigned grid = (unsigned)(blocks > 4096 ? 4096 : blocks);
-    switch (dtype) {
-    case KVS_FLOAT32:
-        add_kernel<float><<<grid, 256, 0, s>>>((float *)dst, (const float *)src, count);
-        break;
-    case KVS_FLOAT64:
-        add_kernel<double><<<grid, 256, 0, s>>>((double *)dst, (const double *)src, count);
-        break;
-    case KVS_INT32: /* two's complement wrap: add as unsigned */
-        add_kernel<uint32_t><<<grid, 256, 0, s>>>((uint32_t *)dst, (const uint32_t *)src, count);
-        break;
-    case KVS_INT64:
-        add_kernel<unsigned long long>
-            <<<grid, 256, 0, s>>>((unsigned long long *)dst, (const unsigned long long *)src, count);
-        break;
-    case KVS_FLOAT16:
-        add_half<<<grid, 256, 0, s>>>((__half *)dst, (const __half *)src, count);
-        break;
-    case KVS_BFLOAT16:
-        add_bf16<<<grid, 256, 0, s>>>((__nv_bfloat16 *)dst, (const __nv_bfloat16 *)src, count);
-        break;
-    default:
-        return KVS_EINVAL;
-    }
-    return cudaGetLastError() == cudaSuccess ? 0 : KVS_EDEVICE;
+    return red_cuda_add(dtype, dst, src, count, (void *)s);
 }
 
 char *bump(char *base, uint64_t *used, uint64_t cap, uint64_t bytes)

@@ -16,6 +16,7 @@
 
 #include "kvs.h"
 #include "reduce/reduce.h"
+#include "reduce/reduce_int.h" /* RED_STREAM_MIN, red_pool.stream_min / .streamed */
 
 #define MAXK 8
 
@@ -184,19 +185,21 @@ static int check_elem(kvs_dtype t, const void *out, const void *const *in, int k
     return 1;
 }
 
-/* One case: k inputs of n elements, misaligned by off bytes, on pool p;
- * alias: dst is input 0.  Data is made and checked in aligned copies (typed
- * access to a misaligned pointer is not C).  Fails on the first wrong element. */
-static void run_case(red_pool *p, kvs_dtype t, int k, size_t n, size_t off, int alias)
+/* One case: k inputs of n elements, at off bytes past a 64-byte border, the
+ * output at doff bytes past one, on pool p; alias: dst is input 0 (at off).
+ * Data is made and checked in aligned copies (typed access to a misaligned
+ * pointer is not C).  Fails on the first wrong element. */
+static void run_case2(red_pool *p, kvs_dtype t, int k, size_t n, size_t off, size_t doff,
+                      int alias)
 {
-    size_t es = kvs_dtype_size(t), nb = n * es + off + 64;
+    size_t es = kvs_dtype_size(t), nb = (n * es + (off > doff ? off : doff) + 64 + 63) / 64 * 64;
     unsigned char *buf[MAXK + 1];
     void *ref[MAXK], *res = malloc(n * es + 8);
     const void *in[MAXK];
     void *out;
     ck_assert_ptr_nonnull(res);
     for (int j = 0; j <= k; j++) {
-        buf[j] = malloc(nb);
+        buf[j] = aligned_alloc(64, nb);
         ck_assert_ptr_nonnull(buf[j]);
     }
     for (int j = 0; j < k; j++) {
@@ -206,22 +209,30 @@ static void run_case(red_pool *p, kvs_dtype t, int k, size_t n, size_t off, int 
         memcpy(buf[j] + off, ref[j], n * es);
         in[j] = buf[j] + off;
     }
-    out = alias ? (void *)(buf[0] + off) : buf[k] + off;
+    out = alias ? (void *)(buf[0] + off) : buf[k] + doff;
     memset(buf[k], 0xa5, nb);
     ck_assert_int_eq(red_sum(p, t, out, in, k, n), 0);
     memcpy(res, out, n * es);
     for (size_t i = 0; i < n; i++)
         if (check_elem(t, res, (const void *const *)ref, k, i))
-            ck_abort_msg("dtype %d k %d n %zu off %zu alias %d threads %d isa %s: element %zu wrong",
-                         t, k, n, off, alias, red_pool_threads(p), red_isa_name(red_pool_isa(p)), i);
-    if (!alias) /* nothing written past the end */
-        for (size_t b = 0; b < 64; b++)
-            ck_assert_uint_eq(buf[k][off + n * es + b], 0xa5);
+            ck_abort_msg("dtype %d k %d n %zu off %zu doff %zu alias %d threads %d isa %s: "
+                         "element %zu wrong",
+                         t, k, n, off, doff, alias, red_pool_threads(p),
+                         red_isa_name(red_pool_isa(p)), i);
+    if (!alias) /* nothing written before the start or past the end */
+        for (size_t b = 0; b < nb; b++)
+            if (b < doff || b >= doff + n * es)
+                ck_assert_uint_eq(buf[k][b], 0xa5);
     free(res);
     for (int j = 0; j < k; j++)
         free(ref[j]);
     for (int j = 0; j <= k; j++)
         free(buf[j]);
+}
+
+static void run_case(red_pool *p, kvs_dtype t, int k, size_t n, size_t off, int alias)
+{
+    run_case2(p, t, k, n, off, off, alias);
 }
 
 static const kvs_dtype all_types[KVS_NUM_DTYPES] = {KVS_FLOAT32, KVS_FLOAT64, KVS_FLOAT16,
@@ -297,6 +308,76 @@ START_TEST(test_bigarray_bound)
     }
     run_case(p, KVS_INT64, 2, 1000001, 0, 0);
     run_case(p, KVS_BFLOAT16, 5, 1000001, 0, 0);
+    red_pool_free(p);
+}
+END_TEST
+
+static uint64_t streamed(red_pool *p)
+{
+    return atomic_load(&p->streamed);
+}
+
+/* The streaming-store path (kern->ntcpy), made to run on short arrays by
+ * lowering the pool's threshold: every dtype, 2..8 inputs, outputs 64-byte
+ * aligned or off by an element / half a line / a line less an element,
+ * inputs aligned differently from the output, lengths below a line to
+ * several blocks, 1 and 2 threads; alias (never streams) next to it. */
+START_TEST(test_stream)
+{
+    static const size_t lens[] = {1, 7, 31, 33, 100, 4095, 4097, RED_BLOCK * 3 + 5};
+    static const int ks[] = {2, 3, 4, 5, 8};
+    int isa = _i;
+    if (!red_isa_supported(isa))
+        return;
+    for (int nt = 1; nt <= 2; nt++) {
+        red_pool *p;
+        uint64_t before;
+        ck_assert_int_eq(red_pool_new_ex(nt, 5000, RED_POOL_NOCAP, &p), 0);
+        ck_assert_int_eq(red_pool_set_isa(p, isa), 0);
+        p->stream_min = 64;
+        for (int ti = 0; ti < KVS_NUM_DTYPES; ti++) {
+            size_t es = kvs_dtype_size(all_types[ti]);
+            size_t doffs[4] = {0, es, 32, 64 - es};
+            for (size_t ki = 0; ki < sizeof(ks) / sizeof(ks[0]); ki++)
+                for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++)
+                    for (int di = 0; di < 4; di++)
+                        run_case2(p, all_types[ti], ks[ki], lens[li], di == 1 ? 0 : 2 * es,
+                                  doffs[di], 0);
+            before = streamed(p);
+            run_case(p, all_types[ti], 3, 4097, 0, 1); /* alias: no streaming */
+            run_case(p, all_types[ti], 2, 4097, 0, 1);
+            ck_assert_uint_eq(streamed(p), before);
+            run_case(p, all_types[ti], 1, 4097, 0, 0); /* copy: no streaming */
+            ck_assert_uint_eq(streamed(p), before);
+        }
+        /* the ISAs with streaming stores took that path; C never does */
+        if (isa == RED_ISA_C)
+            ck_assert_uint_eq(streamed(p), 0);
+        else
+            ck_assert_uint_gt(streamed(p), 0);
+        red_pool_free(p);
+    }
+}
+END_TEST
+
+/* The real threshold: float32 and float16 outputs just below, at and above
+ * RED_STREAM_MIN bytes, aligned and not, on the default pool settings. */
+START_TEST(test_stream_threshold)
+{
+    red_pool *p;
+    int can = red_kern_get(red_isa_best())->ntcpy != NULL;
+    ck_assert_int_eq(red_pool_new_ex(2, 1000000, RED_POOL_NOCAP, &p), 0);
+    ck_assert_uint_eq(p->stream_min, RED_STREAM_MIN);
+    for (int ti = 0; ti < 2; ti++) {
+        kvs_dtype t = ti ? KVS_FLOAT16 : KVS_FLOAT32;
+        size_t es = kvs_dtype_size(t), at = RED_STREAM_MIN / es;
+        size_t lens[3] = {at - 1, at, at + 17};
+        for (int li = 0; li < 3; li++) {
+            uint64_t before = streamed(p);
+            run_case2(p, t, 4, lens[li], 0, li == 1 ? 0 : es, 0);
+            ck_assert_uint_eq(streamed(p) - before, (uint64_t)(li > 0 && can));
+        }
+    }
     red_pool_free(p);
 }
 END_TEST
@@ -552,6 +633,8 @@ Suite *reduce_suite(void)
     tcase_add_loop_test(tc, test_unaligned, 0, RED_ISA_COUNT);
     tcase_add_loop_test(tc, test_threads, 1, 9);
     tcase_add_test(tc, test_bigarray_bound);
+    tcase_add_loop_test(tc, test_stream, 0, RED_ISA_COUNT);
+    tcase_add_test(tc, test_stream_threshold);
     tcase_add_loop_test(tc, test_half_all_patterns, 0, RED_ISA_COUNT);
     tcase_add_loop_test(tc, test_half_midpoints, 0, RED_ISA_COUNT);
     tcase_add_test(tc, test_nan_inf);
