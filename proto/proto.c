@@ -163,7 +163,9 @@ void proto_node_name(int id, char *buf, size_t len)
         snprintf(buf, len, "node %d", id);
 }
 
-/* Copy the next whitespace-delimited token of [*p, end) into tok. */
+/* Copy the next whitespace-delimited token of [*p, end) into tok.  False at
+ * the end, and for a token that is too long or holds a NUL byte (which would
+ * silently cut it short). */
 static bool next_token(const char **p, const char *end, char *tok, size_t toklen)
 {
     const char *s = *p;
@@ -172,7 +174,7 @@ static bool next_token(const char **p, const char *end, char *tok, size_t toklen
         s++;
     while (s + n < end && s[n] != ' ' && s[n] != '\t' && s[n] != '\n')
         n++;
-    if (n == 0 || n >= toklen)
+    if (n == 0 || n >= toklen || memchr(s, '\0', n) != NULL)
         return false;
     memcpy(tok, s, n);
     tok[n] = '\0';
@@ -237,7 +239,11 @@ int proto_parse_register(const char *body, size_t len, int *role, char *endpoint
     *rank = -1;
     host[0] = '\0';
     endpoint[0] = '\0';
-    while (next_token(&p, end, tok, sizeof tok)) {
+    for (;;) {
+        while (p < end && *p == '\n')
+            p++;
+        if (!next_token(&p, end, tok, sizeof tok))
+            break;
         char *eq = strchr(tok, '=');
         long v;
         if (eq == NULL)
@@ -249,6 +255,8 @@ int proto_parse_register(const char *body, size_t len, int *role, char *endpoint
                 return fail(why, whylen, KVS_EPROTO, "register: bad role");
             have_role = true;
         } else if (!strcmp(tok, "endpoint")) {
+            if (val[0] == '\0')
+                return fail(why, whylen, KVS_EPROTO, "register: empty endpoint");
             if (strlen(val) >= endpoint_len)
                 return fail(why, whylen, KVS_EPROTO, "register: endpoint too long");
             strcpy(endpoint, val);
@@ -267,7 +275,8 @@ int proto_parse_register(const char *body, size_t len, int *role, char *endpoint
         while (p < end && (*p == ' ' || *p == '\n' || *p == '\t'))
             p++;
         if (p < end)
-            return fail(why, whylen, KVS_EPROTO, "register: token too long");
+            return fail(why, whylen, KVS_EPROTO,
+                        "register: a token is too long or holds a NUL byte");
     }
     if (!have_role || !have_ep)
         return fail(why, whylen, KVS_EPROTO, "register: role and endpoint are required");

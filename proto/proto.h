@@ -97,7 +97,7 @@ bool proto_has_data(const proto_hdr *h);
 
 const char *proto_type_name(int type);
 
-/* "server 2", "worker 0", "scheduler", or "node 77" for an id. */
+/* "server 2", "worker 0", "scheduler", or "node 3" for an id no role has. */
 void proto_node_name(int id, char *buf, size_t len);
 
 static inline int proto_server_id(int rank) { return 8 + 2 * rank; }

@@ -56,8 +56,7 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
         net_send_text(s->data, ident, ident_len, &h, buf);
         return;
     }
-    if (value == NULL) {
-        h.count = req->type == PROTO_INIT ? req->count : req->count;
+    if (value == NULL || req->count == 0) {
         net_send(s->data, ident, ident_len, &h, NULL);
         return;
     }

@@ -253,7 +253,7 @@ static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, i
             shape_error(st, ident, ident_len, h, e);
             return;
         }
-        if (wrank == 0 && body != NULL) {
+        if (wrank == 0 && body != NULL && e->bytes > 0) {
             if (e->npushed > 0 || e->deferred != NULL) {
                 reply_err(st, ident, ident_len, h, KVS_EINVAL,
                           "key %llu: init while a push round is in progress",
@@ -277,7 +277,7 @@ static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, i
         reply_ok(st, &tmp, e);
         return;
     }
-    if (wrank != 0 || body == NULL) {
+    if (wrank != 0 || (body == NULL && h->count > 0)) {
         /* wait for rank 0's values */
         srv_req *r = req_new(ident, ident_len, wrank, h);
         uint64_t hk = entry_hash(h->key, h->part);
@@ -309,7 +309,8 @@ static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, i
     e->async = (h->flags & PROTO_F_ASYNC) != 0;
     e->waiting_tail = &e->waiting;
     e->deferred_tail = &e->deferred;
-    memcpy(e->value->data, body, e->bytes);
+    if (e->bytes)
+        memcpy(e->value->data, body, e->bytes);
     uint64_t hk = entry_hash(e->key, e->part);
     e->next = hmap_get(&st->entries, hk);
     if (hmap_put(&st->entries, hk, e) != 0) {

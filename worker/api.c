@@ -588,7 +588,10 @@ int kvs_pushpull(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *
         (rc = check_args(s, n, keys, outs, "pushpull")) != 0)
         return rc;
     if (s->kind == WRK_LOCAL) {
-        rc = wrk_local_push(s, n, keys, vals);
+        /* check the outputs first: a failed call changes nothing */
+        rc = wrk_local_check(s, n, keys, outs, "pushpull output");
+        if (!rc)
+            rc = wrk_local_push(s, n, keys, vals);
         return rc ? rc : wrk_local_pull(s, n, keys, outs);
     }
     return submit(s, WRK_OP_PUSHPULL, n, keys, vals, outs, priority, NULL);

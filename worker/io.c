@@ -185,15 +185,15 @@ static void on_server(net_sock *sock, net_msg *m, void *arg)
         return;
     }
     if (q->nouts > 0) {
-        if (body == NULL || h.count != q->h.count || h.offset != q->h.offset ||
-            h.dtype != q->h.dtype) {
+        if ((body == NULL && q->h.count > 0) || h.count != q->h.count ||
+            h.offset != q->h.offset || h.dtype != q->h.dtype) {
             snprintf(why, sizeof why, "server %d replied %llu elements for key %llu, expected "
                      "%llu", q->server, (unsigned long long)h.count,
                      (unsigned long long)h.key, (unsigned long long)q->h.count);
             wrk_op_release(s, q->op, KVS_EPROTO, why);
             return;
         }
-        for (int i = 0; i < q->nouts; i++)
+        for (int i = 0; i < q->nouts && h.body_len > 0; i++)
             memcpy(q->outs[i], body, h.body_len);
     }
     wrk_op_release(s, q->op, 0, NULL);

@@ -18,33 +18,59 @@ int wrk_local_init(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array
 {
     int rc = 0;
     pthread_mutex_lock(&s->mu);
+    /* check everything first: an error changes nothing */
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        wrk_key *k = hmap_get(&s->keys, keys[i]);
+        for (size_t j = 0; j < i && !k; j++)
+            if (keys[j] == keys[i] &&
+                (vals[j].count != vals[i].count || vals[j].dtype != vals[i].dtype))
+                rc = err_set(KVS_ESHAPE, "key %llu appears with different counts or dtypes "
+                             "in one call", (unsigned long long)keys[i]);
+        if (k && (k->count != vals[i].count || k->dtype != vals[i].dtype))
+            rc = local_shape(keys[i], k, &vals[i], "init");
+    }
     for (size_t i = 0; i < n && rc == 0; i++) {
         wrk_key *k = hmap_get(&s->keys, keys[i]);
         size_t bytes = vals[i].count * kvs_dtype_size(vals[i].dtype);
-        if (k) {
-            if (k->count != vals[i].count || k->dtype != vals[i].dtype) {
-                rc = local_shape(keys[i], k, &vals[i], "init");
+        bool repeated = false;
+        for (size_t j = 0; j < i; j++)
+            repeated |= keys[j] == keys[i];
+        if (repeated)
+            continue; /* a key repeated in one init takes its first value */
+        if (k == NULL) {
+            k = calloc(1, sizeof *k);
+            if (k == NULL || (k->local = malloc(bytes ? bytes : 1)) == NULL ||
+                hmap_put(&s->keys, keys[i], k) != 0) {
+                if (k)
+                    free(k->local);
+                free(k);
+                rc = err_set(KVS_ENOMEM, "out of memory for key %llu",
+                             (unsigned long long)keys[i]);
                 break;
             }
-            bool repeated = false;
-            for (size_t j = 0; j < i; j++)
-                repeated |= keys[j] == keys[i];
-            if (!repeated)
-                memcpy(k->local, vals[i].data, bytes);
-            continue;
+            k->count = vals[i].count;
+            k->dtype = vals[i].dtype;
         }
-        k = calloc(1, sizeof *k);
-        if (k == NULL || (k->local = malloc(bytes ? bytes : 1)) == NULL ||
-            hmap_put(&s->keys, keys[i], k) != 0) {
-            if (k)
-                free(k->local);
-            free(k);
-            rc = err_set(KVS_ENOMEM, "out of memory for key %llu", (unsigned long long)keys[i]);
-            break;
-        }
-        k->count = vals[i].count;
-        k->dtype = vals[i].dtype;
-        memcpy(k->local, vals[i].data, bytes);
+        if (bytes)
+            memcpy(k->local, vals[i].data, bytes);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+/* Check that every keys[i] exists with the shape of arrays[i]. */
+int wrk_local_check(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *arrays,
+                    const char *what)
+{
+    int rc = 0;
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        wrk_key *k = hmap_get(&s->keys, keys[i]);
+        if (k == NULL)
+            rc = err_set(KVS_ENOKEY, "key %llu was never initialised",
+                         (unsigned long long)keys[i]);
+        else if (k->count != arrays[i].count || k->dtype != arrays[i].dtype)
+            rc = local_shape(keys[i], k, &arrays[i], what);
     }
     pthread_mutex_unlock(&s->mu);
     return rc;
@@ -80,7 +106,8 @@ int wrk_local_push(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array
                 done[j] = true;
             }
         wrk_key *key = hmap_get(&s->keys, keys[i]);
-        rc = wrk_sum_local(s, key->local, vals, idx, k);
+        if (key->count)
+            rc = wrk_sum_local(s, key->local, vals, idx, k);
     }
     pthread_mutex_unlock(&s->mu);
     free(idx);
@@ -102,7 +129,8 @@ int wrk_local_pull(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array
     }
     for (size_t i = 0; i < n && rc == 0; i++) {
         wrk_key *k = hmap_get(&s->keys, keys[i]);
-        memcpy(outs[i].data, k->local, k->count * kvs_dtype_size(k->dtype));
+        if (k->count)
+            memcpy(outs[i].data, k->local, k->count * kvs_dtype_size(k->dtype));
     }
     pthread_mutex_unlock(&s->mu);
     return rc;

@@ -142,6 +142,8 @@ void wrk_op_free(wrk_op *op);
 int wrk_local_init(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals);
 int wrk_local_push(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals);
 int wrk_local_pull(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *outs);
+int wrk_local_check(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *arrays,
+                    const char *what);
 void wrk_local_free(kvs_store *s);
 
 /* Sum the arrays vals[idx[0..k)] of one key into dst (k >= 1). */
