@@ -27,6 +27,14 @@ export CK_DEFAULT_TIMEOUT=${CK_DEFAULT_TIMEOUT:-60}
 run unit "$BUILD/test-unit"
 [ -x "$BUILD/test-integ" ] && run integ "$BUILD/test-integ"
 run launch bash tests/launch/test-launch.sh
+# the proto fuzz corpus plus 200k random inputs: one check
+if [ -x "$BUILD/fuzz/run-corpus" ]; then
+    if "$BUILD/fuzz/run-corpus" -n 200000 tests/fuzz/corpus; then
+        echo "fuzz: 1 passed, 0 failed"; pass=$((pass+1))
+    else
+        echo "fuzz: 0 passed, 1 failed"; fail=$((fail+1)); status=1
+    fi
+fi
 if [ -d "$BUILD/gpu" ] && ls "$BUILD"/gpu/* >/dev/null 2>&1; then
     run gpu sh tests/gpu/run.sh
 fi

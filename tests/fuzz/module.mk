@@ -38,3 +38,4 @@ fuzz: $(FUZZ_BIN)
 
 fuzz-seeds: $(FUZZ_RUNNER)
 	$(FUZZ_RUNNER) --write-seeds $(FUZZ_CORPUS)
+TEST_DEPS += $(FUZZ_RUNNER)
