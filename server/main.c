@@ -4,6 +4,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "common/memtune.h"
 #include "server/server.h"
 
 static const char usage[] =
@@ -44,6 +45,7 @@ int main(int argc, char **argv)
         return 2;
     }
     c.role = CFG_ROLE_SERVER;
+    mem_tune();
     log_level = c.verbose;
     cfg_log(&c, "server");
     return srv_run(&c);

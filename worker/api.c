@@ -6,6 +6,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "common/memtune.h"
 #include "common/sizes.h"
 #include "worker/wrk_int.h"
 
@@ -507,6 +508,8 @@ int kvs_create(const char *type, kvs_store **out)
     }
     if (s->c.verbose > log_level)
         log_level = s->c.verbose;
+    if (kind == WRK_DIST && s->c.malloc_tune)
+        mem_tune();
     rc = red_pool_new(s->c.reduction_nthreads, s->c.bigarray_bound, &s->pool);
     if (rc) {
         rc = err_set(rc, "cannot start %d reduction threads", s->c.reduction_nthreads);
