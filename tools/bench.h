@@ -6,4 +6,9 @@
  * (tools/bench_reduce.c).  argv[0] is "reduce".  Returns the exit code. */
 int bench_reduce_main(int argc, char **argv);
 
+/* `kvs-bench zmq [--sizes LIST] [--iters N]`: the floor under kvsd: a raw
+ * ZeroMQ DEALER -> ROUTER echo between two processes over loopback TCP, no
+ * kvsd code on the path (tools/bench_zmq.c). */
+int bench_zmq_main(int argc, char **argv);
+
 #endif

@@ -18,6 +18,7 @@ static const char usage[] =
     "usage: kvs-bench [--sizes LIST] [--dtypes LIST] [--ops LIST] [--iters N]\n"
     "                 [--warmup N] [--type dist_sync|dist_async|local] [--json]\n"
     "       kvs-bench reduce [--help]   (reduction engine vs memcpy)\n"
+    "       kvs-bench zmq [--help]      (raw ZeroMQ echo: the transport floor)\n"
     "\n"
     "Runs as a worker of a job (start it with deploy/kvs-launch, or set DMLC_*).\n"
     "  --sizes   bytes per key, K/M/G suffixes (default 4K,256K,4M,64M)\n"
@@ -231,6 +232,8 @@ int main(int argc, char **argv)
     int rc, failures = 0, first = 1;
     if (argc > 1 && !strcmp(argv[1], "reduce"))
         return bench_reduce_main(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "zmq"))
+        return bench_zmq_main(argc - 1, argv + 1);
     if (parse_opts(argc, argv, &o) != 0)
         return 2;
     rc = kvs_create(o.type, &s);
