@@ -41,6 +41,9 @@ static void red_ntfence_avx2(void)
 {
     _mm_sfence();
 }
+#define RK_VB 32
+#define RK_STREAM(p, v) _mm256_stream_si256((__m256i *)(void *)(p), (__m256i)(v))
+#define F16_STH_NT(p, v) _mm_stream_si128((__m128i *)(void *)(p), _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
 #define RK_NTCPY red_ntcpy_avx2
 #define RK_NTFENCE red_ntfence_avx2
 #include "reduce/red_kern_body.h"

@@ -38,6 +38,9 @@ static void red_ntfence_avx512(void)
 {
     _mm_sfence();
 }
+#define RK_VB 64
+#define RK_STREAM(p, v) _mm512_stream_si512((void *)(p), (__m512i)(v))
+#define F16_STH_NT(p, v) _mm256_stream_si256((__m256i *)(void *)(p), _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
 #define RK_NTCPY red_ntcpy_avx512
 #define RK_NTFENCE red_ntfence_avx512
 #include "reduce/red_kern_body.h"

@@ -61,10 +61,76 @@
             d[i] = d[i] + a[i] + b[i] + c[i];                                        \
     }
 
+/* Streaming forms of sum[m] (ISAs with RK_STREAM(p, vector), RK_VB bytes per
+ * vector): plain stores up to the first 64-byte border of d and for the
+ * tail (the plain kernel), non-temporal vector stores in between.  The
+ * vectors are GCC vector types: lane-wise the same additions in the same
+ * order as the plain kernels. */
+#define RK_NT_LD(v, p) memcpy(&(v), (p), sizeof(v))
+#define RK_NT_HEAD(T, tn, m)                                                         \
+    T *d = d_;                                                                       \
+    size_t i = (64 - (uintptr_t)d % 64) % 64 / sizeof(T);                            \
+    if (i > n)                                                                       \
+        i = n;                                                                       \
+    KN(tn##_sum##m)(d, s, i)
+#define RK_NT_TAIL(tn, m)                                                            \
+    const void *t[4];                                                                \
+    for (int j = 0; j < m; j++)                                                      \
+        t[j] = (const char *)s[j] + i * sizeof(*d);                                  \
+    KN(tn##_sum##m)(d + i, t, n - i)
+#define RK_PLAIN_NT(T, tn)                                                           \
+    typedef T KN(tn##_v) __attribute__((vector_size(RK_VB)));                        \
+    static KATTR void KN(tn##_sumnt2)(void *d_, const void *const *s, size_t n)      \
+    {                                                                                \
+        RK_NT_HEAD(T, tn, 2);                                                        \
+        const T *a = s[0], *b = s[1];                                                \
+        for (; i + RK_VB / sizeof(T) <= n; i += RK_VB / sizeof(T)) {                 \
+            KN(tn##_v) x, y;                                                         \
+            RK_NT_LD(x, a + i);                                                      \
+            RK_NT_LD(y, b + i);                                                      \
+            RK_STREAM(d + i, x + y);                                                 \
+        }                                                                            \
+        RK_NT_TAIL(tn, 2);                                                           \
+    }                                                                                \
+    static KATTR void KN(tn##_sumnt3)(void *d_, const void *const *s, size_t n)      \
+    {                                                                                \
+        RK_NT_HEAD(T, tn, 3);                                                        \
+        const T *a = s[0], *b = s[1], *c = s[2];                                     \
+        for (; i + RK_VB / sizeof(T) <= n; i += RK_VB / sizeof(T)) {                 \
+            KN(tn##_v) x, y, z;                                                      \
+            RK_NT_LD(x, a + i);                                                      \
+            RK_NT_LD(y, b + i);                                                      \
+            RK_NT_LD(z, c + i);                                                      \
+            RK_STREAM(d + i, x + y + z);                                             \
+        }                                                                            \
+        RK_NT_TAIL(tn, 3);                                                           \
+    }                                                                                \
+    static KATTR void KN(tn##_sumnt4)(void *d_, const void *const *s, size_t n)      \
+    {                                                                                \
+        RK_NT_HEAD(T, tn, 4);                                                        \
+        const T *a = s[0], *b = s[1], *c = s[2], *e = s[3];                          \
+        for (; i + RK_VB / sizeof(T) <= n; i += RK_VB / sizeof(T)) {                 \
+            KN(tn##_v) x, y, z, w;                                                   \
+            RK_NT_LD(x, a + i);                                                      \
+            RK_NT_LD(y, b + i);                                                      \
+            RK_NT_LD(z, c + i);                                                      \
+            RK_NT_LD(w, e + i);                                                      \
+            RK_STREAM(d + i, x + y + z + w);                                         \
+        }                                                                            \
+        RK_NT_TAIL(tn, 4);                                                           \
+    }
+
+#ifdef RK_STREAM
+#define RK_PLAIN_NT_SLOTS(tn) .sumnt = {NULL, NULL, KN(tn##_sumnt2), KN(tn##_sumnt3), KN(tn##_sumnt4)},
+#else
+#define RK_PLAIN_NT_SLOTS(tn)
+#endif
+
 #define RK_PLAIN_TABLE(tn)                                                           \
     {                                                                                \
         .sum = {NULL, NULL, KN(tn##_sum2), KN(tn##_sum3), KN(tn##_sum4)},            \
         .add = {NULL, KN(tn##_add1), KN(tn##_add2), KN(tn##_add3)},                  \
+        RK_PLAIN_NT_SLOTS(tn)                                                        \
     }
 
 /* Half types with scalar conversions TOF (half -> float) and FROMF. */
@@ -197,6 +263,37 @@
             d[i] = F16_F2S(a[i] + F16_S2F(b[i]));                                    \
     }
 
+/* Streaming forms of the SIMD float16 sums (F16_STH_NT: aligned
+ * non-temporal store of F16_W halves), as RK_PLAIN_NT. */
+#define RK_HALF_SIMD_NT(tn)                                                          \
+    static KATTR void KN(tn##_sumnt2)(void *d_, const void *const *s, size_t n)      \
+    {                                                                                \
+        RK_NT_HEAD(uint16_t, tn, 2);                                                 \
+        const uint16_t *a = s[0], *b = s[1];                                         \
+        for (; i + F16_W <= n; i += F16_W)                                           \
+            F16_STH_NT(d + i, F16_ADD(F16_LDH(a + i), F16_LDH(b + i)));              \
+        RK_NT_TAIL(tn, 2);                                                           \
+    }                                                                                \
+    static KATTR void KN(tn##_sumnt3)(void *d_, const void *const *s, size_t n)      \
+    {                                                                                \
+        RK_NT_HEAD(uint16_t, tn, 3);                                                 \
+        const uint16_t *a = s[0], *b = s[1], *c = s[2];                              \
+        for (; i + F16_W <= n; i += F16_W)                                           \
+            F16_STH_NT(d + i,                                                        \
+                       F16_ADD(F16_ADD(F16_LDH(a + i), F16_LDH(b + i)), F16_LDH(c + i))); \
+        RK_NT_TAIL(tn, 3);                                                           \
+    }                                                                                \
+    static KATTR void KN(tn##_sumnt4)(void *d_, const void *const *s, size_t n)      \
+    {                                                                                \
+        RK_NT_HEAD(uint16_t, tn, 4);                                                 \
+        const uint16_t *a = s[0], *b = s[1], *c = s[2], *e = s[3];                   \
+        for (; i + F16_W <= n; i += F16_W)                                           \
+            F16_STH_NT(d + i, F16_ADD(F16_ADD(F16_ADD(F16_LDH(a + i), F16_LDH(b + i)), \
+                                              F16_LDH(c + i)),                       \
+                                      F16_LDH(e + i)));                              \
+        RK_NT_TAIL(tn, 4);                                                           \
+    }
+
 #define RK_HALF_TABLE(tn)                                                            \
     {                                                                                \
         .sum = {NULL, NULL, KN(tn##_sum2), KN(tn##_sum3), KN(tn##_sum4)},            \
@@ -214,12 +311,22 @@ RK_HALF_SIMD(f16)
 #else
 RK_HALF(f16, red_h2f, red_f2h)
 #endif
+#ifdef RK_STREAM
+RK_PLAIN_NT(float, f32)
+RK_PLAIN_NT(double, f64)
+RK_PLAIN_NT(uint32_t, i32)
+RK_PLAIN_NT(uint64_t, i64)
+RK_HALF_SIMD_NT(f16)
+#endif
 
 const struct red_kern KN(kern) = {
     .name = RK_STR(KSFX),
     .plain = {RK_PLAIN_TABLE(f32), RK_PLAIN_TABLE(f64), RK_PLAIN_TABLE(i32),
               RK_PLAIN_TABLE(i64)},
     .half = {RK_HALF_TABLE(f16), RK_HALF_TABLE(bf16)},
+#ifdef RK_STREAM
+    .half[0].sumnt = {NULL, NULL, KN(f16_sumnt2), KN(f16_sumnt3), KN(f16_sumnt4)},
+#endif
 #ifdef RK_NTCPY
     .ntcpy = RK_NTCPY,
     .ntfence = RK_NTFENCE,

@@ -158,6 +158,19 @@ static void run_range(const void *arg, uint64_t lo, uint64_t hi)
             block_staged(op, o, hi - o < RED_BLOCK ? hi - o : RED_BLOCK);
         return;
     }
+    if (op->stream && op->k <= 4 && !getenv("RED_T_NODIRECT")) { /* one kernel call, streaming itself */
+        red_fn *f = op->dtype == KVS_FLOAT16 || op->dtype == KVS_BFLOAT16
+                        ? op->kern->half[op->dtype == KVS_BFLOAT16].sumnt[op->k]
+                        : op->kern->plain[plain_index(op->dtype)].sumnt[op->k];
+        if (f != NULL) {
+            const void *g[4];
+            for (int j = 0; j < op->k; j++)
+                g[j] = at(op->srcs[j], lo, op->es);
+            f(op->dst + lo * op->es, g, hi - lo);
+            op->kern->ntfence();
+            return;
+        }
+    }
     for (uint64_t o = lo; o < hi; o += RED_BLOCK) {
         size_t n = hi - o < RED_BLOCK ? hi - o : RED_BLOCK;
         void *d = op->stream ? (void *)buf : op->dst + o * op->es;
@@ -208,6 +221,8 @@ int red_sum(red_pool *p, kvs_dtype dtype, void *dst, const void *const *srcs, in
         /* Chunk borders on 64-byte borders of dst, so that two threads
          * never write one cache line. */
         uint64_t chunk = (uint64_t)RED_BLOCK * RED_CHUNK_BLOCKS;
+        if (getenv("RED_T_CHUNK")) chunk = (uint64_t)RED_BLOCK * atoi(getenv("RED_T_CHUNK")); /*TMP*/
+        if (getenv("RED_T_CONTIG")) chunk = (count + p->nthreads - 1) / p->nthreads / RED_BLOCK * RED_BLOCK + RED_BLOCK; /*TMP*/
         uintptr_t mis = (uintptr_t)dst % 64;
         uint64_t first = chunk;
         if (mis % op.es == 0)

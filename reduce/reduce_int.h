@@ -26,6 +26,7 @@ typedef void red_fn(void *d, const void *const *s, size_t n);
 struct red_kplain {
     red_fn *sum[5];
     red_fn *add[4];
+    red_fn *sumnt[5]; /* as sum[m], dst written with streaming stores; may be NULL */
 };
 
 /* Kernels of a half type (float16, bfloat16): h = half array, a = float32
@@ -39,6 +40,7 @@ struct red_kplain {
 struct red_khalf {
     red_fn *sum[5];
     red_fn *add1, *acc2, *accadd, *out;
+    red_fn *sumnt[5]; /* as sum[m], dst written with streaming stores; may be NULL */
 };
 
 /* The kernels of one ISA level.  plain[] is indexed by red_plain_index(). */
