@@ -40,7 +40,36 @@ static void red_ntfence_avx512(void)
 }
 #define RK_VB 64
 #define RK_STREAM(p, v) _mm512_stream_si512((void *)(p), (__m512i)(v))
-#define F16_STH_NT(p, v) _mm256_stream_si256((__m256i *)(void *)(p), _mm512_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
+#define F16_STH_NT2(p, v0, v1)                                                       \
+    _mm512_stream_si512(                                                             \
+        (void *)(p),                                                                 \
+        _mm512_inserti64x4(                                                          \
+            _mm512_castsi256_si512(_mm512_cvtps_ph((v0), _MM_FROUND_TO_NEAREST_INT)),  \
+            _mm512_cvtps_ph((v1), _MM_FROUND_TO_NEAREST_INT), 1))
+/* bfloat16 <-> float for the streaming kernels: the same bit operations as
+ * red_bf2f / red_f2bf (round to nearest-even, NaN kept quiet). */
+static inline KATTR __m512 red_bf16_ld_avx512(const uint16_t *p)
+{
+    __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+}
+static inline KATTR __m256i red_bf16_cvt_avx512(__m512 v)
+{
+    __m512i x = _mm512_castps_si512(v), hi = _mm512_srli_epi32(x, 16);
+    __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)),
+                         _mm512_and_si512(hi, _mm512_set1_epi32(1))),
+        16);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    r = _mm512_mask_or_epi32(r, nan, hi, _mm512_set1_epi32(0x40));
+    return _mm512_cvtepi32_epi16(r);
+}
+#define BF16_LDH(p) red_bf16_ld_avx512(p)
+#define BF16_STH_NT2(p, v0, v1)                                                      \
+    _mm512_stream_si512((void *)(p), _mm512_inserti64x4(_mm512_castsi256_si512(        \
+                                                            red_bf16_cvt_avx512(v0)), \
+                                                        red_bf16_cvt_avx512(v1), 1))
 #define RK_NTCPY red_ntcpy_avx512
 #define RK_NTFENCE red_ntfence_avx512
 #include "reduce/red_kern_body.h"

@@ -121,7 +121,8 @@
     }
 
 #ifdef RK_STREAM
-#define RK_PLAIN_NT_SLOTS(tn) .sumnt = {NULL, NULL, KN(tn##_sumnt2), KN(tn##_sumnt3), KN(tn##_sumnt4)},
+#define RK_PLAIN_NT_SLOTS(tn)                                                        \
+    .sumnt = {NULL, NULL, KN(tn##_sumnt2), KN(tn##_sumnt3), KN(tn##_sumnt4)},
 #else
 #define RK_PLAIN_NT_SLOTS(tn)
 #endif
@@ -263,34 +264,54 @@
             d[i] = F16_F2S(a[i] + F16_S2F(b[i]));                                    \
     }
 
-/* Streaming forms of the SIMD float16 sums (F16_STH_NT: aligned
- * non-temporal store of F16_W halves), as RK_PLAIN_NT. */
-#define RK_HALF_SIMD_NT(tn)                                                          \
+/* Streaming forms of the SIMD half sums, as RK_PLAIN_NT, for a half type with
+ * vector conversions: LDH(p) loads W halves as floats, STNT2(p, v0, v1)
+ * rounds 2 * W floats to halves and stores them with non-temporal stores
+ * (an aligned 64-byte line with AVX-512), ADD adds.  The conversions make
+ * these loops long enough that the out-of-order window alone keeps too few
+ * lines in flight, so each input is prefetched RK_HNT_PFD bytes ahead into
+ * L2 (measured in bench/RESULTS-reduce.md; no gain for the plain types). */
+#define RK_HNT_PFD 1024
+#define RK_HNT_PF(p) _mm_prefetch((const char *)((p) + i) + RK_HNT_PFD, _MM_HINT_T1)
+#define RK_HALF_NT(tn, W, LDH, ADD, STNT2)                                           \
     static KATTR void KN(tn##_sumnt2)(void *d_, const void *const *s, size_t n)      \
     {                                                                                \
         RK_NT_HEAD(uint16_t, tn, 2);                                                 \
         const uint16_t *a = s[0], *b = s[1];                                         \
-        for (; i + F16_W <= n; i += F16_W)                                           \
-            F16_STH_NT(d + i, F16_ADD(F16_LDH(a + i), F16_LDH(b + i)));              \
+        for (; i + 2 * (W) <= n; i += 2 * (W)) {                                     \
+            RK_HNT_PF(a);                                                            \
+            RK_HNT_PF(b);                                                            \
+            STNT2(d + i, ADD(LDH(a + i), LDH(b + i)),                                \
+                  ADD(LDH(a + i + (W)), LDH(b + i + (W))));                          \
+        }                                                                            \
         RK_NT_TAIL(tn, 2);                                                           \
     }                                                                                \
     static KATTR void KN(tn##_sumnt3)(void *d_, const void *const *s, size_t n)      \
     {                                                                                \
         RK_NT_HEAD(uint16_t, tn, 3);                                                 \
         const uint16_t *a = s[0], *b = s[1], *c = s[2];                              \
-        for (; i + F16_W <= n; i += F16_W)                                           \
-            F16_STH_NT(d + i,                                                        \
-                       F16_ADD(F16_ADD(F16_LDH(a + i), F16_LDH(b + i)), F16_LDH(c + i))); \
+        for (; i + 2 * (W) <= n; i += 2 * (W)) {                                     \
+            RK_HNT_PF(a);                                                            \
+            RK_HNT_PF(b);                                                            \
+            RK_HNT_PF(c);                                                            \
+            STNT2(d + i, ADD(ADD(LDH(a + i), LDH(b + i)), LDH(c + i)),               \
+                  ADD(ADD(LDH(a + i + (W)), LDH(b + i + (W))), LDH(c + i + (W))));   \
+        }                                                                            \
         RK_NT_TAIL(tn, 3);                                                           \
     }                                                                                \
     static KATTR void KN(tn##_sumnt4)(void *d_, const void *const *s, size_t n)      \
     {                                                                                \
         RK_NT_HEAD(uint16_t, tn, 4);                                                 \
         const uint16_t *a = s[0], *b = s[1], *c = s[2], *e = s[3];                   \
-        for (; i + F16_W <= n; i += F16_W)                                           \
-            F16_STH_NT(d + i, F16_ADD(F16_ADD(F16_ADD(F16_LDH(a + i), F16_LDH(b + i)), \
-                                              F16_LDH(c + i)),                       \
-                                      F16_LDH(e + i)));                              \
+        for (; i + 2 * (W) <= n; i += 2 * (W)) {                                     \
+            RK_HNT_PF(a);                                                            \
+            RK_HNT_PF(b);                                                            \
+            RK_HNT_PF(c);                                                            \
+            RK_HNT_PF(e);                                                            \
+            STNT2(d + i, ADD(ADD(ADD(LDH(a + i), LDH(b + i)), LDH(c + i)), LDH(e + i)), \
+                  ADD(ADD(ADD(LDH(a + i + (W)), LDH(b + i + (W))), LDH(c + i + (W))),  \
+                      LDH(e + i + (W))));                                            \
+        }                                                                            \
         RK_NT_TAIL(tn, 4);                                                           \
     }
 
@@ -316,7 +337,8 @@ RK_PLAIN_NT(float, f32)
 RK_PLAIN_NT(double, f64)
 RK_PLAIN_NT(uint32_t, i32)
 RK_PLAIN_NT(uint64_t, i64)
-RK_HALF_SIMD_NT(f16)
+RK_HALF_NT(f16, F16_W, F16_LDH, F16_ADD, F16_STH_NT2)
+RK_HALF_NT(bf16, F16_W, BF16_LDH, F16_ADD, BF16_STH_NT2)
 #endif
 
 const struct red_kern KN(kern) = {
@@ -326,6 +348,7 @@ const struct red_kern KN(kern) = {
     .half = {RK_HALF_TABLE(f16), RK_HALF_TABLE(bf16)},
 #ifdef RK_STREAM
     .half[0].sumnt = {NULL, NULL, KN(f16_sumnt2), KN(f16_sumnt3), KN(f16_sumnt4)},
+    .half[1].sumnt = {NULL, NULL, KN(bf16_sumnt2), KN(bf16_sumnt3), KN(bf16_sumnt4)},
 #endif
 #ifdef RK_NTCPY
     .ntcpy = RK_NTCPY,

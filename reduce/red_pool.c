@@ -169,7 +169,6 @@ int red_pool_new_ex(int nthreads, uint64_t big_bound, unsigned flags, red_pool *
     p->nthreads = nthreads;
     p->big_bound = big_bound;
     p->stream_min = RED_STREAM_MIN;
-    if (getenv("RED_T_SMIN")) p->stream_min = strtoull(getenv("RED_T_SMIN"), NULL, 0); /*TMP*/
     atomic_init(&p->streamed, 0);
     p->kern = red_kern_get(red_isa_best());
     if (nthreads > 1) {

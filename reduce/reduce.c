@@ -23,7 +23,7 @@ struct red_op {
     int k;
     int alias;      /* dst == srcs[0] */
     int misaligned; /* some pointer is not a multiple of es */
-    int stream;     /* write dst through kern->ntcpy (big output, see run_range) */
+    int stream;     /* write dst with streaming stores (RED_STREAM_MIN, run_range) */
 };
 
 static int plain_index(kvs_dtype t)
@@ -142,8 +142,12 @@ static void block_staged(const struct red_op *op, uint64_t o, size_t n)
     memcpy(op->dst + o * op->es, t0, nb);
 }
 
-/* The range [lo, hi) of the op, block by block.  Streaming: each block is
- * summed into buf (in L1) by the same kernels, then streamed to dst. */
+/* The range [lo, hi) of the op, block by block.  Streaming (op->stream):
+ * up to 4 inputs go through one sumnt[k] kernel that writes dst with
+ * non-temporal stores itself; otherwise (more inputs, or no such kernel for
+ * the ISA/dtype) each block is summed into buf (in L1) by the usual kernels
+ * and then streamed to dst by ntcpy.  Either way an sfence ends the range,
+ * before the pool reports the job done. */
 static void run_range(const void *arg, uint64_t lo, uint64_t hi)
 {
     const struct red_op *op = arg;
@@ -158,7 +162,7 @@ static void run_range(const void *arg, uint64_t lo, uint64_t hi)
             block_staged(op, o, hi - o < RED_BLOCK ? hi - o : RED_BLOCK);
         return;
     }
-    if (op->stream && op->k <= 4 && !getenv("RED_T_NODIRECT")) { /* one kernel call, streaming itself */
+    if (op->stream && op->k <= 4) { /* one streaming kernel over the range */
         red_fn *f = op->dtype == KVS_FLOAT16 || op->dtype == KVS_BFLOAT16
                         ? op->kern->half[op->dtype == KVS_BFLOAT16].sumnt[op->k]
                         : op->kern->plain[plain_index(op->dtype)].sumnt[op->k];
@@ -221,8 +225,6 @@ int red_sum(red_pool *p, kvs_dtype dtype, void *dst, const void *const *srcs, in
         /* Chunk borders on 64-byte borders of dst, so that two threads
          * never write one cache line. */
         uint64_t chunk = (uint64_t)RED_BLOCK * RED_CHUNK_BLOCKS;
-        if (getenv("RED_T_CHUNK")) chunk = (uint64_t)RED_BLOCK * atoi(getenv("RED_T_CHUNK")); /*TMP*/
-        if (getenv("RED_T_CONTIG")) chunk = (count + p->nthreads - 1) / p->nthreads / RED_BLOCK * RED_BLOCK + RED_BLOCK; /*TMP*/
         uintptr_t mis = (uintptr_t)dst % 64;
         uint64_t first = chunk;
         if (mis % op.es == 0)

@@ -74,10 +74,13 @@ const struct red_kern *red_kern_get(int isa);
 #define RED_BLOCK 2048
 
 /* Output arrays of at least this many bytes are written with streaming
- * stores (kern->ntcpy) when the ISA has them and dst is not also an input:
- * such an array does not stay in the caches anyway, and the streaming store
- * saves reading every line of dst before overwriting it. */
-#define RED_STREAM_MIN (8u << 20)
+ * (non-temporal) stores when the ISA has them (kern->ntcpy != NULL), k >= 2
+ * and dst is not also an input: such an operation does not fit in the
+ * caches anyway, and the streaming store saves reading every line of dst
+ * before overwriting it.  Measured (bench/RESULTS-reduce.md): no change at
+ * 8 MiB, +3-10 % at 16 MiB, +20-40 % at 32-64 MiB; below the bound dst stays
+ * cached for whoever reads the sum next. */
+#define RED_STREAM_MIN (16u << 20)
 
 /* Scalar conversions (reference semantics of every kernel):
  * half -> float is exact (a signalling NaN comes out quiet, payload kept);
@@ -153,8 +156,8 @@ struct red_pool {
     pthread_t *tid;
     uint64_t big_bound;
     const struct red_kern *kern;
-    uint64_t stream_min;        /* RED_STREAM_MIN; tests lower it */
-    _Atomic uint64_t streamed;  /* calls that streamed dst (for tests) */
+    uint64_t stream_min;       /* RED_STREAM_MIN; tests lower it */
+    _Atomic uint64_t streamed; /* calls that streamed dst (for tests) */
 };
 
 /* A job for the pool: run(arg, lo, hi) over element ranges [lo, hi) that

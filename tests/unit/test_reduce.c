@@ -389,13 +389,15 @@ START_TEST(test_half_all_patterns)
     static const double addends[] = {0.0, -0.0, 1.0, -1.0, 0x1p-24, 0x1p-25, 3 * 0x1p-25,
                                       0x1p-14, 65504.0, -65504.0, 0.5, 1.0009765625,
                                       0x1p-133, 0x1p127, INFINITY, -INFINITY, NAN};
-    int isa = _i;
+    int isa = _i % RED_ISA_COUNT, stream = _i / RED_ISA_COUNT; /* stream: every size streams */
     red_pool *p;
     uint16_t *a = malloc(65536 * 2), *b = malloc(65536 * 2), *d = malloc(65536 * 2);
     if (!red_isa_supported(isa))
         goto out;
     ck_assert_int_eq(red_pool_new(1, 1000000, &p), 0);
     ck_assert_int_eq(red_pool_set_isa(p, isa), 0);
+    if (stream)
+        p->stream_min = 64;
     for (int ti = 0; ti < 2; ti++) {
         kvs_dtype t = ti ? KVS_BFLOAT16 : KVS_FLOAT16;
         for (unsigned h = 0; h < 65536; h++)
@@ -428,7 +430,7 @@ END_TEST
  * neighbouring finite halves, and its float neighbours (ties and near-ties). */
 START_TEST(test_half_midpoints)
 {
-    int isa = _i;
+    int isa = _i % RED_ISA_COUNT, stream = _i / RED_ISA_COUNT; /* stream: every size streams */
     red_pool *p;
     float *m = malloc(3 * 65536 * sizeof(float));
     uint16_t *hm = malloc(3 * 65536 * 2), *zero = calloc(3 * 65536, 2), *d = malloc(3 * 65536 * 2);
@@ -436,6 +438,8 @@ START_TEST(test_half_midpoints)
         goto out;
     ck_assert_int_eq(red_pool_new(1, 1000000, &p), 0);
     ck_assert_int_eq(red_pool_set_isa(p, isa), 0);
+    if (stream)
+        p->stream_min = 64;
     for (int ti = 0; ti < 2; ti++) {
         kvs_dtype t = ti ? KVS_BFLOAT16 : KVS_FLOAT16;
         unsigned inf = ti ? 0x7f80 : 0x7c00, n = 0;
@@ -635,8 +639,8 @@ Suite *reduce_suite(void)
     tcase_add_test(tc, test_bigarray_bound);
     tcase_add_loop_test(tc, test_stream, 0, RED_ISA_COUNT);
     tcase_add_test(tc, test_stream_threshold);
-    tcase_add_loop_test(tc, test_half_all_patterns, 0, RED_ISA_COUNT);
-    tcase_add_loop_test(tc, test_half_midpoints, 0, RED_ISA_COUNT);
+    tcase_add_loop_test(tc, test_half_all_patterns, 0, 2 * RED_ISA_COUNT);
+    tcase_add_loop_test(tc, test_half_midpoints, 0, 2 * RED_ISA_COUNT);
     tcase_add_test(tc, test_nan_inf);
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_cap);
