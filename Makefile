@@ -12,7 +12,8 @@ KVS_CFLAGS  := -std=gnu11 -O2 -g -Wall -Wextra -fPIC -pthread -D_GNU_SOURCE \
                -Iinclude -I. -MMD -MP $(EXTRA_CFLAGS)
 KVS_LDFLAGS := -pthread $(EXTRA_LDFLAGS)
 LIBS        := -lzmq -luv -lm
-CHECK_LIBS  := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
+# evaluated when linking (after `make deps` has installed check)
+CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck_pic -lsubunit -lrt -lm -pthread)
 
 ALL_CFLAGS  = $(KVS_CFLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(KVS_LDFLAGS) $(LDFLAGS)
