@@ -227,6 +227,7 @@ int cfg_load(cfg *c, bool needs_job, char *err, size_t errlen)
                     errlen));
     TRY(cfg_get_u64("KVS_CHUNK_BYTES", 4u << 20, 4096, 1ull << 40, &c->chunk_bytes, err,
                     errlen));
+    TRY(cfg_get_bool("KVS_CMA", true, &c->cma, err, errlen));
     TRY(cfg_get_bool("KVS_MALLOC_TUNE", true, &c->malloc_tune, err, errlen));
     TRY(cfg_get_int("KVS_PORT", 0, 0, 65535, &v, err, errlen));
     c->port = (int)v;

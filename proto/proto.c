@@ -31,6 +31,8 @@ void proto_encode(const proto_hdr *h, uint8_t out[PROTO_HDR_SIZE])
 
 bool proto_has_data(const proto_hdr *h)
 {
+    if (h->flags & PROTO_F_CMA)
+        return false;
     switch (h->type) {
     case PROTO_PUSH:
     case PROTO_PUSHPULL:
@@ -112,7 +114,31 @@ int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
                         (unsigned long long)h.offset, (unsigned long long)h.count,
                         (unsigned long long)h.total);
     }
-    if (proto_has_data(&h)) {
+    h.cma_src = h.cma_dst = 0;
+    if (h.flags & PROTO_F_CMA) {
+        bool req = is_data_request(h.type);
+        if (!req && h.type != PROTO_REPLY)
+            return fail(why, whylen, KVS_EPROTO, "%s cannot carry data by reference",
+                        proto_type_name(h.type));
+        if (req && h.body_len != PROTO_CMA_LEN)
+            return fail(why, whylen, KVS_EPROTO, "%s by reference with a %llu-byte descriptor",
+                        proto_type_name(h.type), (unsigned long long)h.body_len);
+        if (!req && h.status == 0 && h.body_len != 0)
+            return fail(why, whylen, KVS_EPROTO, "REPLY by reference with a body");
+        if (!req && h.body_len > PROTO_ERRTEXT_MAX)
+            return fail(why, whylen, KVS_ETOOBIG, "error text of %llu bytes",
+                        (unsigned long long)h.body_len);
+        if (!size_mul(h.count, kvs_dtype_size((kvs_dtype)h.dtype), &bytes))
+            return fail(why, whylen, KVS_ETOOBIG, "count %llu overflows a byte size",
+                        (unsigned long long)h.count);
+        if (bytes > lim->max_message)
+            return fail(why, whylen, KVS_ETOOBIG, "%llu bytes > KVS_MAX_MESSAGE (%llu)",
+                        (unsigned long long)bytes, (unsigned long long)lim->max_message);
+    } else if (h.type == PROTO_HELLO) {
+        if (h.body_len != PROTO_HELLO_LEN)
+            return fail(why, whylen, KVS_EPROTO, "HELLO of %llu bytes",
+                        (unsigned long long)h.body_len);
+    } else if (proto_has_data(&h)) {
         if (!size_mul(h.count, kvs_dtype_size((kvs_dtype)h.dtype), &bytes))
             return fail(why, whylen, KVS_ETOOBIG, "count %llu overflows a byte size",
                         (unsigned long long)h.count);
@@ -145,7 +171,7 @@ const char *proto_type_name(int type)
         "?",          "REGISTER", "REGISTER_ACK", "HEARTBEAT", "HEARTBEAT_ACK",
         "BARRIER",    "BARRIER_DONE", "NODE_DEAD", "EXIT",     "EXIT_ACK",
         "SHUTDOWN",   "INIT",     "PUSH",         "PULL",      "PUSHPULL",
-        "REPLY",      "ERROR"};
+        "REPLY",      "ERROR",    "HELLO"};
     if (type < 0 || type >= PROTO_TYPE_END)
         return "?";
     return names[type];

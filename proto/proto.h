@@ -52,12 +52,25 @@ enum proto_type {
     PROTO_PUSHPULL,      /* worker -> server; data body; round as PUSH */
     PROTO_REPLY,         /* server -> worker; status; data body (pull) or error text */
     PROTO_ERROR,         /* anyone -> sender of a bad message; status; text body */
+    PROTO_HELLO,         /* worker -> server: offer direct memory access; body: proto_hello */
     PROTO_TYPE_END
 };
 
 enum proto_flags {
     PROTO_F_ASYNC = 1u << 0, /* INIT: the key runs dist_async */
+    PROTO_F_CMA = 1u << 1,   /* data by reference: the body is a proto_cma descriptor (a
+                              * request) or empty (a reply: the value was written there) */
 };
+
+/* Same-host data path ("cross-memory attach").  A worker on the server's
+ * host may send, instead of the data, the addresses of its buffers; the server
+ * copies with process_vm_readv/writev (one copy instead of two kernel socket
+ * copies each way).  The server accepts it only after a HELLO proved that it
+ * can read the worker's memory: it reads PROTO_NONCE_LEN random bytes at
+ * nonce_addr of pid and compares them with the nonce in the HELLO. */
+#define PROTO_NONCE_LEN 16
+#define PROTO_HELLO_LEN (16 + PROTO_NONCE_LEN) /* u64 pid, u64 nonce_addr, nonce */
+#define PROTO_CMA_LEN 16                         /* u64 src_addr, u64 dst_addr */
 
 typedef struct proto_hdr {
     uint16_t type;
@@ -74,6 +87,8 @@ typedef struct proto_hdr {
     uint32_t dtype;
     uint32_t part;
     uint64_t body_len;
+    /* not on the wire: filled by the receiver of a PROTO_F_CMA request */
+    uint64_t cma_src, cma_dst;
 } proto_hdr;
 
 typedef struct proto_limits {

@@ -149,6 +149,21 @@ void red_pool_run(red_pool *p, const struct red_job *job)
     pthread_mutex_unlock(&p->call_mu);
 }
 
+void red_pool_for(red_pool *p, uint64_t count, uint64_t chunk,
+                  void (*fn)(const void *arg, uint64_t lo, uint64_t hi), const void *arg)
+{
+    if (count == 0)
+        return;
+    if (chunk == 0)
+        chunk = 1;
+    if (p == NULL || p->nhelpers == 0 || count <= chunk) {
+        fn(arg, 0, count);
+        return;
+    }
+    struct red_job job = {fn, arg, count, chunk, chunk};
+    red_pool_run(p, &job);
+}
+
 int red_pool_new_ex(int nthreads, uint64_t big_bound, unsigned flags, red_pool **out)
 {
     red_pool *p;

@@ -68,6 +68,13 @@ int red_sum(red_pool *p, kvs_dtype dtype, void *dst, const void *const *srcs, in
 /* dst += src over count elements.  Returns 0 or KVS_EINVAL. */
 int red_add(red_pool *p, kvs_dtype dtype, void *dst, const void *src, uint64_t count);
 
+/* A parallel for: fn(arg, lo, hi) over ranges [lo, hi) of at most chunk
+ * units that together cover [0, count), on the pool's threads and the
+ * caller; returns when all are done.  p NULL (or one thread): the caller runs
+ * fn(arg, 0, count).  The server uses it for large memory copies. */
+void red_pool_for(red_pool *p, uint64_t count, uint64_t chunk,
+                  void (*fn)(const void *arg, uint64_t lo, uint64_t hi), const void *arg);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,9 @@
 /* server.c - kvs-server's loop: sockets, registration, dispatch. */
+#include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <sys/uio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -8,10 +11,18 @@
 #include <zmq.h>
 
 #include "common/log.h"
+#include "common/sizes.h"
 #include "net/link.h"
 #include "net/net.h"
 #include "server/server.h"
 #include "server/store.h"
+
+typedef struct srv_cma {
+    bool ok;
+    pid_t pid;
+    uint64_t nonce_addr;
+    uint8_t nonce[PROTO_NONCE_LEN];
+} srv_cma;
 
 typedef struct srv {
     const cfg *c;
@@ -29,12 +40,76 @@ typedef struct srv {
     int exit_code;
     uint64_t dropped;
     char endpoint[640];
+    srv_cma *cma; /* per worker rank: direct memory access, once proven */
 } srv;
 
 static void stop(srv *s, int code)
 {
     s->exit_code = code;
     uv_stop(&s->loop);
+}
+
+/* Copy between this process and a worker's memory: read (dir 0) len bytes
+ * at addr into buf, or write (dir 1) buf to addr.  0, or -1 with errno. */
+static int cma_copy1(const srv_cma *c, int dir, uint8_t *p, uint64_t addr, uint64_t len)
+{
+    while (len > 0) {
+        size_t n = len > (1u << 30) ? (1u << 30) : (size_t)len;
+        struct iovec local = {p, n}, remote = {(void *)(uintptr_t)addr, n};
+        ssize_t r = dir ? process_vm_writev(c->pid, &local, 1, &remote, 1, 0)
+                        : process_vm_readv(c->pid, &local, 1, &remote, 1, 0);
+        if (r <= 0) {
+            if (r == 0)
+                errno = EFAULT;
+            return -1;
+        }
+        p += r;
+        addr += (uint64_t)r;
+        len -= (uint64_t)r;
+    }
+    return 0;
+}
+
+struct cma_job {
+    const srv_cma *c;
+    int dir;
+    uint8_t *buf;
+    uint64_t addr;
+    atomic_int err; /* first errno, 0 if none */
+};
+
+static void cma_job_run(const void *arg, uint64_t lo, uint64_t hi)
+{
+    struct cma_job *j = (struct cma_job *)arg;
+    if (cma_copy1(j->c, j->dir, j->buf + lo, j->addr + lo, hi - lo) != 0) {
+        int zero = 0;
+        atomic_compare_exchange_strong(&j->err, &zero, errno ? errno : EIO);
+    }
+}
+
+#define CMA_PAR_MIN (1u << 20)   /* copies from this size use the reduction pool */
+#define CMA_PAR_CHUNK (256u << 10)
+
+static int cma_copy(srv *s, const srv_cma *c, int dir, void *buf, uint64_t addr, uint64_t len)
+{
+    if (len < CMA_PAR_MIN || s->pool == NULL)
+        return cma_copy1(c, dir, buf, addr, len);
+    struct cma_job j = {c, dir, buf, addr, 0};
+    red_pool_for(s->pool, len, CMA_PAR_CHUNK, cma_job_run, &j);
+    if (atomic_load(&j.err)) {
+        errno = atomic_load(&j.err);
+        return -1;
+    }
+    return 0;
+}
+
+/* The worker behind c is still the process that proved itself (its pid was
+ * not reused): its nonce is still where it was. */
+static bool cma_still_there(const srv_cma *c)
+{
+    uint8_t now[PROTO_NONCE_LEN];
+    return c->ok && cma_copy1(c, 0, now, c->nonce_addr, sizeof now) == 0 &&
+           memcmp(now, c->nonce, sizeof now) == 0;
 }
 
 static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const proto_hdr *req,
@@ -62,6 +137,23 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
     }
     zmq_msg_t body;
     h.body_len = req->count * kvs_dtype_size((kvs_dtype)req->dtype);
+    if ((req->flags & PROTO_F_CMA) && req->cma_dst) {
+        /* write the value straight into the worker's output */
+        const srv_cma *c = &s->cma[(req->sender - 9) / 2];
+        if (!cma_still_there(c) ||
+            cma_copy(s, c, 1, value->data, req->cma_dst, h.body_len) != 0) {
+            char text[200];
+            snprintf(text, sizeof text, "cannot write the value into worker %d's memory: %s",
+                     (req->sender - 9) / 2, strerror(errno));
+            h.status = KVS_EINVAL;
+            net_send_text(s->data, ident, ident_len, &h, text);
+            return;
+        }
+        h.flags = PROTO_F_CMA;
+        h.body_len = 0;
+        net_send(s->data, ident, ident_len, &h, NULL);
+        return;
+    }
     atomic_fetch_add(&value->refs, 1);
     if (zmq_msg_init_data(&body, value->data, h.body_len, srv_buf_zmq_free, value) != 0) {
         srv_buf_unref(value);
@@ -69,6 +161,87 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
     }
     net_send(s->data, ident, ident_len, &h, &body);
     zmq_msg_close(&body);
+}
+
+/* A worker offers direct memory access: prove it by reading its nonce. */
+static void on_hello(srv *s, const uint8_t *ident, size_t ident_len, int wrank,
+                     const proto_hdr *h, const uint8_t *body)
+{
+    srv_cma c = {.ok = true};
+    uint8_t seen[PROTO_NONCE_LEN];
+    proto_hdr r = *h;
+    r.type = PROTO_REPLY;
+    r.sender = s->node_id;
+    r.flags = 0;
+    r.body_len = 0;
+    c.pid = (pid_t)le_get64(body);
+    c.nonce_addr = le_get64(body + 8);
+    memcpy(c.nonce, body + 16, PROTO_NONCE_LEN);
+    if (!s->c->cma) {
+        r.status = KVS_ENOTSUP;
+        net_send_text(s->data, ident, ident_len, &r, "KVS_CMA=0 on this server");
+        return;
+    }
+    if (c.pid <= 0 || cma_copy1(&c, 0, seen, c.nonce_addr, sizeof seen) != 0 ||
+        memcmp(seen, c.nonce, sizeof seen) != 0) {
+        char text[160];
+        snprintf(text, sizeof text, "cannot read worker %d's memory (another host, another "
+                 "pid namespace, or ptrace restrictions): using the socket path", wrank);
+        r.status = KVS_ENOTSUP;
+        LOG(LOG_INFO, s->who, "net", "%s", text);
+        net_send_text(s->data, ident, ident_len, &r, text);
+        return;
+    }
+    s->cma[wrank] = c;
+    LOG(LOG_INFO, s->who, "net", "worker %d (pid %d) is on this host: direct memory copies",
+        wrank, (int)c.pid);
+    net_send(s->data, ident, ident_len, &r, NULL);
+}
+
+/* A request whose data (if any) lies in the worker's memory: read it, then
+ * handle it like any other. */
+static void on_cma_request(srv *s, const uint8_t *ident, size_t ident_len, int wrank,
+                           proto_hdr *h, const uint8_t *desc)
+{
+    const srv_cma *c = &s->cma[wrank];
+    proto_hdr e = *h;
+    char text[200];
+    zmq_msg_t data;
+    e.type = PROTO_REPLY;
+    e.sender = s->node_id;
+    e.flags = 0;
+    if (!c->ok) {
+        e.status = KVS_EPROTO;
+        net_send_text(s->data, ident, ident_len, &e,
+                      "data by reference from a worker that did not prove it is on this host");
+        return;
+    }
+    h->cma_src = le_get64(desc);
+    h->cma_dst = le_get64(desc + 8);
+    uint64_t bytes = h->count * kvs_dtype_size((kvs_dtype)h->dtype);
+    bool carries = h->type == PROTO_PUSH || h->type == PROTO_PUSHPULL ||
+                   (h->type == PROTO_INIT && h->cma_src);
+    if (!carries || bytes == 0) {
+        h->body_len = 0;
+        srv_store_handle(&s->store, ident, ident_len, wrank, h, NULL, NULL);
+        return;
+    }
+    if (zmq_msg_init_size(&data, bytes) != 0) {
+        e.status = KVS_ENOMEM;
+        net_send_text(s->data, ident, ident_len, &e, "server out of memory");
+        return;
+    }
+    if (cma_copy(s, c, 0, zmq_msg_data(&data), h->cma_src, bytes) != 0) {
+        snprintf(text, sizeof text, "cannot read %llu bytes of worker %d's memory: %s",
+                 (unsigned long long)bytes, wrank, strerror(errno));
+        zmq_msg_close(&data);
+        e.status = KVS_EINVAL;
+        net_send_text(s->data, ident, ident_len, &e, text);
+        return;
+    }
+    h->body_len = bytes;
+    srv_store_handle(&s->store, ident, ident_len, wrank, h, zmq_msg_data(&data), &data);
+    zmq_msg_close(&data);
 }
 
 static void on_data(net_sock *sock, net_msg *m, void *arg)
@@ -106,7 +279,7 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
         }
     }
     if (rc == 0 && h.type != PROTO_INIT && h.type != PROTO_PUSH && h.type != PROTO_PULL &&
-        h.type != PROTO_PUSHPULL) {
+        h.type != PROTO_PUSHPULL && h.type != PROTO_HELLO) {
         snprintf(why, sizeof why, "%s is not a data request", proto_type_name(h.type));
         rc = KVS_EPROTO;
     }
@@ -118,10 +291,19 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
         net_send_text(s->data, ident, ident_len, &e, why);
         return;
     }
+    int wrank = (h.sender - 9) / 2;
     LOG(LOG_DEBUG, s->who, "net", "%s key %llu part %u round %llu from worker %d",
         proto_type_name(h.type), (unsigned long long)h.key, h.part,
-        (unsigned long long)h.round, (h.sender - 9) / 2);
-    srv_store_handle(&s->store, ident, ident_len, (h.sender - 9) / 2, &h,
+        (unsigned long long)h.round, wrank);
+    if (h.type == PROTO_HELLO) {
+        on_hello(s, ident, ident_len, wrank, &h, zmq_msg_data(&m->frames[2]));
+        return;
+    }
+    if (h.flags & PROTO_F_CMA) {
+        on_cma_request(s, ident, ident_len, wrank, &h, zmq_msg_data(&m->frames[2]));
+        return;
+    }
+    srv_store_handle(&s->store, ident, ident_len, wrank, &h,
                      m->total == 3 ? zmq_msg_data(&m->frames[2]) : NULL,
                      m->total == 3 ? &m->frames[2] : NULL);
 }
@@ -242,6 +424,12 @@ int srv_run(const cfg *c)
         free(s);
         return 1;
     }
+    s->cma = calloc((size_t)c->num_worker, sizeof *s->cma);
+    if (s->cma == NULL) {
+        red_pool_free(s->pool);
+        free(s);
+        return 1;
+    }
     srv_store_init(&s->store, c->num_worker, s->pool, send_reply, s);
     uv_loop_init(&s->loop);
     s->zctx = zmq_ctx_new();
@@ -275,6 +463,7 @@ out:
     srv_store_fini(&s->store);
     zmq_ctx_term(s->zctx);
     red_pool_free(s->pool);
+    free(s->cma);
     free(s);
     return code;
 }

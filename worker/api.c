@@ -716,6 +716,8 @@ int kvs_close(kvs_store *s)
             free(s->keys.vals[i]);
     hmap_fini(&s->keys);
     hmap_fini(&s->reqs);
+    free(s->cma);
+    free(s->hellos);
     red_pool_free(s->pool);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);

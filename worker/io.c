@@ -2,13 +2,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "common/sizes.h"
 #include "worker/wrk_int.h"
 
 #define ZERO_COPY_MIN (64u << 10)
+#define CMA_MIN (64u << 10) /* smaller data travels inline even to a same-host server */
 
 /* Fail every request in flight and everything queued (I/O thread). */
 static void io_fail_all(kvs_store *s, int err, const char *text)
@@ -23,7 +27,8 @@ static void io_fail_all(kvs_store *s, int err, const char *text)
     for (size_t i = 0; i < reqs.cap; i++)
         if (reqs.used[i] == 1) {
             wrk_req *q = reqs.vals[i];
-            wrk_op_release(q->op->store, q->op, err, text);
+            if (q->op) /* HELLOs have none */
+                wrk_op_release(q->op->store, q->op, err, text);
         }
     hmap_fini(&reqs);
 }
@@ -60,6 +65,28 @@ static void send_req(kvs_store *s, wrk_req *q)
         return;
     }
     zmq_msg_t body, *bp = NULL;
+    uint64_t bytes = q->h.count * kvs_dtype_size((kvs_dtype)q->h.dtype);
+    if (s->cma && s->cma[q->server] && bytes >= CMA_MIN &&
+        (q->send || q->nouts > 0)) {
+        /* same host: the server copies from and into our memory itself */
+        proto_hdr h = q->h;
+        h.flags |= PROTO_F_CMA;
+        h.body_len = PROTO_CMA_LEN;
+        zmq_msg_init_size(&body, PROTO_CMA_LEN);
+        le_put64(zmq_msg_data(&body), (uint64_t)(uintptr_t)q->send);
+        le_put64((uint8_t *)zmq_msg_data(&body) + 8,
+                 q->nouts > 0 ? (uint64_t)(uintptr_t)q->outs[0] : 0);
+        bool counted_zc = q->send && q->h.body_len >= ZERO_COPY_MIN;
+        if (net_send(s->servers[q->server], NULL, 0, &h, &body) != 0) {
+            hmap_del(&s->reqs, q->req_id);
+            snprintf(text, sizeof text, "send to server %d failed", q->server);
+            wrk_op_release(s, q->op, KVS_ENET, text);
+        }
+        zmq_msg_close(&body);
+        if (counted_zc) /* no frame will be released for this one */
+            wrk_op_release(s, q->op, 0, NULL);
+        return;
+    }
     if (q->send && q->h.body_len > 0) {
         if (q->h.body_len >= ZERO_COPY_MIN) {
             zmq_msg_init_data(&body, (void *)q->send, q->h.body_len, zc_free, q);
@@ -172,6 +199,17 @@ static void on_server(net_sock *sock, net_msg *m, void *arg)
         return;
     }
     hmap_del(&s->reqs, h.req_id);
+    if (q->op == NULL) { /* our HELLO */
+        if (h.type == PROTO_REPLY && h.status == 0) {
+            s->cma[q->server] = true;
+            LOG(LOG_INFO, s->who, "net", "server %d copies our memory directly (same host)",
+                q->server);
+        } else {
+            LOG(LOG_INFO, s->who, "net", "server %d: socket data path (%.*s)", q->server,
+                (int)h.body_len, body ? body : "");
+        }
+        return;
+    }
     if (h.type == PROTO_ERROR || h.status != 0) {
         char text[PROTO_ERRTEXT_MAX + 64];
         int st = h.status ? h.status : KVS_EPROTO;
@@ -184,7 +222,16 @@ static void on_server(net_sock *sock, net_msg *m, void *arg)
         wrk_op_release(s, q->op, KVS_EPROTO, "a server's reply does not match its request");
         return;
     }
-    if (q->nouts > 0) {
+    if (q->nouts > 0 && (h.flags & PROTO_F_CMA)) {
+        /* the server wrote the value into outs[0] */
+        if (h.count != q->h.count || h.offset != q->h.offset || h.dtype != q->h.dtype) {
+            wrk_op_release(s, q->op, KVS_EPROTO, "a server's reply does not match its request");
+            return;
+        }
+        uint64_t bytes = h.count * kvs_dtype_size((kvs_dtype)h.dtype);
+        for (int i = 1; i < q->nouts; i++)
+            memcpy(q->outs[i], q->outs[0], bytes);
+    } else if (q->nouts > 0) {
         if ((body == NULL && q->h.count > 0) || h.count != q->h.count ||
             h.offset != q->h.offset || h.dtype != q->h.dtype) {
             snprintf(why, sizeof why, "server %d replied %llu elements for key %llu, expected "
@@ -258,6 +305,28 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
     if (rc) {
         io_fail_all(s, rc, "the scheduler's node table is inconsistent");
         return;
+    }
+    s->cma = calloc((size_t)s->c.num_server, sizeof *s->cma);
+    s->hellos = calloc((size_t)s->c.num_server, sizeof *s->hellos);
+    if (s->c.cma && s->cma && s->hellos &&
+        getrandom(s->nonce, sizeof s->nonce, 0) == (ssize_t)sizeof s->nonce) {
+        for (int r = 0; r < s->c.num_server; r++) {
+            wrk_req *q = &s->hellos[r];
+            zmq_msg_t body;
+            q->server = r;
+            q->req_id = ++s->next_req;
+            q->h = (proto_hdr){.type = PROTO_HELLO, .sender = s->node_id, .req_id = q->req_id,
+                               .body_len = PROTO_HELLO_LEN};
+            if (hmap_put(&s->reqs, q->req_id, q) != 0)
+                continue;
+            zmq_msg_init_size(&body, PROTO_HELLO_LEN);
+            uint8_t *b = zmq_msg_data(&body);
+            le_put64(b, (uint64_t)getpid());
+            le_put64(b + 8, (uint64_t)(uintptr_t)s->nonce);
+            memcpy(b + 16, s->nonce, PROTO_NONCE_LEN);
+            net_send(s->servers[r], NULL, 0, &q->h, &body);
+            zmq_msg_close(&body);
+        }
     }
     net_link_registered(s->link, s->node_id);
     pthread_mutex_lock(&s->mu);
@@ -337,6 +406,7 @@ static void *io_main(void *arg)
         net_sock_free(s->servers[r]);
     free(s->servers);
     s->servers = NULL;
+    /* hellos/cma stay until the store is freed: the map may still point at them */
     uv_walk(&s->loop, close_walk, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     /* requests still in flight can never complete now */

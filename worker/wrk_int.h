@@ -122,6 +122,9 @@ struct kvs_store {
     net_link *link;
     net_sock **servers;
     hmap reqs;       /* req_id -> wrk_req */
+    bool *cma;       /* per server: it copies our memory directly (HELLO accepted) */
+    wrk_req *hellos; /* per server: the HELLO request (op NULL) */
+    uint8_t nonce[PROTO_NONCE_LEN]; /* proves to a server that it can read us */
     uint64_t next_req;
     char host[CFG_HOST_MAX];
 };

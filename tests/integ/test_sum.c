@@ -162,6 +162,36 @@ IT_TEST(big_key_2x2)
     it_expect_job_ok(t, 150);
 }
 
+IT_TEST(big_key_socket_2x2)
+{
+    /* the same through the sockets: KVS_CMA=0 turns the same-host direct
+     * copies off, so every byte travels in ZeroMQ messages */
+    static const char *const argv[] = {"sum", "--dtype", "f32", "--counts", "4194304,4194305",
+                                       "--rounds", "2", "--pushpull", NULL};
+    it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_setenv(t, "KVS_CMA", "0");
+    it_start_job(t, 2, 2, argv);
+    it_expect_job_ok(t, 150);
+}
+
+IT_TEST(direct_copy_2x3)
+{
+    /* keys of 64 KiB and more go by direct memory copies on one host: every
+     * dtype, split and not, repeated keys (outputs past the first are filled
+     * by the worker), pushpull, small chunks so keys travel in many parts */
+    static const char *const argv[] = {"sum", "--dtype", "all", "--counts", "40000,70001",
+                                       "--dup", "--pushpull", "--rounds", "3", NULL};
+    it_setenv(t, "MXNET_KVSTORE_BIGARRAY_BOUND", "50000");
+    it_setenv(t, "KVS_CHUNK_BYTES", "65536");
+    it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_setenv(t, "PS_VERBOSE", "1");
+    it_start_job(t, 2, 3, argv);
+    it_expect_job_ok(t, 60);
+    for (int i = 0; i < 2; i++)
+        IT_CHECK(t, it_log_has(t, t->server[i], "direct memory copies", 0),
+                 "server%d did not take the direct-copy path", i);
+}
+
 IT_TEST(barrier_1x3)
 {
     static const char *const argv[] = {"barrier", "--rounds", "3", NULL};

@@ -2,6 +2,7 @@
  * REGISTER bodies.  The byte layout is checked against offsets written out
  * here (proto.h), not against proto's own helpers. */
 #include <check.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +143,8 @@ START_TEST(test_round_trip)
             if (type == PROTO_PUSH || type == PROTO_PUSHPULL || type == PROTO_INIT ||
                 type == PROTO_REPLY)
                 h.body_len = 7 * kvs_dtype_size((kvs_dtype)dt);
+            else if (type == PROTO_HELLO)
+                h.body_len = PROTO_HELLO_LEN;
             else if (type != PROTO_PULL)
                 h.body_len = 100 + (uint64_t)type;
             memset(&out, 0, sizeof out);
@@ -459,7 +462,7 @@ static uint64_t rnd_field(void)
 START_TEST(test_garbage)
 {
     int ok = 0, bad = 0;
-    for (int iter = 0; iter < 10000; iter++) {
+    for (int iter = 0; iter < 20000; iter++) {
         uint8_t buf[PROTO_HDR_SIZE];
         proto_hdr out;
         for (int i = 0; i < PROTO_HDR_SIZE; i++)
@@ -467,6 +470,8 @@ START_TEST(test_garbage)
         put_le(buf, 4, PROTO_MAGIC);
         put_le(buf + 4, 2, PROTO_VERSION);
         put_le(buf + 6, 2, rnd() % (PROTO_TYPE_END + 2));
+        bool cma = rnd() % 8 == 0; /* flags: by reference sometimes, else anything else */
+        put_le(buf + 8, 2, cma ? PROTO_F_CMA : (uint16_t)rnd() & ~(uint16_t)PROTO_F_CMA);
         if (rnd() % 2)
             put_le(buf + 16, 4, (uint32_t)-(int32_t)(rnd() % 20));
         put_le(buf + 40, 8, rnd_field());
@@ -475,8 +480,9 @@ START_TEST(test_garbage)
         put_le(buf + 72, 4, rnd() % 8);
         uint64_t count = get_le(buf + 48, 8), dt = get_le(buf + 72, 4);
         uint64_t bl;
-        switch (rnd() % 4) {
+        switch (cma && rnd() % 2 ? 4 : rnd() % 4) {
         case 0: bl = 0; break;
+        case 4: bl = PROTO_CMA_LEN; break;
         case 1: bl = count * (dt < KVS_NUM_DTYPES ? kvs_dtype_size((kvs_dtype)dt) : 4); break;
         case 2: bl = rnd() % 5000; break;
         default: bl = rnd_field(); break;
@@ -513,6 +519,12 @@ START_TEST(test_garbage)
                 (unsigned __int128)out.count * kvs_dtype_size((kvs_dtype)out.dtype);
             ck_assert_msg(need == out.body_len, "iter %d", iter);
             ck_assert(out.body_len <= lim.max_message);
+        } else if (out.flags & PROTO_F_CMA) {
+            ck_assert(out.type == PROTO_REPLY || out.body_len == PROTO_CMA_LEN);
+            ck_assert(out.type != PROTO_REPLY || out.body_len <= PROTO_ERRTEXT_MAX);
+            ck_assert(out.type != PROTO_REPLY || out.status != 0 || out.body_len == 0);
+        } else if (out.type == PROTO_HELLO) {
+            ck_assert(out.body_len == PROTO_HELLO_LEN);
         } else if (out.type == PROTO_PULL) {
             ck_assert(out.body_len == 0);
         } else if (out.type == PROTO_REPLY || out.type == PROTO_ERROR) {
@@ -554,13 +566,60 @@ START_TEST(test_has_data)
 }
 END_TEST
 
+/* Data by reference (same-host direct copies): a 16-byte descriptor on
+ * requests, no body on a successful reply, never on control messages. */
+START_TEST(test_cma_flag)
+{
+    proto_hdr h, out;
+    memset(&h, 0, sizeof h);
+    h.type = PROTO_PUSH;
+    h.flags = PROTO_F_CMA;
+    h.sender = 9;
+    h.count = 1000;
+    h.total = 1000;
+    h.dtype = KVS_FLOAT32;
+    h.body_len = PROTO_CMA_LEN;
+    ck_assert_int_eq(decode_h(&h, 2, PROTO_CMA_LEN, &out), 0);
+    ck_assert(!proto_has_data(&out));
+    h.body_len = PROTO_CMA_LEN - 1;
+    ck_assert_int_eq(decode_h(&h, 2, PROTO_CMA_LEN - 1, &out), KVS_EPROTO);
+    h.body_len = 4000; /* the data itself is not allowed with the flag */
+    ck_assert_int_eq(decode_h(&h, 2, 4000, &out), KVS_EPROTO);
+    h.type = PROTO_PULL;
+    h.body_len = PROTO_CMA_LEN;
+    ck_assert_int_eq(decode_h(&h, 2, PROTO_CMA_LEN, &out), 0);
+    h.type = PROTO_HEARTBEAT;
+    ck_assert_int_eq(decode_h(&h, 2, PROTO_CMA_LEN, &out), KVS_EPROTO);
+    h.type = PROTO_REPLY; /* the value was written: no body */
+    h.body_len = 0;
+    ck_assert_int_eq(decode_h(&h, 1, 0, &out), 0);
+    h.body_len = 4000;
+    ck_assert_int_eq(decode_h(&h, 2, 4000, &out), KVS_EPROTO);
+    h.status = KVS_EINVAL; /* an error reply carries text */
+    h.body_len = 20;
+    ck_assert_int_eq(decode_h(&h, 2, 20, &out), 0);
+    h.type = PROTO_PUSH; /* a size past the limit is refused even by reference */
+    h.status = 0;
+    h.count = h.total = UINT64_MAX / 2;
+    h.body_len = PROTO_CMA_LEN;
+    ck_assert_int_eq(decode_h(&h, 2, PROTO_CMA_LEN, &out), KVS_ETOOBIG);
+    memset(&h, 0, sizeof h);
+    h.type = PROTO_HELLO;
+    h.sender = 9;
+    h.body_len = PROTO_HELLO_LEN;
+    ck_assert_int_eq(decode_h(&h, 2, PROTO_HELLO_LEN, &out), 0);
+    h.body_len = PROTO_HELLO_LEN + 1;
+    ck_assert_int_eq(decode_h(&h, 2, PROTO_HELLO_LEN + 1, &out), KVS_EPROTO);
+}
+END_TEST
+
 START_TEST(test_names)
 {
     static const char *const names[] = {
         "?",        "REGISTER",     "REGISTER_ACK", "HEARTBEAT", "HEARTBEAT_ACK", "BARRIER",
         "BARRIER_DONE", "NODE_DEAD", "EXIT",        "EXIT_ACK",  "SHUTDOWN",      "INIT",
-        "PUSH",     "PULL",         "PUSHPULL",     "REPLY",     "ERROR"};
-    ck_assert_int_eq(PROTO_TYPE_END, 17);
+        "PUSH",     "PULL",         "PUSHPULL",     "REPLY",     "ERROR",         "HELLO"};
+    ck_assert_int_eq(PROTO_TYPE_END, 18);
     ck_assert_int_eq(PROTO_PUSH, 12);
     for (int t = 1; t < PROTO_TYPE_END; t++)
         ck_assert_str_eq(proto_type_name(t), names[t]);
@@ -818,6 +877,7 @@ Suite *proto_suite(void)
     tcase_add_test(t, test_parse_nodes);
     tcase_add_test(t, test_parse_register);
     tcase_add_test(t, test_parse_rejects_nul_and_empty);
+    tcase_add_test(t, test_cma_flag);
     suite_add_tcase(s, t);
     return s;
 }
