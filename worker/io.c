@@ -14,9 +14,33 @@
 #define ZERO_COPY_MIN (64u << 10)
 #define CMA_MIN (64u << 10) /* smaller data travels inline even to a same-host server */
 
-/* Fail every request in flight and everything queued (I/O thread). */
-static void io_fail_all(kvs_store *s, int err, const char *text)
+static void io_fail(kvs_store *s, int err, const char *text, int dead_server, bool force);
+
+static void on_grace(uv_timer_t *t)
 {
+    kvs_store *s = t->data;
+    char text[512];
+    pthread_mutex_lock(&s->mu);
+    int err = s->fatal ? s->fatal : KVS_EPEERDEAD;
+    snprintf(text, sizeof text, "%s", s->fatal_text);
+    pthread_mutex_unlock(&s->mu);
+    io_fail(s, err, text, -1, true);
+}
+
+/* Fail every request in flight and everything queued (I/O thread).
+ *
+ * A request sent by reference names memory of the user that a same-host
+ * server writes into when it answers; failing it early would let the user
+ * free that memory while the server may still write.  So unless force, such
+ * requests to a server that is not known dead stay until that server answers
+ * (it fails its own waiting requests when it hears of the death), or until
+ * PS_HEARTBEAT_TIMEOUT + 2 s have passed, by when a server that lost the
+ * scheduler has exited. */
+static void io_fail(kvs_store *s, int err, const char *text, int dead_server, bool force)
+{
+    hmap keep;
+    bool kept = false;
+    hmap_init(&keep);
     pthread_mutex_lock(&s->mu);
     if (s->fatal == 0 && err != KVS_ECLOSED)
         LOG(LOG_WARN, s->who, "job", "%s", text);
@@ -24,13 +48,30 @@ static void io_fail_all(kvs_store *s, int err, const char *text)
     hmap reqs = s->reqs;
     hmap_init(&s->reqs);
     pthread_mutex_unlock(&s->mu);
-    for (size_t i = 0; i < reqs.cap; i++)
-        if (reqs.used[i] == 1) {
-            wrk_req *q = reqs.vals[i];
-            if (q->op) /* HELLOs have none */
-                wrk_op_release(q->op->store, q->op, err, text);
+    for (size_t i = 0; i < reqs.cap; i++) {
+        if (reqs.used[i] != 1)
+            continue;
+        wrk_req *q = reqs.vals[i];
+        if (q->op == NULL) /* HELLOs have none */
+            continue;
+        if (!force && q->cma_out && q->server != dead_server &&
+            hmap_put(&keep, q->req_id, q) == 0) {
+            kept = true;
+            continue;
         }
+        wrk_op_release(q->op->store, q->op, err, text);
+    }
     hmap_fini(&reqs);
+    s->reqs = keep;
+    if (kept && !s->grace_on) {
+        s->grace_on = true;
+        uv_timer_start(&s->grace, on_grace, (uint64_t)(s->c.hb_timeout_s * 1000) + 2000, 0);
+    }
+}
+
+static void io_fail_all(kvs_store *s, int err, const char *text)
+{
+    io_fail(s, err, text, -1, false);
 }
 
 static void zc_free(void *data, void *hint)
@@ -77,6 +118,7 @@ static void send_req(kvs_store *s, wrk_req *q)
         le_put64((uint8_t *)zmq_msg_data(&body) + 8,
                  q->nouts > 0 ? (uint64_t)(uintptr_t)q->outs[0] : 0);
         bool counted_zc = q->send && q->h.body_len >= ZERO_COPY_MIN;
+        q->cma_out = q->nouts > 0;
         if (net_send(s->servers[q->server], NULL, 0, &h, &body) != 0) {
             hmap_del(&s->reqs, q->req_id);
             snprintf(text, sizeof text, "send to server %d failed", q->server);
@@ -356,8 +398,9 @@ static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t
     }
     case PROTO_NODE_DEAD: {
         char msg[800];
+        int dead = h->key >= 8 && h->key % 2 == 0 ? (int)((h->key - 8) / 2) : -1;
         snprintf(msg, sizeof msg, "%s", text);
-        io_fail_all(s, KVS_EPEERDEAD, msg);
+        io_fail(s, KVS_EPEERDEAD, msg, dead, false);
         break;
     }
     case PROTO_SHUTDOWN:
@@ -410,7 +453,7 @@ static void *io_main(void *arg)
     uv_walk(&s->loop, close_walk, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     /* requests still in flight can never complete now */
-    io_fail_all(s, KVS_ECLOSED, "store closed");
+    io_fail(s, KVS_ECLOSED, "store closed", -1, true);
     return NULL;
 }
 
@@ -420,17 +463,19 @@ int wrk_io_start(kvs_store *s)
     uv_loop_init(&s->loop);
     uv_async_init(&s->loop, &s->wake, on_wake);
     s->wake.data = s;
+    uv_timer_init(&s->loop, &s->grace);
+    s->grace.data = s;
     s->zctx = zmq_ctx_new();
-    if (s->zctx == NULL)
-        return err_set(KVS_ENET, "cannot create a ZeroMQ context");
     net_link_cbs cbs = {on_sched_msg, on_link_fail};
-    rc = net_link_new(&s->loop, s->zctx, &s->c, CFG_ROLE_WORKER, s->host, "-", s->c.worker_id,
-                      s->who, &cbs, s, &s->link);
+    rc = s->zctx == NULL ? KVS_ENET
+                         : net_link_new(&s->loop, s->zctx, &s->c, CFG_ROLE_WORKER, s->host, "-",
+                                        s->c.worker_id, s->who, &cbs, s, &s->link);
     if (rc) {
-        uv_close((uv_handle_t *)&s->wake, NULL);
+        uv_walk(&s->loop, close_walk, NULL);
         uv_run(&s->loop, UV_RUN_DEFAULT);
         uv_loop_close(&s->loop);
-        zmq_ctx_term(s->zctx);
+        if (s->zctx)
+            zmq_ctx_term(s->zctx);
         s->zctx = NULL;
         return err_set(rc, "cannot connect to the scheduler at %s:%d", s->c.root_uri,
                        s->c.root_port);

@@ -66,6 +66,7 @@ typedef struct wrk_req {
     const uint8_t *send; /* body to send, h.body_len bytes (or NULL) */
     int nouts;
     uint8_t **outs;      /* where reply data goes (each h.count elements) */
+    bool cma_out;        /* (io) sent by reference: the server writes outs[0] itself */
 } wrk_req;
 
 struct wrk_op {
@@ -125,6 +126,8 @@ struct kvs_store {
     bool *cma;       /* per server: it copies our memory directly (HELLO accepted) */
     wrk_req *hellos; /* per server: the HELLO request (op NULL) */
     uint8_t nonce[PROTO_NONCE_LEN]; /* proves to a server that it can read us */
+    uv_timer_t grace;  /* fails direct-copy requests a live server never answered */
+    bool grace_on;
     uint64_t next_req;
     char host[CFG_HOST_MAX];
 };

@@ -46,6 +46,7 @@
     /* test_failure.c: dead peers, garbage on the wire */                      \
     X(kill_worker_2x3, 60)                                                     \
     X(kill_server_2x2, 60)                                                     \
+    X(kill_server_direct_2x2, 60)                                              \
     X(garbage_2x2, 90)                                                         \
     X(garbage_spoofed_sender_2x2, 60)
 
