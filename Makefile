@@ -115,7 +115,8 @@ endif
 unit: $(UNIT_BIN)
 	$(UNIT_BIN)
 
-test: deps all $(UNIT_BIN) $(TEST_DEPS)
+# where nvcc exists the CUDA code is compiled too; its tests skip without a GPU
+test: deps all $(UNIT_BIN) $(TEST_DEPS) $(if $(NVCC),gpu-test)
 	@BUILD=$(BUILD) sh tests/run-all.sh
 
 demo: deps all
@@ -125,7 +126,7 @@ bench: deps all
 	@BUILD=$(BUILD) sh bench/run.sh
 
 asan:
-	$(MAKE) BUILD=build-asan EXTRA_CFLAGS="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	$(MAKE) BUILD=build-asan NVCC= EXTRA_CFLAGS="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 	    EXTRA_LDFLAGS="-fsanitize=address,undefined" test
 
 install: all
