@@ -335,3 +335,30 @@ out:
     freeifaddrs(ifs);
     return rc;
 }
+
+int cfg_daemon_start(int argc, char **argv, enum cfg_role role, const char *usage, cfg *c)
+{
+    const char *name = cfg_role_name(role);
+    char err[512];
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        fprintf(stderr, "kvs-%s: unknown argument '%s'\n%s", name, argv[i], usage);
+        return 2;
+    }
+    if (cfg_load(c, true, err, sizeof err) != 0) {
+        fprintf(stderr, "[%s] ERROR cfg: %s\n", name, err);
+        return 2;
+    }
+    if (c->role != role && c->role != CFG_ROLE_NONE) {
+        fprintf(stderr, "[%s] ERROR cfg: DMLC_ROLE='%s': kvs-%s runs the %s; expected '%s' "
+                        "or unset\n", name, cfg_role_name(c->role), name, name, name);
+        return 2;
+    }
+    c->role = role;
+    log_level = c->verbose;
+    cfg_log(c, name);
+    return -1;
+}

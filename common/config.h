@@ -79,4 +79,10 @@ int cfg_resolve_host(const cfg *c, char *host, size_t hostlen, char *err, size_t
 
 const char *cfg_role_name(enum cfg_role role);
 
+/* The start of a daemon's main(): --help prints usage and returns 0; any
+ * other argument, a variable that does not parse, or a DMLC_ROLE other than
+ * role (or unset) prints one line and returns 2.  Otherwise loads c (role
+ * set), applies PS_VERBOSE, logs the configuration and returns -1: go on. */
+int cfg_daemon_start(int argc, char **argv, enum cfg_role role, const char *usage, cfg *c);
+
 #endif

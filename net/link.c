@@ -68,12 +68,8 @@ static void on_recv(net_sock *s, net_msg *m, void *arg)
     char why[256];
     proto_limits lim = {l->max_message};
     (void)s;
-    if (m->total > 2 ||
-        proto_decode(zmq_msg_data(&m->frames[0]), zmq_msg_size(&m->frames[0]), m->total,
-                     m->total == 2 ? zmq_msg_size(&m->frames[1]) : 0, &lim, &h, why,
-                     sizeof why) != 0) {
-        if (m->total > 2)
-            snprintf(why, sizeof why, "%d frames", m->total);
+    zmq_msg_t *body;
+    if (net_msg_decode(m, false, &lim, &h, &body, why, sizeof why) != 0) {
         LOG(LOG_WARN, l->who, "net", "dropped message from the scheduler: %s", why);
         return;
     }
@@ -85,8 +81,7 @@ static void on_recv(net_sock *s, net_msg *m, void *arg)
     l->last_ack_ms = clock_ms();
     if (h.type == PROTO_HEARTBEAT_ACK)
         return;
-    l->cbs.on_msg(l->arg, &h, m->total == 2 ? zmq_msg_data(&m->frames[1]) : NULL,
-                  h.body_len);
+    l->cbs.on_msg(l->arg, &h, body ? zmq_msg_data(body) : NULL, h.body_len);
 }
 
 int net_link_new(uv_loop_t *loop, void *zctx, const cfg *c, int role, const char *host,

@@ -1,5 +1,6 @@
 /* net.c - see net.h. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,4 +305,21 @@ int net_send_text(net_sock *s, const void *ident, size_t ident_len, proto_hdr *h
 size_t net_sock_queued(const net_sock *s)
 {
     return s->queued;
+}
+
+int net_msg_decode(net_msg *m, bool routed, const proto_limits *lim, proto_hdr *h,
+                   zmq_msg_t **body, char *why, size_t whylen)
+{
+    int first = routed ? 1 : 0, n = m->total - first;
+    *body = NULL;
+    if (n < 1 || n > 2 || m->total > NET_MAX_FRAMES) {
+        snprintf(why, whylen, "%d frames (expected %s)", m->total, routed ? "2 or 3" : "1 or 2");
+        return KVS_EPROTO;
+    }
+    zmq_msg_t *hdr = &m->frames[first];
+    int rc = proto_decode(zmq_msg_data(hdr), zmq_msg_size(hdr), n,
+                          n == 2 ? zmq_msg_size(&m->frames[first + 1]) : 0, lim, h, why, whylen);
+    if (rc == 0 && n == 2)
+        *body = &m->frames[first + 1];
+    return rc;
 }

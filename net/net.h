@@ -12,6 +12,7 @@
 #ifndef KVS_NET_H
 #define KVS_NET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
@@ -68,6 +69,13 @@ int net_send_text(net_sock *s, const void *ident, size_t ident_len, proto_hdr *h
 /* Messages waiting for the high-water mark to clear. */
 size_t net_sock_queued(const net_sock *s);
 
+
+/* Decode the kvsd message in m: [routing id,] header [, body].  routed: m
+ * came from a ROUTER socket, so frame 0 is the sender's routing id.  Checks
+ * the frame count and everything proto_decode checks.  Returns 0 with *h and
+ * *body (the body frame, or NULL) set, or KVS_EPROTO / KVS_ETOOBIG with why. */
+int net_msg_decode(net_msg *m, bool routed, const proto_limits *lim, proto_hdr *h,
+                   zmq_msg_t **body, char *why, size_t whylen);
 
 /* The port of the last endpoint zsock bound ("tcp://0.0.0.0:5555" -> 5555),
  * or -1 (ipc://, error). */

@@ -25,26 +25,8 @@ static const char usage[] =
 int main(int argc, char **argv)
 {
     cfg c;
-    char err[512];
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage, stdout);
-            return 0;
-        }
-        fprintf(stderr, "kvs-scheduler: unknown argument '%s'\n%s", argv[i], usage);
-        return 2;
-    }
-    if (cfg_load(&c, true, err, sizeof err) != 0) {
-        fprintf(stderr, "[scheduler] ERROR cfg: %s\n", err);
-        return 2;
-    }
-    if (c.role != CFG_ROLE_SCHEDULER && c.role != CFG_ROLE_NONE) {
-        fprintf(stderr, "[scheduler] ERROR cfg: DMLC_ROLE='%s': kvs-scheduler runs the "
-                        "scheduler; expected 'scheduler' or unset\n", cfg_role_name(c.role));
-        return 2;
-    }
-    c.role = CFG_ROLE_SCHEDULER;
-    log_level = c.verbose;
-    cfg_log(&c, "scheduler");
+    int rc = cfg_daemon_start(argc, argv, CFG_ROLE_SCHEDULER, usage, &c);
+    if (rc >= 0)
+        return rc;
     return sched_run(&c);
 }

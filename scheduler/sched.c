@@ -275,21 +275,17 @@ static void on_recv(net_sock *sock, net_msg *m, void *arg)
     char why[256];
     proto_limits lim = {s->c->max_message};
     (void)sock;
-    if (m->total < 2 || m->total > 3) {
-        LOG(LOG_WARN, WHO, "net", "dropped a message of %d frames", m->total);
-        return;
-    }
     const void *ident = zmq_msg_data(&m->frames[0]);
     size_t ident_len = zmq_msg_size(&m->frames[0]);
-    if (proto_decode(zmq_msg_data(&m->frames[1]), zmq_msg_size(&m->frames[1]), m->total - 1,
-                     m->total == 3 ? zmq_msg_size(&m->frames[2]) : 0, &lim, &h, why,
-                     sizeof why) != 0) {
+    zmq_msg_t *bodymsg;
+    if (net_msg_decode(m, true, &lim, &h, &bodymsg, why, sizeof why) != 0) {
         LOG(LOG_WARN, WHO, "net", "dropped a malformed message: %s", why);
         proto_hdr e = {.type = PROTO_ERROR, .status = KVS_EPROTO};
-        net_send_text(s->sock, ident, ident_len, &e, why);
+        if (m->total >= 1)
+            net_send_text(s->sock, ident, ident_len, &e, why);
         return;
     }
-    const char *body = m->total == 3 ? zmq_msg_data(&m->frames[2]) : NULL;
+    const char *body = bodymsg ? zmq_msg_data(bodymsg) : NULL;
     if (h.type == PROTO_REGISTER) {
         on_register(s, ident, ident_len, &h, body);
         return;

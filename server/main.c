@@ -26,27 +26,9 @@ static const char usage[] =
 int main(int argc, char **argv)
 {
     cfg c;
-    char err[512];
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage, stdout);
-            return 0;
-        }
-        fprintf(stderr, "kvs-server: unknown argument '%s'\n%s", argv[i], usage);
-        return 2;
-    }
-    if (cfg_load(&c, true, err, sizeof err) != 0) {
-        fprintf(stderr, "[server] ERROR cfg: %s\n", err);
-        return 2;
-    }
-    if (c.role != CFG_ROLE_SERVER && c.role != CFG_ROLE_NONE) {
-        fprintf(stderr, "[server] ERROR cfg: DMLC_ROLE='%s': kvs-server runs a server; "
-                        "expected 'server' or unset\n", cfg_role_name(c.role));
-        return 2;
-    }
-    c.role = CFG_ROLE_SERVER;
+    int rc = cfg_daemon_start(argc, argv, CFG_ROLE_SERVER, usage, &c);
+    if (rc >= 0)
+        return rc;
     mem_tune();
-    log_level = c.verbose;
-    cfg_log(&c, "server");
     return srv_run(&c);
 }

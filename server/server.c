@@ -251,17 +251,10 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
     char why[256];
     proto_limits lim = {s->c->max_message};
     (void)sock;
-    if (m->total < 2 || m->total > 3) {
-        s->dropped++;
-        LOG(LOG_WARN, s->who, "net", "dropped a message of %d frames (dropped %llu so far)",
-            m->total, (unsigned long long)s->dropped);
-        return;
-    }
     const uint8_t *ident = zmq_msg_data(&m->frames[0]);
     size_t ident_len = zmq_msg_size(&m->frames[0]);
-    int rc = proto_decode(zmq_msg_data(&m->frames[1]), zmq_msg_size(&m->frames[1]),
-                          m->total - 1, m->total == 3 ? zmq_msg_size(&m->frames[2]) : 0,
-                          &lim, &h, why, sizeof why);
+    zmq_msg_t *bodymsg;
+    int rc = net_msg_decode(m, true, &lim, &h, &bodymsg, why, sizeof why);
     if (rc == 0 && (h.sender < 9 || h.sender % 2 == 0 ||
                     (h.sender - 9) / 2 >= s->c->num_worker)) {
         snprintf(why, sizeof why, "sender %d is not a worker of this job", h.sender);
@@ -296,16 +289,15 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
         proto_type_name(h.type), (unsigned long long)h.key, h.part,
         (unsigned long long)h.round, wrank);
     if (h.type == PROTO_HELLO) {
-        on_hello(s, ident, ident_len, wrank, &h, zmq_msg_data(&m->frames[2]));
+        on_hello(s, ident, ident_len, wrank, &h, zmq_msg_data(bodymsg));
         return;
     }
     if (h.flags & PROTO_F_CMA) {
-        on_cma_request(s, ident, ident_len, wrank, &h, zmq_msg_data(&m->frames[2]));
+        on_cma_request(s, ident, ident_len, wrank, &h, zmq_msg_data(bodymsg));
         return;
     }
     srv_store_handle(&s->store, ident, ident_len, wrank, &h,
-                     m->total == 3 ? zmq_msg_data(&m->frames[2]) : NULL,
-                     m->total == 3 ? &m->frames[2] : NULL);
+                     bodymsg ? zmq_msg_data(bodymsg) : NULL, bodymsg);
 }
 
 static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t len)

@@ -124,11 +124,17 @@ static void reply_err(srv_store *st, const uint8_t *ident, size_t ident_len,
     st->reply(st->reply_arg, ident, ident_len, h, status, text, NULL, 0);
 }
 
+/* Answer a request with success; pulls and pushpulls get the value. */
+static void reply_ok_to(srv_store *st, const uint8_t *ident, size_t ident_len,
+                        const proto_hdr *h, srv_entry *e)
+{
+    bool data = h->type == PROTO_PULL || h->type == PROTO_PUSHPULL;
+    st->reply(st->reply_arg, ident, ident_len, h, 0, NULL, data ? e->value : NULL, e->round);
+}
+
 static void reply_ok(srv_store *st, srv_req *r, srv_entry *e)
 {
-    bool data = r->h.type == PROTO_PULL || r->h.type == PROTO_PUSHPULL;
-    st->reply(st->reply_arg, r->ident, r->ident_len, &r->h, 0, NULL, data ? e->value : NULL,
-              e->round);
+    reply_ok_to(st, r->ident, r->ident_len, &r->h, e);
 }
 
 /* ---- entries ---- */
@@ -271,10 +277,7 @@ static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, i
             }
             memcpy(e->value->data, body, e->bytes); /* a re-init replaces the value */
         }
-        srv_req tmp = {.h = *h};
-        memcpy(tmp.ident, ident, ident_len < 64 ? ident_len : 64);
-        tmp.ident_len = ident_len < 64 ? ident_len : 64;
-        reply_ok(st, &tmp, e);
+        reply_ok_to(st, ident, ident_len, h, e);
         return;
     }
     if (wrank != 0 || (body == NULL && h->count > 0)) {
@@ -318,10 +321,7 @@ static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, i
         reply_err(st, ident, ident_len, h, KVS_ENOMEM, "server out of memory");
         return;
     }
-    srv_req tmp = {.h = *h};
-    memcpy(tmp.ident, ident, ident_len < 64 ? ident_len : 64);
-    tmp.ident_len = ident_len < 64 ? ident_len : 64;
-    reply_ok(st, &tmp, e);
+    reply_ok_to(st, ident, ident_len, h, e);
     release_inits(st, e);
 }
 
@@ -428,19 +428,29 @@ static void run_deferred(srv_store *st, srv_entry *e)
     }
 }
 
-static void handle_push(srv_store *st, const uint8_t *ident, size_t ident_len, int wrank,
-                        const proto_hdr *h, const void *body, zmq_msg_t *bodymsg)
+/* The entry a push or pull names, or NULL after answering why not. */
+static srv_entry *find_checked(srv_store *st, const uint8_t *ident, size_t ident_len,
+                               const proto_hdr *h)
 {
     srv_entry *e = find_entry(st, h->key, h->part);
     if (e == NULL) {
         reply_err(st, ident, ident_len, h, KVS_ENOKEY, "key %llu was never initialised",
                   (unsigned long long)h->key);
-        return;
+        return NULL;
     }
     if (!same_shape(e, h)) {
         shape_error(st, ident, ident_len, h, e);
-        return;
+        return NULL;
     }
+    return e;
+}
+
+static void handle_push(srv_store *st, const uint8_t *ident, size_t ident_len, int wrank,
+                        const proto_hdr *h, const void *body, zmq_msg_t *bodymsg)
+{
+    srv_entry *e = find_checked(st, ident, ident_len, h);
+    if (e == NULL)
+        return;
     if (e->async) {
         if (atomic_load(&e->value->refs) > 1) {
             /* a reply is still sending the value: sum into another buffer */
@@ -458,10 +468,7 @@ static void handle_push(srv_store *st, const uint8_t *ident, size_t ident_len, i
         }
         st->bytes_summed += e->bytes;
         e->round++;
-        srv_req tmp = {.h = *h};
-        memcpy(tmp.ident, ident, ident_len < 64 ? ident_len : 64);
-        tmp.ident_len = ident_len < 64 ? ident_len : 64;
-        reply_ok(st, &tmp, e);
+        reply_ok_to(st, ident, ident_len, h, e);
         return;
     }
     if (h->round < e->round || (h->round == e->round && e->pushed[wrank])) {
@@ -495,16 +502,9 @@ static void handle_push(srv_store *st, const uint8_t *ident, size_t ident_len, i
 static void handle_pull(srv_store *st, const uint8_t *ident, size_t ident_len, int wrank,
                         const proto_hdr *h)
 {
-    srv_entry *e = find_entry(st, h->key, h->part);
-    if (e == NULL) {
-        reply_err(st, ident, ident_len, h, KVS_ENOKEY, "key %llu was never initialised",
-                  (unsigned long long)h->key);
+    srv_entry *e = find_checked(st, ident, ident_len, h);
+    if (e == NULL)
         return;
-    }
-    if (!same_shape(e, h)) {
-        shape_error(st, ident, ident_len, h, e);
-        return;
-    }
     srv_req *r = req_new(ident, ident_len, wrank, h);
     if (r == NULL) {
         reply_err(st, ident, ident_len, h, KVS_ENOMEM, "server out of memory");

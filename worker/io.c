@@ -219,16 +219,12 @@ static void on_server(net_sock *sock, net_msg *m, void *arg)
     char why[256];
     proto_limits lim = {s->c.max_message};
     (void)sock;
-    if (m->total > 2 ||
-        proto_decode(zmq_msg_data(&m->frames[0]), zmq_msg_size(&m->frames[0]), m->total,
-                     m->total == 2 ? zmq_msg_size(&m->frames[1]) : 0, &lim, &h, why,
-                     sizeof why) != 0) {
-        if (m->total > 2)
-            snprintf(why, sizeof why, "%d frames", m->total);
+    zmq_msg_t *bodymsg;
+    if (net_msg_decode(m, false, &lim, &h, &bodymsg, why, sizeof why) != 0) {
         LOG(LOG_WARN, s->who, "net", "dropped a malformed message from a server: %s", why);
         return;
     }
-    const char *body = m->total == 2 ? zmq_msg_data(&m->frames[1]) : NULL;
+    const char *body = bodymsg ? zmq_msg_data(bodymsg) : NULL;
     if (h.type == PROTO_ERROR) {
         LOG(LOG_WARN, s->who, "net", "server %d rejected a message: %.*s", (h.sender - 8) / 2,
             (int)h.body_len, body ? body : "");

@@ -58,20 +58,26 @@ int wrk_local_init(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array
     return rc;
 }
 
-/* Check that every keys[i] exists with the shape of arrays[i]. */
+/* Every keys[i] exists with the shape of arrays[i] (call with mu held). */
+static int check_locked(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *arrays,
+                        const char *what)
+{
+    for (size_t i = 0; i < n; i++) {
+        wrk_key *k = hmap_get(&s->keys, keys[i]);
+        if (k == NULL)
+            return err_set(KVS_ENOKEY, "key %llu was never initialised",
+                           (unsigned long long)keys[i]);
+        if (k->count != arrays[i].count || k->dtype != arrays[i].dtype)
+            return local_shape(keys[i], k, &arrays[i], what);
+    }
+    return 0;
+}
+
 int wrk_local_check(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *arrays,
                     const char *what)
 {
-    int rc = 0;
     pthread_mutex_lock(&s->mu);
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        wrk_key *k = hmap_get(&s->keys, keys[i]);
-        if (k == NULL)
-            rc = err_set(KVS_ENOKEY, "key %llu was never initialised",
-                         (unsigned long long)keys[i]);
-        else if (k->count != arrays[i].count || k->dtype != arrays[i].dtype)
-            rc = local_shape(keys[i], k, &arrays[i], what);
-    }
+    int rc = check_locked(s, n, keys, arrays, what);
     pthread_mutex_unlock(&s->mu);
     return rc;
 }
@@ -87,15 +93,7 @@ int wrk_local_push(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array
         return err_set(KVS_ENOMEM, "out of memory");
     }
     pthread_mutex_lock(&s->mu);
-    /* check everything first: an error changes nothing */
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        wrk_key *k = hmap_get(&s->keys, keys[i]);
-        if (k == NULL)
-            rc = err_set(KVS_ENOKEY, "key %llu was never initialised",
-                         (unsigned long long)keys[i]);
-        else if (k->count != vals[i].count || k->dtype != vals[i].dtype)
-            rc = local_shape(keys[i], k, &vals[i], "push value");
-    }
+    rc = check_locked(s, n, keys, vals, "push value"); /* an error changes nothing */
     for (size_t i = 0; i < n && rc == 0; i++) {
         size_t k = 0;
         if (done[i])
@@ -117,16 +115,8 @@ int wrk_local_push(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array
 
 int wrk_local_pull(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *outs)
 {
-    int rc = 0;
     pthread_mutex_lock(&s->mu);
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        wrk_key *k = hmap_get(&s->keys, keys[i]);
-        if (k == NULL)
-            rc = err_set(KVS_ENOKEY, "key %llu was never initialised",
-                         (unsigned long long)keys[i]);
-        else if (k->count != outs[i].count || k->dtype != outs[i].dtype)
-            rc = local_shape(keys[i], k, &outs[i], "pull output");
-    }
+    int rc = check_locked(s, n, keys, outs, "pull output");
     for (size_t i = 0; i < n && rc == 0; i++) {
         wrk_key *k = hmap_get(&s->keys, keys[i]);
         if (k->count)
