@@ -192,6 +192,25 @@ IT_TEST(direct_copy_2x3)
                  "server%d did not take the direct-copy path", i);
 }
 
+IT_TEST(direct_copy_refused_1x2)
+{
+    /* a server that refuses direct copies (KVS_CMA=0 there only): the
+     * workers' HELLO is declined and big data goes through the sockets */
+    static const char *const argv[] = {"sum", "--dtype", "f32", "--counts", "70001",
+                                       "--pushpull", "--rounds", "2", NULL};
+    static const char *const no_cma[] = {"KVS_CMA=0", NULL};
+    it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_setenv(t, "PS_VERBOSE", "1");
+    it_start_scheduler(t, 1, 2, NULL);
+    it_start_server(t, 0, no_cma);
+    for (int i = 0; i < 2; i++)
+        it_start_worker(t, i, argv, NULL);
+    it_expect_job_ok(t, 60);
+    for (int i = 0; i < 2; i++)
+        IT_CHECK(t, it_log_has(t, t->worker[i], "socket data path", 0),
+                 "worker%d did not fall back to the sockets", i);
+}
+
 IT_TEST(barrier_1x3)
 {
     static const char *const argv[] = {"barrier", "--rounds", "3", NULL};

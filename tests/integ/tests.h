@@ -32,6 +32,7 @@
     X(big_key_2x2, 180)                                                        \
     X(big_key_socket_2x2, 180)                                                 \
     X(direct_copy_2x3, 60)                                                     \
+    X(direct_copy_refused_1x2, 60)                                             \
     X(barrier_1x3, 60)                                                         \
     X(async_2x3, 60)                                                           \
     /* test_errors.c: API errors, bad configuration, start-up timeouts */     \
