@@ -92,6 +92,24 @@ static double tree_bott(const opt *o, int t)
     return n > 1 ? b : 0;
 }
 
+/* Fold one used directed link (load l, trees cnt) into the maxima of m:
+ * the largest load and how many links reach it, the largest congestion. */
+static void note_link(metrics *m, double l, int cnt)
+{
+    if (l > m->L + EPS * (l + m->L)) {
+        m->L = l;
+        m->nL = 1;
+    } else if (feq(l, m->L)) {
+        m->nL++;
+    }
+    if (cnt > m->C) {
+        m->C = cnt;
+        m->nC = 1;
+    } else if (cnt == m->C) {
+        m->nC++;
+    }
+}
+
 static void recompute(opt *o)
 {
     int n = o->n;
@@ -114,18 +132,7 @@ static void recompute(opt *o)
         if (o->cnt[i] == 0)
             continue;
         m->S2 += l * l;
-        if (l > m->L + EPS * (l + m->L)) {
-            m->L = l;
-            m->nL = 1;
-        } else if (feq(l, m->L)) {
-            m->nL++;
-        }
-        if (o->cnt[i] > m->C) {
-            m->C = o->cnt[i];
-            m->nC = 1;
-        } else if (o->cnt[i] == m->C) {
-            m->nC++;
-        }
+        note_link(m, l, o->cnt[i]);
     }
 }
 
@@ -141,18 +148,7 @@ static void refresh_max(opt *o)
         double l = o->cnt[i] * o->inv[i];
         if (o->cnt[i] == 0)
             continue;
-        if (l > m->L + EPS * (l + m->L)) {
-            m->L = l;
-            m->nL = 1;
-        } else if (feq(l, m->L)) {
-            m->nL++;
-        }
-        if (o->cnt[i] > m->C) {
-            m->C = o->cnt[i];
-            m->nC = 1;
-        } else if (o->cnt[i] == m->C) {
-            m->nC++;
-        }
+        note_link(m, l, o->cnt[i]);
     }
 }
 

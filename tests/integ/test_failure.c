@@ -105,13 +105,15 @@ IT_TEST(kill_worker_2x3)
     expect_survivors(t, alive, 2, t_kill);
 }
 
-IT_TEST(kill_server_2x2)
+/* Kill server 1 of a 2x2 job: worker0 does not push until after the kill,
+ * worker1 is blocked in its wait.  bound: MXNET_KVSTORE_BIGARRAY_BOUND (the
+ * split key has 2 x bound + 1 elements). */
+static void kill_server(it_ctx *t, const char *bound)
 {
-    /* worker0 does not push until after the kill: worker1 is blocked in its
-     * wait; worker0's first call comes after the kill. */
     static const char *const late[] = {"peer-dead", "--block", "late", NULL};
     static const char *const pull[] = {"peer-dead", "--block", "pull", NULL};
     failure_env(t);
+    it_setenv(t, "MXNET_KVSTORE_BIGARRAY_BOUND", "%s", bound);
     it_start_scheduler(t, 2, 2, NULL);
     it_start_server(t, 0, NULL);
     int s1 = it_start_server(t, 1, NULL);
@@ -123,24 +125,14 @@ IT_TEST(kill_server_2x2)
     expect_survivors(t, alive, 2, t_kill);
 }
 
+IT_TEST(kill_server_2x2) { kill_server(t, "1000"); }
+
 IT_TEST(kill_server_direct_2x2)
 {
-    /* as kill_server_2x2, with a split key big enough (2 x 40001 float32 per
-     * server) for same-host direct copies: the pull to the live server must
-     * still fail promptly (that server answers once it hears of the death) */
-    static const char *const late[] = {"peer-dead", "--block", "late", NULL};
-    static const char *const pull[] = {"peer-dead", "--block", "pull", NULL};
-    failure_env(t);
-    it_setenv(t, "MXNET_KVSTORE_BIGARRAY_BOUND", "40000");
-    it_start_scheduler(t, 2, 2, NULL);
-    it_start_server(t, 0, NULL);
-    int s1 = it_start_server(t, 1, NULL);
-    int w0 = it_start_worker(t, 0, late, NULL);
-    int w1 = it_start_worker(t, 1, pull, NULL);
-    wait_ready(t);
-    double t_kill = kill_node(t, s1, "server", 1);
-    int alive[2] = {w0, w1};
-    expect_survivors(t, alive, 2, t_kill);
+    /* a split key big enough (2 x 40001 float32 per server) for same-host
+     * direct copies: the pull to the live server must still fail promptly
+     * (that server answers once it hears of the death) */
+    kill_server(t, "40000");
     IT_CHECK(t, it_log_has(t, t->server[0], "direct memory copies", 0),
              "server0 did not take the direct-copy path");
 }
