@@ -94,7 +94,7 @@ int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
     h.part = le_get32(p + 76);
     h.body_len = le_get64(p + 80);
 
-    if (h.type < PROTO_REGISTER || h.type >= PROTO_TYPE_END)
+    if (!proto_type_known(h.type))
         return fail(why, whylen, KVS_EPROTO, "unknown message type %u", h.type);
     if (h.body_len != (nframes == 2 ? body_len : 0) || (nframes == 2) != (h.body_len > 0))
         return fail(why, whylen, KVS_EPROTO,
@@ -167,14 +167,33 @@ int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
 
 const char *proto_type_name(int type)
 {
-    static const char *const names[] = {
-        "?",          "REGISTER", "REGISTER_ACK", "HEARTBEAT", "HEARTBEAT_ACK",
-        "BARRIER",    "BARRIER_DONE", "NODE_DEAD", "EXIT",     "EXIT_ACK",
-        "SHUTDOWN",   "INIT",     "PUSH",         "PULL",      "PUSHPULL",
-        "REPLY",      "ERROR",    "HELLO"};
-    if (type < 0 || type >= PROTO_TYPE_END)
+    static const char *const names[PROTO_TYPE_MAX] = {
+        [PROTO_REGISTER] = "REGISTER",
+        [PROTO_REGISTER_ACK] = "REGISTER_ACK",
+        [PROTO_HEARTBEAT] = "HEARTBEAT",
+        [PROTO_HEARTBEAT_ACK] = "HEARTBEAT_ACK",
+        [PROTO_BARRIER] = "BARRIER",
+        [PROTO_BARRIER_DONE] = "BARRIER_DONE",
+        [PROTO_NODE_DEAD] = "NODE_DEAD",
+        [PROTO_EXIT] = "EXIT",
+        [PROTO_EXIT_ACK] = "EXIT_ACK",
+        [PROTO_SHUTDOWN] = "SHUTDOWN",
+        [PROTO_INIT] = "INIT",
+        [PROTO_PUSH] = "PUSH",
+        [PROTO_PULL] = "PULL",
+        [PROTO_PUSHPULL] = "PUSHPULL",
+        [PROTO_REPLY] = "REPLY",
+        [PROTO_ERROR] = "ERROR",
+        [PROTO_HELLO] = "HELLO",
+    };
+    if (type < 0 || type >= PROTO_TYPE_MAX || !names[type])
         return "?";
     return names[type];
+}
+
+bool proto_type_known(int type)
+{
+    return strcmp(proto_type_name(type), "?") != 0;
 }
 
 void proto_node_name(int id, char *buf, size_t len)

@@ -53,7 +53,15 @@ enum proto_type {
     PROTO_REPLY,         /* server -> worker; status; data body (pull) or error text */
     PROTO_ERROR,         /* anyone -> sender of a bad message; status; text body */
     PROTO_HELLO,         /* worker -> server: offer direct memory access; body: proto_hello */
-    PROTO_TYPE_END
+    PROTO_BASE_END,      /* end of the first contiguous types (not a type) */
+    /* Ranges reserved per feature so that parallel work never reuses a value:
+     *   32-39 security (authentication, challenges)
+     *   40-47 liveness (departures, data-path pings)
+     *   48-55 server updates (optimizers, checkpoints)
+     *   56-63 operations (metrics, traces)
+     *   64-71 workloads (fused batches, credits)
+     * A type is known when proto_type_name() has a name for it. */
+    PROTO_TYPE_MAX = 96 /* every type is below this */
 };
 
 enum proto_flags {
@@ -110,7 +118,10 @@ int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
 /* True if a message of this type and status carries array data in frame 2. */
 bool proto_has_data(const proto_hdr *h);
 
+/* "PUSH", ...; "?" for a type no one defined. */
 const char *proto_type_name(int type);
+/* True if type is a defined message type. */
+bool proto_type_known(int type);
 
 /* "server 2", "worker 0", "scheduler", or "node 3" for an id no role has. */
 void proto_node_name(int id, char *buf, size_t len);

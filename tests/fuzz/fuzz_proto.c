@@ -65,7 +65,7 @@ static void fuzz_decode(const uint8_t *p, size_t n, int nframes, size_t body)
     }
     CHECK(n == PROTO_HDR_SIZE);
     CHECK(nframes == 1 || nframes == 2);
-    CHECK(h.type >= PROTO_REGISTER && h.type < PROTO_TYPE_END);
+    CHECK(proto_type_known(h.type));
     CHECK(h.body_len == (nframes == 2 ? body : 0));
     CHECK((nframes == 2) == (h.body_len > 0));
     CHECK(h.status <= 0 && h.status >= -1000);

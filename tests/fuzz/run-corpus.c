@@ -179,7 +179,7 @@ static void add_seeds(void)
     h.status = KVS_EPROTO;
     h.body_len = PROTO_ERRTEXT_MAX + 1;
     seed_decode(&h, 2, PROTO_ERRTEXT_MAX + 1);
-    h.type = PROTO_TYPE_END;
+    h.type = PROTO_BASE_END;
     h.body_len = 0;
     seed_decode(&h, 1, 0);
 
