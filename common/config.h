@@ -48,6 +48,8 @@ typedef struct cfg {
     bool malloc_tune;               /* KVS_MALLOC_TUNE (libkvs): see common/memtune.h */
     int port;                       /* KVS_PORT: server bind port (0 = ephemeral) */
     char port_file[4096];           /* KVS_PORT_FILE: scheduler writes its bound port here */
+    char checkpoint_dir[4096];      /* KVS_CHECKPOINT_DIR: servers' automatic checkpoints */
+    uint64_t checkpoint_every;      /* KVS_CHECKPOINT_EVERY: rounds between them (0 = off) */
 } cfg;
 
 /* Fill c with defaults, then with the environment.  needs_job: the DMLC_*

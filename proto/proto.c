@@ -185,6 +185,12 @@ const char *proto_type_name(int type)
         [PROTO_REPLY] = "REPLY",
         [PROTO_ERROR] = "ERROR",
         [PROTO_HELLO] = "HELLO",
+        [PROTO_OPT_SET] = "OPT_SET",
+        [PROTO_OPT_KEY] = "OPT_KEY",
+        [PROTO_SAVE] = "SAVE",
+        [PROTO_LOAD] = "LOAD",
+        [PROTO_LOAD_END] = "LOAD_END",
+        [PROTO_SAVE_END] = "SAVE_END",
     };
     if (type < 0 || type >= PROTO_TYPE_MAX || !names[type])
         return "?";

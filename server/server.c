@@ -14,6 +14,7 @@
 #include "common/sizes.h"
 #include "net/link.h"
 #include "net/net.h"
+#include "server/ctl.h"
 #include "server/server.h"
 #include "server/store.h"
 
@@ -34,6 +35,7 @@ typedef struct srv {
     uv_signal_t sigint, sigterm;
     red_pool *pool;
     srv_store store;
+    srv_ctl *ctl; /* collectives: optimizer, checkpoints */
     int node_id;
     int rank;
     bool registered;
@@ -272,7 +274,7 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
         }
     }
     if (rc == 0 && h.type != PROTO_INIT && h.type != PROTO_PUSH && h.type != PROTO_PULL &&
-        h.type != PROTO_PUSHPULL && h.type != PROTO_HELLO) {
+        h.type != PROTO_PUSHPULL && h.type != PROTO_HELLO && !srv_ctl_type(h.type)) {
         snprintf(why, sizeof why, "%s is not a data request", proto_type_name(h.type));
         rc = KVS_EPROTO;
     }
@@ -288,6 +290,11 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
     LOG(LOG_DEBUG, s->who, "net", "%s key %llu part %u round %llu from worker %d",
         proto_type_name(h.type), (unsigned long long)h.key, h.part,
         (unsigned long long)h.round, wrank);
+    if (srv_ctl_type(h.type)) {
+        srv_ctl_handle(s->ctl, ident, ident_len, wrank, &h,
+                       bodymsg ? zmq_msg_data(bodymsg) : NULL);
+        return;
+    }
     if (h.type == PROTO_HELLO) {
         on_hello(s, ident, ident_len, wrank, &h, zmq_msg_data(bodymsg));
         return;
@@ -320,6 +327,7 @@ static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t
         s->registered = true;
         snprintf(s->who, sizeof s->who, "server %d", s->rank);
         net_link_registered(s->link, s->node_id);
+        srv_ctl_set_rank(s->ctl, s->rank);
         LOG(LOG_INFO, s->who, "job", "registered as rank %d, serving at %s", s->rank,
             s->endpoint);
         break;
@@ -424,6 +432,8 @@ int srv_run(const cfg *c)
     }
     srv_store_init(&s->store, c->num_worker, s->pool, send_reply, s);
     uv_loop_init(&s->loop);
+    if (srv_ctl_new(&s->store, &s->loop, c, &s->ctl) != 0)
+        goto out;
     s->zctx = zmq_ctx_new();
     if (net_sock_new(&s->loop, s->zctx, ZMQ_ROUTER, c->water_mark, on_data, s, &s->data) != 0)
         goto out;
@@ -447,11 +457,13 @@ int srv_run(const cfg *c)
         (unsigned long long)s->store.rounds_done, (unsigned long long)s->store.bytes_summed,
         (unsigned long long)s->dropped);
 out:
+    srv_ctl_stop(s->ctl); /* a checkpoint being written finishes first */
     net_link_free(s->link);
     net_sock_free(s->data);
     uv_walk(&s->loop, close_walk, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
+    srv_ctl_free(s->ctl);
     srv_store_fini(&s->store);
     zmq_ctx_term(s->zctx);
     red_pool_free(s->pool);

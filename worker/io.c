@@ -256,6 +256,10 @@ static void on_server(net_sock *sock, net_msg *m, void *arg)
         wrk_op_release(s, q->op, st, text);
         return;
     }
+    if (q->op->type == WRK_OP_CTL && h.type == PROTO_REPLY) {
+        wrk_ctl_reply(s, q, &h, body);
+        return;
+    }
     if (h.type != PROTO_REPLY || h.key != q->h.key || h.part != q->h.part) {
         wrk_op_release(s, q->op, KVS_EPROTO, "a server's reply does not match its request");
         return;

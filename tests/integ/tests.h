@@ -49,7 +49,19 @@
     X(kill_server_2x2, 60)                                                     \
     X(kill_server_direct_2x2, 60)                                              \
     X(garbage_2x2, 90)                                                         \
-    X(garbage_spoofed_sender_2x2, 60)
+    X(garbage_spoofed_sender_2x2, 60)                                          \
+    /* test_optim.c: server-side optimizers, checkpoints, the restart proof */ \
+    X(optim_sgd_2x2, 90)                                                       \
+    X(optim_sgd_momentum_2x2, 90)                                              \
+    X(optim_nag_2x2, 90)                                                       \
+    X(optim_adam_2x2, 90)                                                      \
+    X(optim_adagrad_2x2, 90)                                                   \
+    X(optim_rmsprop_2x2, 90)                                                   \
+    X(optim_rmsprop_centered_2x2, 90)                                          \
+    X(optim_off_2x2, 90)                                                       \
+    X(optim_errors_2x2, 120)                                                   \
+    X(restart_sgd_momentum_2x2, 180)                                           \
+    X(restart_adam_2x2, 240)
 
 #define IT_TEST(name) void it_test_##name(it_ctx *t)
 
