@@ -199,7 +199,7 @@ static void on_register(sched *s, const void *ident, size_t ident_len, const pro
 {
     int role, rank, js, jw;
     char endpoint[128], host[CFG_HOST_MAX], why[256];
-    proto_hdr e = {.type = PROTO_ERROR, .status = KVS_EINVAL};
+    proto_hdr e = {.type = PROTO_ERROR, .status = KVS_EINVAL, .sender = PROTO_SCHEDULER_ID};
     if (find_node(s, ident, ident_len) != NULL)
         return; /* a repeat: the ack is on its way */
     if (proto_parse_register(body ? body : "", h->body_len, &role, endpoint, sizeof endpoint,

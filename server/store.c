@@ -497,6 +497,7 @@ static void handle_push(srv_store *st, const uint8_t *ident, size_t ident_len, i
         }
         *e->deferred_tail = r;
         e->deferred_tail = &r->next;
+        check_stuck(st, e);
         return;
     }
     if (add_push(st, e, r, body, bodymsg))
