@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/memtune.h"
 #include "common/sizes.h"
+#include "tree/tree.h"
 #include "worker/wrk_int.h"
 
 #define ZERO_COPY_MIN (64u << 10) /* bodies at least this big are sent without a copy */
@@ -496,7 +497,8 @@ int kvs_create(const char *type, kvs_store **out)
     hmap_init(&s->keys);
     hmap_init(&s->reqs);
     snprintf(s->who, sizeof s->who, "worker");
-    if (cfg_load(&s->c, kind == WRK_DIST, err, sizeof err) != 0) {
+    if (cfg_load(&s->c, kind == WRK_DIST, err, sizeof err) != 0 ||
+        tree_env_check(err, sizeof err) != 0) {
         rc = err_set(KVS_ECONFIG, "%s", err);
         goto fail;
     }
