@@ -96,15 +96,16 @@ static int start_server_port(it_ctx *t, int i, const char *const *more)
  * worker's call returns it at once) and keeps serving the job. */
 IT_TEST(server_enomem_1x1)
 {
-    static const char *const argv[] = {"enomem", "--counts", "67108864", NULL};
+    static const char *const argv[] = {"enomem", "--counts", "268435456", NULL};
     sec_env(t);
     it_start_scheduler(t, 1, 1, NULL);
     start_server_port(t, 0, NULL);
     pid_t pid = t->proc[t->server[0]].pid;
     unsigned long long vm = vm_size(pid, "VmSize:");
     IT_ASSERT(t, vm > 0, "cannot read the server's VmSize");
-    /* 64 MiB more address space than it has: a 256 MiB key cannot fit */
-    struct rlimit rl = {vm + (64ull << 20), vm + (64ull << 20)};
+    /* 256 MiB more address space than it has (malloc pads the heap by
+     * 64 MiB): a 1 GiB key cannot fit, the rest of the job can */
+    struct rlimit rl = {vm + (256ull << 20), vm + (256ull << 20)};
     IT_ASSERT(t, prlimit(pid, RLIMIT_AS, &rl, NULL) == 0, "prlimit: %s", strerror(errno));
     it_info(t, "server VmSize %llu MiB, RLIMIT_AS %llu MiB", vm >> 20,
             (unsigned long long)rl.rlim_cur >> 20);
