@@ -9,7 +9,7 @@
 #include "tree/tree.h"
 
 static const char usage[] =
-    "usage: kvs-server [--help]\n"
+    "usage: kvs-server [--help] [--version]\n"
     "\n"
     "A kvsd server: holds a shard of the parameters, sums the workers' pushes\n"
     "(dist_sync: one round per push of every worker), answers pulls.  Configured by\n"

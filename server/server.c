@@ -412,7 +412,7 @@ int srv_run(const cfg *c)
     if (s == NULL)
         return 1;
     s->c = c;
-    snprintf(s->who, sizeof s->who, "server");
+    cfg_node_who(c, s->who, sizeof s->who);
     if (cfg_resolve_host(c, host, sizeof host, err, sizeof err) != 0) {
         LOG(LOG_ERROR, s->who, "cfg", "%s", err);
         free(s);

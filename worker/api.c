@@ -510,6 +510,8 @@ int kvs_create(const char *type, kvs_store **out)
     }
     if (s->c.verbose > log_level)
         log_level = s->c.verbose;
+    if (s->c.worker_id >= 0)
+        snprintf(s->who, sizeof s->who, "worker %d", s->c.worker_id);
     if (kind == WRK_DIST && s->c.malloc_tune)
         mem_tune();
     rc = red_pool_new(s->c.reduction_nthreads, s->c.bigarray_bound, &s->pool);
