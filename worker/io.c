@@ -411,6 +411,7 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
         rc = net_sock_new(&s->loop, s->zctx, ZMQ_DEALER, s->c.water_mark, on_server, s, &sock);
         if (rc)
             break;
+        net_sock_set_max(sock, s->c.max_message);
         zmq_setsockopt(net_sock_zmq(sock), ZMQ_ROUTING_ID, ident, strlen(ident));
         net_live_heartbeats(net_sock_zmq(sock), &s->c);
         s->mon_args[r] = (mon_arg){s, r};
@@ -515,6 +516,13 @@ static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t
             io_fail_all(s, known_err(h->status, KVS_EPEERDEAD), msg);
         }
         break;
+    case PROTO_REFUSED: {
+        char msg[800];
+        int st = h->status == KVS_EAUTH || h->status == KVS_EPROTO ? h->status : KVS_ECONFIG;
+        snprintf(msg, sizeof msg, "the scheduler refused this worker: %s", text);
+        io_fail_all(s, st, msg);
+        break;
+    }
     case PROTO_ERROR: {
         char msg[800];
         snprintf(msg, sizeof msg, "the scheduler refused this worker: %s", text);
