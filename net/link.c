@@ -6,10 +6,12 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "net/auth.h"
 #include "net/link.h"
 
 struct net_link {
     net_sock *sock;
+    net_auth_watch *auth_watch;
     uv_timer_t timer;
     const char *who;
     net_link_cbs cbs;
@@ -33,6 +35,11 @@ static void link_fail(net_link *l, int err, const char *why)
     l->failed = true;
     uv_timer_stop(&l->timer);
     l->cbs.on_fail(l->arg, err, why);
+}
+
+static void on_auth_refused(void *arg, const char *why)
+{
+    link_fail(arg, KVS_EAUTH, why);
 }
 
 static void on_timer(uv_timer_t *t)
@@ -108,15 +115,30 @@ int net_link_new(uv_loop_t *loop, void *zctx, const cfg *c, int role, const char
         return rc;
     }
     net_sock_set_max(l->sock, PROTO_TEXT_MAX); /* the node table */
-    /* A routing id unique in the job: role, host, pid and a random tag. */
-    snprintf(ident, sizeof ident, "%s-%s-%d-%08lx", cfg_role_name(role), host, (int)getpid(),
-             (unsigned long)(clock_ns() ^ (uintptr_t)l) & 0xffffffffUL);
+    /* A routing id unique in the job and unguessable: role, pid, random tag. */
+    uint8_t tag[8] = {0};
+    char why[256] = "cannot watch the connection (ZeroMQ monitor)";
+    net_random(tag, sizeof tag);
+    snprintf(ident, sizeof ident, "%s-%d-%02x%02x%02x%02x%02x%02x%02x%02x", cfg_role_name(role),
+             (int)getpid(), tag[0], tag[1], tag[2], tag[3], tag[4], tag[5], tag[6], tag[7]);
     zmq_setsockopt(net_sock_zmq(l->sock), ZMQ_ROUTING_ID, ident, strlen(ident));
     snprintf(addr, sizeof addr, "tcp://%s:%d", c->root_uri, c->root_port);
     snprintf(l->root, sizeof l->root, "%s", addr);
+    rc = net_auth_connect(c, net_sock_zmq(l->sock), cfg_role_name(role), -1, "scheduler", why,
+                          sizeof why);
+    if (rc == 0 && c->security != CFG_SEC_NONE)
+        rc = net_auth_watch_new(loop, zctx, net_sock_zmq(l->sock), "the scheduler",
+                                on_auth_refused, l, &l->auth_watch);
+    if (rc != 0) {
+        LOG(LOG_ERROR, who, "auth", "cannot prepare the connection to the scheduler: %s", why);
+        net_sock_free(l->sock);
+        free(l);
+        return rc;
+    }
     if (zmq_connect(net_sock_zmq(l->sock), addr) != 0) {
         LOG(LOG_ERROR, who, "net", "cannot connect to the scheduler at %s: %s", addr,
             zmq_strerror(zmq_errno()));
+        net_auth_watch_free(l->auth_watch);
         net_sock_free(l->sock);
         free(l);
         return KVS_ENET;
@@ -159,6 +181,7 @@ void net_link_free(net_link *l)
 {
     if (l == NULL)
         return;
+    net_auth_watch_free(l->auth_watch);
     net_sock_free(l->sock);
     uv_timer_stop(&l->timer);
     uv_close((uv_handle_t *)&l->timer, on_timer_closed);

@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "net/auth.h"
 #include "net/net.h"
 #include "scheduler/sched.h"
 
@@ -36,6 +37,7 @@ typedef struct sched {
     uv_loop_t loop;
     void *zctx;
     net_sock *sock;
+    net_auth *auth;
     uv_timer_t timer;
     uv_signal_t sigint, sigterm;
     sched_node *nodes;
@@ -173,7 +175,7 @@ static void refuse(sched *s, const void *ident, size_t ident_len, int status, co
 }
 
 static void on_register(sched *s, const void *ident, size_t ident_len, const proto_hdr *h,
-                        const char *body)
+                        const char *body, const char *peer)
 {
     int role, rank;
     char endpoint[128], host[CFG_HOST_MAX], why[512];
@@ -187,6 +189,12 @@ static void on_register(sched *s, const void *ident, size_t ident_len, const pro
         return;
     }
     const char *rname = cfg_role_name(role);
+    if (s->c->security != CFG_SEC_NONE && !net_auth_peer_is(peer, rname, -1)) {
+        snprintf(why, sizeof why, "bad secret: registration as a %s from a connection that "
+                 "proved '%s'", rname, peer ? peer : "nothing");
+        refuse(s, ident, ident_len, KVS_EAUTH, rname, host, why);
+        return;
+    }
     if (s->started) {
         refuse(s, ident, ident_len, KVS_ECONFIG, rname, host,
                "job full: the job has already started (all nodes registered)");
@@ -304,7 +312,7 @@ static void on_recv(net_sock *sock, net_msg *m, void *arg)
     }
     const char *body = bodymsg ? zmq_msg_data(bodymsg) : NULL;
     if (h.type == PROTO_REGISTER) {
-        on_register(s, ident, ident_len, &h, body);
+        on_register(s, ident, ident_len, &h, body, net_auth_peer(&m->frames[1]));
         return;
     }
     sched_node *n = find_node(s, ident, ident_len);
@@ -406,10 +414,20 @@ int sched_run(const cfg *c)
     }
     uv_loop_init(&s.loop);
     s.zctx = zmq_ctx_new();
+    net_raise_nofile(WHO);
+    if (net_auth_new(&s.loop, s.zctx, c, WHO, &s.auth) != 0) {
+        zmq_ctx_term(s.zctx);
+        return 1;
+    }
     if (net_sock_new(&s.loop, s.zctx, ZMQ_ROUTER, c->water_mark > 100000 ? c->water_mark
                                                                            : 100000,
                      on_recv, &s, &s.sock) != 0) {
         LOG(LOG_ERROR, WHO, "net", "cannot create a ZeroMQ socket");
+        return 1;
+    }
+    if (net_auth_listen(s.auth, net_sock_zmq(s.sock), "scheduler") != 0) {
+        LOG(LOG_ERROR, WHO, "auth", "cannot secure the scheduler's socket (KVS_SECURITY=%s)",
+            cfg_security_name(c->security));
         return 1;
     }
     snprintf(addr, sizeof addr, "tcp://*:%d", c->root_port);
@@ -417,6 +435,7 @@ int sched_run(const cfg *c)
         LOG(LOG_ERROR, WHO, "net", "cannot bind %s (DMLC_PS_ROOT_PORT=%d): %s", addr,
             c->root_port, zmq_strerror(zmq_errno()));
         net_sock_free(s.sock);
+        net_auth_free(s.auth);
         zmq_ctx_term(s.zctx);
         return 1;
     }
@@ -427,6 +446,7 @@ int sched_run(const cfg *c)
             LOG(LOG_ERROR, WHO, "job", "cannot write KVS_PORT_FILE=%s: %s", c->port_file,
                 strerror(-rc));
             net_sock_free(s.sock);
+            net_auth_free(s.auth);
             zmq_ctx_term(s.zctx);
             return 1;
         }
@@ -453,6 +473,7 @@ int sched_run(const cfg *c)
     /* Let the SHUTDOWN messages leave before the socket goes. */
     zmq_setsockopt(net_sock_zmq(s.sock), ZMQ_LINGER, &linger, sizeof linger);
     net_sock_free(s.sock);
+    net_auth_free(s.auth);
     uv_walk(&s.loop, close_walk, NULL);
     uv_run(&s.loop, UV_RUN_DEFAULT);
     uv_loop_close(&s.loop);

@@ -9,6 +9,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/sizes.h"
+#include "net/auth.h"
 #include "worker/wrk_int.h"
 
 #define ZERO_COPY_MIN (64u << 10)
@@ -284,6 +285,11 @@ static void on_server(net_sock *sock, net_msg *m, void *arg)
     wrk_op_release(s, q->op, 0, NULL);
 }
 
+static void on_auth_refused(void *arg, const char *why)
+{
+    io_fail_all(arg, KVS_EAUTH, why);
+}
+
 static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, size_t len)
 {
     proto_node *nodes = NULL;
@@ -310,7 +316,18 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
     s->node_id = (int)h->key;
     s->rank = (s->node_id - 9) / 2;
     snprintf(s->who, sizeof s->who, "worker %d", s->rank);
-    snprintf(ident, sizeof ident, "w%d", s->node_id);
+    /* "w<node id>-<random>": the server checks the prefix; nobody can take
+     * the connection id before us */
+    uint8_t tag[8] = {0};
+    net_random(tag, sizeof tag);
+    snprintf(ident, sizeof ident, "w%d-%02x%02x%02x%02x%02x%02x%02x%02x", s->node_id, tag[0],
+             tag[1], tag[2], tag[3], tag[4], tag[5], tag[6], tag[7]);
+    s->auth_watch = calloc((size_t)s->c.num_server, sizeof *s->auth_watch);
+    if (s->auth_watch == NULL) {
+        free(nodes);
+        io_fail_all(s, KVS_ENOMEM, "out of memory");
+        return;
+    }
     for (int i = 0; i < n && rc == 0; i++) {
         if (nodes[i].role != CFG_ROLE_SERVER)
             continue;
@@ -325,16 +342,28 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
             break;
         net_sock_set_max(sock, s->c.max_message);
         zmq_setsockopt(net_sock_zmq(sock), ZMQ_ROUTING_ID, ident, strlen(ident));
+        s->servers[r] = sock;
+        rc = net_auth_connect(&s->c, net_sock_zmq(sock), "worker", s->node_id,
+                              nodes[i].endpoint, why, sizeof why);
+        if (rc == 0 && s->c.security != CFG_SEC_NONE &&
+            net_auth_watch_new(&s->loop, s->zctx, net_sock_zmq(sock), "a server",
+                               on_auth_refused, s, &s->auth_watch[r]) != 0) {
+            snprintf(why, sizeof why, "cannot watch the connection to server %d", r);
+            rc = KVS_ENET;
+        }
+        if (rc != 0) {
+            free(nodes);
+            io_fail_all(s, rc, why);
+            return;
+        }
         if (zmq_connect(net_sock_zmq(sock), nodes[i].endpoint) != 0) {
             snprintf(why, sizeof why, "cannot connect to server %d at %s: %s", r,
                      nodes[i].endpoint, zmq_strerror(zmq_errno()));
-            net_sock_free(sock);
             free(nodes);
             io_fail_all(s, KVS_ENET, why);
             return;
         }
         net_sock_start(sock);
-        s->servers[r] = sock;
         LOG(LOG_INFO, s->who, "net", "server %d is at %s", r, nodes[i].endpoint);
     }
     free(nodes);
@@ -449,6 +478,10 @@ static void *io_main(void *arg)
     /* stopping: close sockets and handles, let the closes run */
     net_link_free(s->link);
     s->link = NULL;
+    for (int r = 0; s->auth_watch && r < s->c.num_server; r++)
+        net_auth_watch_free(s->auth_watch[r]);
+    free(s->auth_watch);
+    s->auth_watch = NULL;
     for (int r = 0; s->servers && r < s->c.num_server; r++)
         net_sock_free(s->servers[r]);
     free(s->servers);

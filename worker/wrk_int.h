@@ -122,6 +122,7 @@ struct kvs_store {
     void *zctx;
     net_link *link;
     net_sock **servers;
+    struct net_auth_watch **auth_watch; /* per server: tells when it refuses our proof */
     hmap reqs;       /* req_id -> wrk_req */
     bool *cma;       /* per server: it copies our memory directly (HELLO accepted) */
     wrk_req *hellos; /* per server: the HELLO request (op NULL) */

@@ -11,7 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* Wait up to secs for proc idx's log to contain needle. */
 static int wait_log(it_ctx *t, int idx, const char *needle, double secs)
@@ -114,4 +117,94 @@ IT_TEST(server_enomem_1x1)
     it_start_worker(t, 0, argv, (const char *const[]){"KVS_CHUNK_BYTES=1073741824", NULL});
     it_expect_job_ok(t, 60);
     IT_ASSERT(t, it_log_has(t, t->worker[0], "returned KVS_ENOMEM", 0), "no KVS_ENOMEM");
+}
+
+/* ---- the job secret ---- */
+
+/* Write a 0600 secret file into the test directory; KVS_SECRET_FILE for
+ * every process started afterwards.  mode: the file's mode. */
+static void set_secret(it_ctx *t, const char *name, const char *secret, mode_t mode)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", t->dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    IT_ASSERT(t, fd >= 0, "create %s: %s", path, strerror(errno));
+    IT_ASSERT(t, write(fd, secret, strlen(secret)) == (ssize_t)strlen(secret), "write %s", path);
+    IT_ASSERT(t, fchmod(fd, mode) == 0 && close(fd) == 0, "chmod/close %s", path);
+    it_setenv(t, "KVS_SECRET_FILE", "%s", path);
+}
+
+static const char *const sum_rounds[] = {"sum", "--split", "--rounds", "3", NULL};
+
+IT_TEST(secret_auth_sum_2x2)
+{
+    sec_env(t);
+    set_secret(t, "secret", "correct horse battery staple 42\n", 0600);
+    it_start_job(t, 2, 2, sum_rounds);
+    it_expect_job_ok(t, 60);
+    IT_ASSERT(t, it_log_has(t, t->sched, "security=auth", 0), "the scheduler did not run auth");
+    IT_ASSERT(t, !it_log_has(t, t->sched, "job is open", 0), "the open-job warning with a secret");
+}
+
+IT_TEST(secret_curve_sum_2x2)
+{
+    sec_env(t);
+    set_secret(t, "secret", "correct horse battery staple 42", 0600);
+    it_setenv(t, "KVS_SECURITY", "curve");
+    it_start_job(t, 2, 2, sum_rounds);
+    it_expect_job_ok(t, 60);
+    IT_ASSERT(t, it_log_has(t, t->server[0], "security=curve", 0), "server0 did not run curve");
+}
+
+/* Bad secrets: a world-readable file, a short secret, security without a
+ * secret: exit 2 / KVS_ECONFIG naming the variable.  A node with another
+ * secret than the job's stops at once with KVS_EAUTH (not after the start
+ * timeout), and the job still completes with the right nodes. */
+IT_TEST(secret_refusals_1x1)
+{
+    char bad[PATH_MAX + 32], weak[PATH_MAX + 32];
+    sec_env(t);
+    set_secret(t, "world", "0123456789abcdef0123", 0644);
+    snprintf(bad, sizeof bad, "KVS_SECRET_FILE=%s/world", t->dir);
+    set_secret(t, "weak", "short", 0600);
+    snprintf(weak, sizeof weak, "KVS_SECRET_FILE=%s/weak", t->dir);
+    set_secret(t, "secret", "the job's own secret, 32 bytes!!", 0600);
+    int s1 = it_spawn(t, "sched-world", t->sched_bin, NULL,
+                      (const char *const[]){"DMLC_ROLE=scheduler", "DMLC_PS_ROOT_URI=127.0.0.1",
+                                            "DMLC_PS_ROOT_PORT=0", "DMLC_NUM_SERVER=1",
+                                            "DMLC_NUM_WORKER=1", bad, NULL});
+    it_expect_exit(t, s1, 2, 10);
+    IT_ASSERT(t, it_log_has(t, s1, "chmod 600", 0), "no hint about the mode");
+    int s2 = it_spawn(t, "sched-weak", t->sched_bin, NULL,
+                      (const char *const[]){"DMLC_ROLE=scheduler", "DMLC_PS_ROOT_URI=127.0.0.1",
+                                            "DMLC_PS_ROOT_PORT=0", "DMLC_NUM_SERVER=1",
+                                            "DMLC_NUM_WORKER=1", weak, NULL});
+    it_expect_exit(t, s2, 2, 10);
+    IT_ASSERT(t, it_log_has(t, s2, "at least 16", 0), "no minimum length named");
+    int s3 = it_spawn(t, "sched-nosecret", t->sched_bin, NULL,
+                      (const char *const[]){"DMLC_ROLE=scheduler", "DMLC_PS_ROOT_URI=127.0.0.1",
+                                            "DMLC_PS_ROOT_PORT=0", "DMLC_NUM_SERVER=1",
+                                            "DMLC_NUM_WORKER=1", "KVS_SECRET_FILE",
+                                            "KVS_SECURITY=curve", NULL});
+    it_expect_exit(t, s3, 2, 10);
+    IT_ASSERT(t, it_log_has(t, s3, "KVS_SECURITY", 0), "KVS_SECURITY not named");
+
+    it_start_scheduler(t, 1, 1, NULL);
+    static const char *const eauth[] = {"create-error", "KVS_EAUTH", "secret", NULL};
+    double t0 = it_now();
+    int w = it_spawn(t, "worker-wrong", t->worker_bin, eauth,
+                     (const char *const[]){"DMLC_ROLE=worker", "KVS_SECRET_FILE",
+                                           "KVS_SECRET=not the job's secret at all", NULL});
+    it_expect_exit(t, w, 0, 10);
+    int srv = it_spawn(t, "server-wrong", t->server_bin, NULL,
+                       (const char *const[]){"DMLC_ROLE=server", "KVS_SECRET_FILE",
+                                             "KVS_SECRET=not the job's secret at all", NULL});
+    it_expect_exit(t, srv, 2, 10);
+    IT_ASSERT(t, it_log_has(t, srv, "bad secret", 0), "the server did not name the secret");
+    IT_ASSERT(t, it_now() - t0 < 10 * it_slow, "refusals took too long");
+    IT_ASSERT(t, it_log_has(t, t->sched, "refused a connection", 0),
+              "the scheduler did not log the refused proofs");
+    it_start_server(t, 0, NULL);
+    it_start_worker(t, 0, sum_rounds, NULL);
+    it_expect_job_ok(t, 60);
 }

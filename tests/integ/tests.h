@@ -52,7 +52,10 @@
     X(garbage_spoofed_sender_2x2, 60)                                          \
     /* test_security.c: refusals, secrets, bounded memory, proofs */           \
     X(refused_registration_1x1, 60)                                            \
-    X(server_enomem_1x1, 90)
+    X(server_enomem_1x1, 90)                                                   \
+    X(secret_auth_sum_2x2, 60)                                                 \
+    X(secret_curve_sum_2x2, 60)                                                \
+    X(secret_refusals_1x1, 90)
 
 #define IT_TEST(name) void it_test_##name(it_ctx *t)
 
