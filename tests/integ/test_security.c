@@ -8,6 +8,7 @@
 #include "tests.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zmq.h>
 
 /* Wait up to secs for proc idx's log to contain needle. */
 static int wait_log(it_ctx *t, int idx, const char *needle, double secs)
@@ -207,4 +209,142 @@ IT_TEST(secret_refusals_1x1)
     it_start_server(t, 0, NULL);
     it_start_worker(t, 0, sum_rounds, NULL);
     it_expect_job_ok(t, 60);
+}
+
+/* ---- outsiders ---- */
+
+#define HDR_SIZE 88
+
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* A kvsd header (proto/proto.h layout). */
+static void fake_header(uint8_t out[HDR_SIZE], int type, int sender, uint64_t key,
+                        uint64_t count, uint64_t round, uint64_t body_len)
+{
+    memset(out, 0, HDR_SIZE);
+    put_le(out, 0x3153564Bu, 4);
+    put_le(out + 4, 1, 2);
+    put_le(out + 6, (uint64_t)type, 2);
+    put_le(out + 12, (uint64_t)(uint32_t)sender, 4);
+    put_le(out + 24, 777, 8);
+    put_le(out + 32, key, 8);
+    put_le(out + 48, count, 8);
+    put_le(out + 56, count, 8);
+    put_le(out + 64, round, 8);
+    put_le(out + 80, body_len, 8);
+}
+
+enum { T_REGISTER = 1, T_PUSH = 12, T_HELLO = 17 };
+
+/* An outside DEALER to 127.0.0.1:port: mechanism NULL (plain == NULL) or
+ * PLAIN with these credentials; routing id ident (or none). */
+static void *outsider(it_ctx *t, void *ctx, int port, const char *user, const char *pass,
+                      const char *ident)
+{
+    char ep[64];
+    int linger = 0;
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    IT_ASSERT(t, s != NULL, "zmq_socket: %s", zmq_strerror(zmq_errno()));
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    if (ident)
+        zmq_setsockopt(s, ZMQ_ROUTING_ID, ident, strlen(ident));
+    if (user) {
+        zmq_setsockopt(s, ZMQ_PLAIN_USERNAME, user, strlen(user));
+        zmq_setsockopt(s, ZMQ_PLAIN_PASSWORD, pass, strlen(pass));
+    }
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    IT_ASSERT(t, zmq_connect(s, ep) == 0, "zmq_connect %s: %s", ep, zmq_strerror(zmq_errno()));
+    return s;
+}
+
+static void send2(void *s, const uint8_t *hdr, const void *body, size_t len)
+{
+    /* queued until the handshake succeeds, which it never does */
+    zmq_send(s, hdr, HDR_SIZE, len ? ZMQ_SNDMORE | ZMQ_DONTWAIT : ZMQ_DONTWAIT);
+    if (len)
+        zmq_send(s, body, len, ZMQ_DONTWAIT);
+}
+
+static void outsider_register(void *s, const char *text)
+{
+    uint8_t h[HDR_SIZE];
+    fake_header(h, T_REGISTER, 0, 0, 0, 0, strlen(text));
+    send2(s, h, text, strlen(text));
+}
+
+static void outsider_push(void *s, int round)
+{
+    uint8_t h[HDR_SIZE];
+    float v[7] = {1e6f, 1e6f, 1e6f, 1e6f, 1e6f, 1e6f, 1e6f};
+    fake_header(h, T_PUSH, 9, 17, 1, (uint64_t)round, 4);
+    send2(s, h, v, 4);
+    fake_header(h, T_PUSH, 9, 18, 7, (uint64_t)round, 28);
+    send2(s, h, v, 28);
+}
+
+/* An outside process without the secret registers as a worker and as a
+ * server, takes worker 0's connection id at every server before worker 0
+ * connects, and pushes as worker 0 in the middle of the job: the sums stay
+ * exact, nobody blocks, and the outsider receives nothing. */
+IT_TEST(outsider_2x2)
+{
+    static const char *const argv[] = {"sum", "--dtype", "f32", "--counts", "1,7", "--rounds",
+                                       "3", "--pause-file", "go", NULL};
+    void *o[16];
+    int no = 0, sport[2];
+    const char *bogus = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    sec_env(t);
+    set_secret(t, "secret", "the job's own secret, 32 bytes!!", 0600);
+    it_start_scheduler(t, 2, 2, NULL);
+    for (int i = 0; i < 2; i++)
+        sport[i] = start_server_port(t, i, NULL);
+    void *ctx = zmq_ctx_new();
+    /* registrations: no mechanism; PLAIN with a made-up proof */
+    o[no] = outsider(t, ctx, t->port, NULL, NULL, NULL);
+    outsider_register(o[no++], "role=worker endpoint=- rank=0 host=127.0.0.1");
+    o[no] = outsider(t, ctx, t->port, "kvs1 server -1 00112233445566778899aabbccddeeff", bogus,
+                     NULL);
+    outsider_register(o[no++], "role=server endpoint=tcp://127.0.0.1:9 rank=0 host=127.0.0.1");
+    o[no] = outsider(t, ctx, t->port, "kvs1 worker -1 00112233445566778899aabbccddeeff", bogus,
+                     NULL);
+    outsider_register(o[no++], "role=worker endpoint=- rank=1 host=127.0.0.1");
+    /* worker 0's connection id at the servers, before worker 0 exists */
+    for (int i = 0; i < 2; i++) {
+        o[no] = outsider(t, ctx, sport[i], NULL, NULL, "w9");
+        outsider_push(o[no++], 0);
+        o[no] = outsider(t, ctx, sport[i], NULL, NULL, "w9-0000000000000000");
+        outsider_push(o[no++], 0);
+        o[no] = outsider(t, ctx, sport[i], "kvs1 worker 9 00112233445566778899aabbccddeeff",
+                         bogus, "w9-0000000000000001");
+        outsider_push(o[no++], 0);
+    }
+    for (int i = 0; i < 2; i++)
+        it_start_worker(t, i, argv, NULL);
+    for (int i = 0; i < 2; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "paused-w%d", i);
+        IT_ASSERT(t, it_wait_file(t, name, 30, t->worker[i]), "worker%d did not finish round 0", i);
+    }
+    for (int i = 0; i < 2; i++) { /* in the middle of the job: round 1 as worker 0 */
+        o[no] = outsider(t, ctx, sport[i], NULL, NULL, "w9-0000000000000002");
+        outsider_push(o[no++], 1);
+    }
+    it_write_file(t, "go", "go\n");
+    it_expect_job_ok(t, 40);
+    for (int i = 0; i < no; i++) {
+        char buf[256];
+        int n = zmq_recv(o[i], buf, sizeof buf, ZMQ_DONTWAIT);
+        IT_CHECK(t, n < 0, "outsider socket %d received %d bytes", i, n);
+        zmq_close(o[i]);
+    }
+    zmq_ctx_term(ctx);
+    IT_ASSERT(t, it_log_has(t, t->sched, "refused a connection", 0),
+              "the scheduler did not log the made-up proofs");
+    IT_ASSERT(t, it_log_has(t, t->server[0], "refused a connection", 0),
+              "server0 did not log the made-up proof");
+    IT_ASSERT(t, t->failures == 0, "%d check(s) failed", t->failures);
 }

@@ -55,7 +55,8 @@
     X(server_enomem_1x1, 90)                                                   \
     X(secret_auth_sum_2x2, 60)                                                 \
     X(secret_curve_sum_2x2, 60)                                                \
-    X(secret_refusals_1x1, 90)
+    X(secret_refusals_1x1, 90)                                                 \
+    X(outsider_2x2, 90)
 
 #define IT_TEST(name) void it_test_##name(it_ctx *t)
 
