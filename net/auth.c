@@ -168,18 +168,6 @@ static int zp_recv(void *zsock, zmq_msg_t *f, int max)
     return n;
 }
 
-/* ---------------------------------------------------------- monitoring */
-
-struct net_auth_watch {
-    zpoll zp;
-    void *target; /* the monitored socket */
-    const char *peer;
-    net_auth_refused_fn fn;
-    void *arg;
-    bool fired;
-    net_auth *owner; /* server side: accept failures are counted there */
-};
-
 struct net_auth {
     const cfg *c;
     const char *who;
@@ -193,94 +181,19 @@ struct net_auth {
     uint8_t curve_pk_worker[32], curve_pk_server[32];
     uint64_t accepted, refused, accept_failed;
     bool logged_fds, logged_refusal, logged_full;
-    net_auth_watch *watch;
 };
 
-static void watch_drain(zpoll *z)
+void net_auth_event(net_auth *a, int event, int value)
 {
-    net_auth_watch *w = (net_auth_watch *)z;
-    zmq_msg_t f[2];
-    int n;
-    while (z->zsock && (n = zp_recv(z->zsock, f, 2)) > 0) {
-        if (n >= 1 && zmq_msg_size(&f[0]) >= 6) {
-            const uint8_t *p = zmq_msg_data(&f[0]);
-            uint16_t ev = (uint16_t)(p[0] | p[1] << 8);
-            uint32_t val = (uint32_t)p[2] | (uint32_t)p[3] << 8 | (uint32_t)p[4] << 16 |
-                           (uint32_t)p[5] << 24;
-            net_auth *a = w->owner;
-            if (a && ev == ZMQ_EVENT_ACCEPT_FAILED) {
-                a->accept_failed++;
-                if (!a->logged_fds && (val == EMFILE || val == ENFILE)) {
-                    a->logged_fds = true;
-                    LOG(LOG_ERROR, a->who, "net", "out of file descriptors (%s): new "
-                        "connections are refused while the job's connections keep "
-                        "working; raise the limit (ulimit -n)", strerror((int)val));
-                }
-            } else if (!a && ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH && !w->fired) {
-                char why[300];
-                w->fired = true;
-                snprintf(why, sizeof why, "%s refused our proof of the job secret (status "
-                         "%u): bad secret? every node needs the job's KVS_SECRET_FILE",
-                         w->peer, val);
-                w->fn(w->arg, why);
-            }
-        }
-        for (int i = 0; i < n && i < 2; i++)
-            zmq_msg_close(&f[i]);
-        if (w->fired)
-            break;
-    }
-}
-
-static void watch_closed(zpoll *z)
-{
-    free(z);
-}
-
-static int watch_start(uv_loop_t *loop, void *zctx, void *zsock, int events,
-                       net_auth_watch *w)
-{
-    char ep[64];
-    snprintf(ep, sizeof ep, "inproc://kvs-monitor-%p", (void *)w);
-    w->target = zsock;
-    if (zmq_socket_monitor(zsock, ep, events) != 0)
-        return KVS_ENET;
-    w->zp.zsock = zmq_socket(zctx, ZMQ_PAIR);
-    w->zp.drain = watch_drain;
-    w->zp.closed = watch_closed;
-    if (w->zp.zsock == NULL || zmq_connect(w->zp.zsock, ep) != 0 || zp_start(loop, &w->zp)) {
-        zmq_socket_monitor(zsock, NULL, 0);
-        if (w->zp.zsock)
-            zmq_close(w->zp.zsock);
-        return KVS_ENET;
-    }
-    return 0;
-}
-
-int net_auth_watch_new(uv_loop_t *loop, void *zctx, void *zsock, const char *peer,
-                       net_auth_refused_fn fn, void *arg, net_auth_watch **out)
-{
-    *out = NULL;
-    net_auth_watch *w = calloc(1, sizeof *w);
-    if (w == NULL)
-        return KVS_ENOMEM;
-    w->peer = peer;
-    w->fn = fn;
-    w->arg = arg;
-    if (watch_start(loop, zctx, zsock, ZMQ_EVENT_HANDSHAKE_FAILED_AUTH, w) != 0) {
-        free(w);
-        return KVS_ENET;
-    }
-    *out = w;
-    return 0;
-}
-
-void net_auth_watch_free(net_auth_watch *w)
-{
-    if (w == NULL)
+    if (a == NULL || event != ZMQ_EVENT_ACCEPT_FAILED)
         return;
-    zmq_socket_monitor(w->target, NULL, 0);
-    zp_stop(&w->zp);
+    a->accept_failed++;
+    if (!a->logged_fds && (value == EMFILE || value == ENFILE)) {
+        a->logged_fds = true;
+        LOG(LOG_ERROR, a->who, "net", "out of file descriptors (%s): new connections are "
+            "refused while the job's connections keep working; raise the limit (ulimit -n)",
+            strerror(value));
+    }
 }
 
 /* ----------------------------------------------------------- ZAP handler */
@@ -486,17 +399,6 @@ int net_auth_listen(net_auth *a, void *zsock, const char *target)
     if (a->c->security != CFG_SEC_NONE &&
         zmq_setsockopt(zsock, ZMQ_ZAP_DOMAIN, "kvsd", 4) != 0)
         return KVS_ENET;
-    if (a->watch == NULL) {
-        net_auth_watch *w = calloc(1, sizeof *w);
-        if (w == NULL)
-            return KVS_ENOMEM;
-        w->owner = a;
-        if (watch_start(a->loop, a->zctx, zsock, ZMQ_EVENT_ACCEPT_FAILED, w) != 0) {
-            free(w);
-            return KVS_ENET;
-        }
-        a->watch = w;
-    }
     return 0;
 }
 
@@ -510,8 +412,6 @@ void net_auth_free(net_auth *a)
 {
     if (a == NULL)
         return;
-    net_auth_watch_free(a->watch);
-    a->watch = NULL;
     if (a->zap.zsock) {
         zp_stop(&a->zap); /* frees a once the handles closed */
     } else {

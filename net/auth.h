@@ -24,7 +24,8 @@
  * property ("worker 3", "server -1" before registration), which
  * net_auth_peer reads: a node id is bound to the connection that proved it.
  * Without a secret (security none) everything here is a no-op except the
- * handshake timeout and the descriptor watch, and net_auth_peer returns NULL.
+ * handshake timeout and the descriptor accounting, and net_auth_peer returns
+ * NULL.
  *
  * Threads: everything on the loop's thread of the zctx's owner.
  */
@@ -59,16 +60,15 @@ int net_auth_new(uv_loop_t *loop, void *zctx, const cfg *c, const char *who, net
 
 /* Set up zsock (not yet bound) as a listening socket: peers must finish the
  * handshake within KVS_HANDSHAKE_TIMEOUT and, with a secret, prove it for
- * target ("scheduler" or the server's advertised endpoint).  Starts the
- * watch of accept failures (descriptors exhausted: logged once, the node
- * keeps serving).  0 or KVS_ENET. */
+ * target ("scheduler" or the server's advertised endpoint).  0 or
+ * KVS_ENET. */
 int net_auth_listen(net_auth *a, void *zsock, const char *target);
 
 /* The target a server's socket proves against, once the endpoint is known
  * (after bind).  The handler refuses every proof until it is set. */
 void net_auth_set_target(net_auth *a, const char *target);
 
-/* Stop the handler and the watch; NULL is a no-op.  Call before the
+/* Stop the handler; NULL is a no-op.  Call before the
  * sockets it guards are closed. */
 void net_auth_free(net_auth *a);
 
@@ -82,14 +82,17 @@ uint64_t net_auth_refused(const net_auth *a);
 int net_auth_connect(const cfg *c, void *zsock, const char *role, int node_id,
                      const char *target, char *why, size_t whylen);
 
-/* A watch on a connecting socket: fn(arg, why) once when the peer refuses
- * our proof (the secret differs), so the node can stop at once instead of
- * retrying forever.  0 or KVS_ENET; *out NULL with security none. */
-typedef void (*net_auth_refused_fn)(void *arg, const char *why);
-typedef struct net_auth_watch net_auth_watch;
-int net_auth_watch_new(uv_loop_t *loop, void *zctx, void *zsock, const char *peer,
-                       net_auth_refused_fn fn, void *arg, net_auth_watch **out);
-void net_auth_watch_free(net_auth_watch *w);
+/* Connection events to monitor (net/live.h's net_mon) on a connecting
+ * socket: ZMQ_EVENT_HANDSHAKE_FAILED_AUTH means the peer refused our proof
+ * (another secret than the job's): stop at once instead of retrying. */
+#define NET_AUTH_CLIENT_EVENTS ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+/* ... and on a listening socket: give them to net_auth_event. */
+#define NET_AUTH_LISTEN_EVENTS ZMQ_EVENT_ACCEPT_FAILED
+
+/* A monitor event of a listening socket: accept failures are counted;
+ * running out of descriptors is logged once (ZeroMQ keeps the job's
+ * connections working and refuses new ones).  a NULL: no-op. */
+void net_auth_event(net_auth *a, int event, int value);
 
 /* The proven identity of the peer that sent frame f ("worker 3"), or NULL
  * when the connection was not authenticated (open job).  Valid while f is. */

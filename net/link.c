@@ -8,10 +8,13 @@
 #include "common/log.h"
 #include "net/auth.h"
 #include "net/link.h"
+#include "net/live.h"
+
+#define LINK_NOTE_MS 10000 /* a line this often while waiting to register */
 
 struct net_link {
     net_sock *sock;
-    net_auth_watch *auth_watch;
+    net_mon *auth_mon; /* tells when the scheduler refuses our proof */
     uv_timer_t timer;
     const char *who;
     net_link_cbs cbs;
@@ -25,6 +28,7 @@ struct net_link {
     uint64_t timeout_ms;
     uint64_t start_timeout_ms;
     uint64_t max_message;
+    uint64_t next_note_ms; /* next "still waiting for the scheduler" line */
     char root[CFG_HOST_MAX + 32];
 };
 
@@ -37,8 +41,14 @@ static void link_fail(net_link *l, int err, const char *why)
     l->cbs.on_fail(l->arg, err, why);
 }
 
-static void on_auth_refused(void *arg, const char *why)
+static void on_link_event(void *arg, int event, int value, const char *addr)
 {
+    char why[300];
+    (void)addr;
+    if (event != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        return;
+    snprintf(why, sizeof why, "the scheduler refused our proof of the job secret (status %d): "
+             "bad secret? every node needs the job's KVS_SECRET_FILE", value);
     link_fail(arg, KVS_EAUTH, why);
 }
 
@@ -55,6 +65,12 @@ static void on_timer(uv_timer_t *t)
                      "DMLC_PS_ROOT_PORT right?",
                      l->root, l->start_timeout_ms / 1000.0);
             link_fail(l, KVS_ETIMEDOUT, why);
+        } else if (now >= l->next_note_ms) {
+            /* at the default verbosity: a silent wait looks like a hang */
+            LOG(LOG_WARN, l->who, "net", "still waiting for the scheduler at %s: %.0f s of "
+                "KVS_START_TIMEOUT=%.0f s", l->root, (now - l->start_ms) / 1000.0,
+                l->start_timeout_ms / 1000.0);
+            l->next_note_ms += LINK_NOTE_MS;
         }
         return;
     }
@@ -122,13 +138,14 @@ int net_link_new(uv_loop_t *loop, void *zctx, const cfg *c, int role, const char
     snprintf(ident, sizeof ident, "%s-%d-%02x%02x%02x%02x%02x%02x%02x%02x", cfg_role_name(role),
              (int)getpid(), tag[0], tag[1], tag[2], tag[3], tag[4], tag[5], tag[6], tag[7]);
     zmq_setsockopt(net_sock_zmq(l->sock), ZMQ_ROUTING_ID, ident, strlen(ident));
+    net_live_low_delay(net_sock_zmq(l->sock)); /* heartbeats pass bulk data in the qdisc */
     snprintf(addr, sizeof addr, "tcp://%s:%d", c->root_uri, c->root_port);
     snprintf(l->root, sizeof l->root, "%s", addr);
     rc = net_auth_connect(c, net_sock_zmq(l->sock), cfg_role_name(role), -1, "scheduler", why,
                           sizeof why);
     if (rc == 0 && c->security != CFG_SEC_NONE)
-        rc = net_auth_watch_new(loop, zctx, net_sock_zmq(l->sock), "the scheduler",
-                                on_auth_refused, l, &l->auth_watch);
+        rc = net_mon_new(loop, zctx, net_sock_zmq(l->sock), NET_AUTH_CLIENT_EVENTS,
+                         on_link_event, l, &l->auth_mon);
     if (rc != 0) {
         LOG(LOG_ERROR, who, "auth", "cannot prepare the connection to the scheduler: %s", why);
         net_sock_free(l->sock);
@@ -138,7 +155,7 @@ int net_link_new(uv_loop_t *loop, void *zctx, const cfg *c, int role, const char
     if (zmq_connect(net_sock_zmq(l->sock), addr) != 0) {
         LOG(LOG_ERROR, who, "net", "cannot connect to the scheduler at %s: %s", addr,
             zmq_strerror(zmq_errno()));
-        net_auth_watch_free(l->auth_watch);
+        net_mon_free(l->auth_mon);
         net_sock_free(l->sock);
         free(l);
         return KVS_ENET;
@@ -147,10 +164,11 @@ int net_link_new(uv_loop_t *loop, void *zctx, const cfg *c, int role, const char
     uv_timer_init(loop, &l->timer);
     l->timer.data = l;
     l->start_ms = clock_ms();
+    l->next_note_ms = l->start_ms + LINK_NOTE_MS;
     uint64_t tick = l->interval_ms < 200 ? l->interval_ms : 200;
     uv_timer_start(&l->timer, on_timer, tick, tick);
-    snprintf(body, sizeof body, "role=%s endpoint=%s rank=%d host=%s", cfg_role_name(role),
-             endpoint, pref_rank, host);
+    snprintf(body, sizeof body, "role=%s endpoint=%s rank=%d host=%s servers=%d workers=%d",
+             cfg_role_name(role), endpoint, pref_rank, host, c->num_server, c->num_worker);
     proto_hdr h = {.type = PROTO_REGISTER};
     net_link_send(l, &h, body);
     *out = l;
@@ -181,7 +199,7 @@ void net_link_free(net_link *l)
 {
     if (l == NULL)
         return;
-    net_auth_watch_free(l->auth_watch);
+    net_mon_free(l->auth_mon);
     net_sock_free(l->sock);
     uv_timer_stop(&l->timer);
     uv_close((uv_handle_t *)&l->timer, on_timer_closed);

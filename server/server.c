@@ -14,6 +14,7 @@
 #include "common/sizes.h"
 #include "net/auth.h"
 #include "net/link.h"
+#include "net/live.h"
 #include "net/net.h"
 #include "server/server.h"
 #include "server/store.h"
@@ -40,6 +41,7 @@ typedef struct srv {
     void *zctx;
     net_sock *data;
     net_auth *auth;
+    net_mon *mon; /* accept failures (descriptors) of the data socket */
     net_link *link;
     srv_bind *bind; /* per worker rank */
     uv_signal_t sigint, sigterm;
@@ -364,9 +366,18 @@ static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t
         LOG(LOG_WARN, s->who, "job", "%s; failing every waiting request", text);
         srv_store_fail_all(&s->store, text);
         break;
+    case PROTO_NODE_LEFT:
+        if (h->key >= 9 && h->key % 2 == 1) {
+            LOG(LOG_INFO, s->who, "job", "%s", text);
+            srv_store_worker_left(&s->store, (int)((h->key - 9) / 2));
+        }
+        break;
     case PROTO_SHUTDOWN:
-        LOG(LOG_INFO, s->who, "job", "the scheduler ended the job (%s)",
-            h->status ? "failed" : "done");
+        if (h->status)
+            LOG(LOG_ERROR, s->who, "job", "the scheduler ended the job: it failed (%s: %s)",
+                kvs_errname(h->status), text[0] ? text : "no reason given");
+        else
+            LOG(LOG_INFO, s->who, "job", "the scheduler ended the job (done)");
         stop(s, h->status ? 1 : 0);
         break;
     case PROTO_ERROR:
@@ -402,6 +413,13 @@ static void close_walk(uv_handle_t *h, void *arg)
     (void)arg;
     if (!uv_is_closing(h))
         uv_close(h, NULL);
+}
+
+static void on_data_event(void *arg, int event, int value, const char *addr)
+{
+    srv *s = arg;
+    (void)addr;
+    net_auth_event(s->auth, event, value);
 }
 
 static int bind_data(srv *s, const char *host)
@@ -474,6 +492,7 @@ int srv_run(const cfg *c)
         goto out;
     if (net_sock_new(&s->loop, s->zctx, ZMQ_ROUTER, c->water_mark, on_data, s, &s->data) != 0)
         goto out;
+    net_live_heartbeats(net_sock_zmq(s->data), c);
     net_sock_set_max(s->data, c->max_message);
     if (net_auth_listen(s->auth, net_sock_zmq(s->data), NULL) != 0) {
         LOG(LOG_ERROR, s->who, "auth", "cannot secure the data socket (KVS_SECURITY=%s)",
@@ -483,7 +502,13 @@ int srv_run(const cfg *c)
     if (bind_data(s, host) != 0)
         goto out;
     net_auth_set_target(s->auth, s->endpoint); /* workers prove against the table's entry */
+    net_mon_new(&s->loop, s->zctx, net_sock_zmq(s->data), NET_AUTH_LISTEN_EVENTS, on_data_event,
+                s, &s->mon);
     net_sock_start(s->data);
+    if (net_check_host(c->root_uri, "DMLC_PS_ROOT_URI", err, sizeof err) != 0) {
+        LOG(LOG_ERROR, s->who, "net", "%s", err);
+        goto out;
+    }
     net_link_cbs cbs = {on_sched_msg, on_link_fail};
     if (net_link_new(&s->loop, s->zctx, c, CFG_ROLE_SERVER, host, s->endpoint, c->server_id,
                      s->who, &cbs, s, &s->link) != 0)
@@ -502,6 +527,7 @@ int srv_run(const cfg *c)
         (unsigned long long)s->dropped);
 out:
     net_link_free(s->link);
+    net_mon_free(s->mon);
     net_sock_free(s->data);
     net_auth_free(s->auth);
     uv_walk(&s->loop, close_walk, NULL);
