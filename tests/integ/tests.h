@@ -64,7 +64,11 @@
     X(secret_auth_sum_2x2, 60)                                                 \
     X(secret_curve_sum_2x2, 60)                                                \
     X(secret_refusals_1x1, 90)                                                 \
-    X(outsider_2x2, 90)
+    X(outsider_2x2, 90)                                                        \
+    /* test_workload.c: many keys, huge key counts, fusion */                  \
+    X(many_keys_2x2, 180)                                                      \
+    X(many_keys_socket_3x2, 180)                                               \
+    X(huge_keys_2x2, 300)
 
 #define IT_TEST(name) void it_test_##name(it_ctx *t)
 
