@@ -107,6 +107,7 @@ int net_link_new(uv_loop_t *loop, void *zctx, const cfg *c, int role, const char
         free(l);
         return rc;
     }
+    net_sock_set_max(l->sock, PROTO_TEXT_MAX); /* the node table */
     /* A routing id unique in the job: role, host, pid and a random tag. */
     snprintf(ident, sizeof ident, "%s-%s-%d-%08lx", cfg_role_name(role), host, (int)getpid(),
              (unsigned long)(clock_ns() ^ (uintptr_t)l) & 0xffffffffUL);

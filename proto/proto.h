@@ -61,6 +61,14 @@ enum proto_type {
      *   56-63 operations (metrics, traces)
      *   64-71 workloads (fused batches, credits)
      * A type is known when proto_type_name() has a name for it. */
+    /* 32-39: security */
+    PROTO_REFUSED = 32,   /* scheduler -> node: registration refused; status = the error
+                           * (KVS_ECONFIG job full / id taken / size mismatch, KVS_EAUTH);
+                           * text body = the reason.  The node exits at once. */
+    PROTO_CHALLENGE = 33, /* server -> worker: answer to a HELLO; body = PROTO_NONCE_LEN
+                           * fresh random bytes the worker must write into its memory */
+    PROTO_PROOF = 34,     /* worker -> server: the challenge is at nonce_addr now; body =
+                           * proto_hello (pid, nonce_addr, the challenge) */
     PROTO_TYPE_MAX = 96 /* every type is below this */
 };
 

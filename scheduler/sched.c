@@ -163,34 +163,51 @@ static void start_job(sched *s)
         s->c->num_server, s->c->num_worker, (clock_ms() - s->start_ms) / 1000.0);
 }
 
+/* Tell a node that it cannot join, with the reason; it exits at once. */
+static void refuse(sched *s, const void *ident, size_t ident_len, int status, const char *role,
+                   const char *host, const char *why)
+{
+    proto_hdr e = {.type = PROTO_REFUSED, .status = status, .sender = PROTO_SCHEDULER_ID};
+    LOG(LOG_WARN, WHO, "job", "refused a %s at %s: %s", role, host, why);
+    net_send_text(s->sock, ident, ident_len, &e, why);
+}
+
 static void on_register(sched *s, const void *ident, size_t ident_len, const proto_hdr *h,
                         const char *body)
 {
     int role, rank;
-    char endpoint[128], host[CFG_HOST_MAX], why[256];
-    proto_hdr e = {.type = PROTO_ERROR, .status = KVS_EINVAL};
+    char endpoint[128], host[CFG_HOST_MAX], why[512];
     if (find_node(s, ident, ident_len) != NULL)
         return; /* a repeat: the ack is on its way */
     if (proto_parse_register(body ? body : "", h->body_len, &role, endpoint, sizeof endpoint,
                              &rank, host, sizeof host, why, sizeof why) != 0) {
-        LOG(LOG_WARN, WHO, "net", "bad REGISTER: %s", why);
-        net_send_text(s->sock, ident, ident_len, &e, why);
+        char text[600];
+        snprintf(text, sizeof text, "bad registration: %s", why);
+        refuse(s, ident, ident_len, KVS_EPROTO, "node", "?", text);
         return;
     }
+    const char *rname = cfg_role_name(role);
     if (s->started) {
-        LOG(LOG_WARN, WHO, "job", "%s at %s tried to join a running job: refused",
-            cfg_role_name(role), host);
-        net_send_text(s->sock, ident, ident_len, &e,
-                      "the job has already started (all nodes registered)");
+        refuse(s, ident, ident_len, KVS_ECONFIG, rname, host,
+               "job full: the job has already started (all nodes registered)");
         return;
+    }
+    for (int i = 0; i < s->nnodes && rank >= 0; i++) {
+        const sched_node *o = &s->nodes[i];
+        if (o->role == role && o->pref_rank == rank) {
+            snprintf(why, sizeof why, "id taken: %s rank %d (DMLC_%s_ID=%d) is already "
+                     "registered from %s", rname, rank,
+                     role == CFG_ROLE_SERVER ? "SERVER" : "WORKER", rank, o->host);
+            refuse(s, ident, ident_len, KVS_ECONFIG, rname, host, why);
+            return;
+        }
     }
     int *count = role == CFG_ROLE_SERVER ? &s->nserver_reg : &s->nworker_reg;
     int want = role == CFG_ROLE_SERVER ? s->c->num_server : s->c->num_worker;
     if (*count >= want || ident_len > IDENT_MAX - 1) {
-        snprintf(why, sizeof why, "the job already has its %d %ss (DMLC_NUM_%s=%d)", want,
-                 cfg_role_name(role), role == CFG_ROLE_SERVER ? "SERVER" : "WORKER", want);
-        LOG(LOG_WARN, WHO, "job", "refused a %s at %s: %s", cfg_role_name(role), host, why);
-        net_send_text(s->sock, ident, ident_len, &e, why);
+        snprintf(why, sizeof why, "job full: the job already has its %d %ss (DMLC_NUM_%s=%d)",
+                 want, rname, role == CFG_ROLE_SERVER ? "SERVER" : "WORKER", want);
+        refuse(s, ident, ident_len, KVS_ECONFIG, rname, host, why);
         return;
     }
     sched_node *n = &s->nodes[s->nnodes++];
@@ -280,7 +297,7 @@ static void on_recv(net_sock *sock, net_msg *m, void *arg)
     zmq_msg_t *bodymsg;
     if (net_msg_decode(m, true, &lim, &h, &bodymsg, why, sizeof why) != 0) {
         LOG(LOG_WARN, WHO, "net", "dropped a malformed message: %s", why);
-        proto_hdr e = {.type = PROTO_ERROR, .status = KVS_EPROTO};
+        proto_hdr e = {.type = PROTO_ERROR, .status = KVS_EPROTO, .sender = PROTO_SCHEDULER_ID};
         if (m->total >= 1)
             net_send_text(s->sock, ident, ident_len, &e, why);
         return;

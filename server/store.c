@@ -289,7 +289,10 @@ static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, i
             return;
         }
         r->next = hmap_get(&st->pending_inits, hk);
-        hmap_put(&st->pending_inits, hk, r);
+        if (hmap_put(&st->pending_inits, hk, r) != 0) {
+            req_free(r);
+            reply_err(st, ident, ident_len, h, KVS_ENOMEM, "server out of memory");
+        }
         return;
     }
     e = calloc(1, sizeof *e);
@@ -485,10 +488,15 @@ static void handle_push(srv_store *st, const uint8_t *ident, size_t ident_len, i
     }
     if (h->round > e->round) {
         /* a later round: keep the data until this round completes */
-        if (bodymsg)
+        if (bodymsg) {
             zmq_msg_move(&r->body, bodymsg);
-        else {
-            zmq_msg_init_size(&r->body, h->body_len);
+        } else if (zmq_msg_init_size(&r->body, h->body_len) != 0) {
+            zmq_msg_init(&r->body);
+            req_free(r);
+            reply_err(st, ident, ident_len, h, KVS_ENOMEM,
+                      "server out of memory keeping a push for a later round");
+            return;
+        } else {
             memcpy(zmq_msg_data(&r->body), body, h->body_len);
         }
         *e->deferred_tail = r;

@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/memtune.h"
 #include "common/sizes.h"
+#include "tree/tree.h"
 #include "worker/wrk_int.h"
 
 #define ZERO_COPY_MIN (64u << 10) /* bodies at least this big are sent without a copy */
@@ -496,7 +497,8 @@ int kvs_create(const char *type, kvs_store **out)
     hmap_init(&s->keys);
     hmap_init(&s->reqs);
     snprintf(s->who, sizeof s->who, "worker");
-    if (cfg_load(&s->c, kind == WRK_DIST, err, sizeof err) != 0) {
+    if (cfg_load(&s->c, kind == WRK_DIST, err, sizeof err) != 0 ||
+        tree_env_check(err, sizeof err) != 0) {
         rc = err_set(KVS_ECONFIG, "%s", err);
         goto fail;
     }
@@ -508,6 +510,8 @@ int kvs_create(const char *type, kvs_store **out)
     }
     if (s->c.verbose > log_level)
         log_level = s->c.verbose;
+    if (s->c.worker_id >= 0)
+        snprintf(s->who, sizeof s->who, "worker %d", s->c.worker_id);
     if (kind == WRK_DIST && s->c.malloc_tune)
         mem_tune();
     rc = red_pool_new(s->c.reduction_nthreads, s->c.bigarray_bound, &s->pool);

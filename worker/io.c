@@ -323,6 +323,7 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
         rc = net_sock_new(&s->loop, s->zctx, ZMQ_DEALER, s->c.water_mark, on_server, s, &sock);
         if (rc)
             break;
+        net_sock_set_max(sock, s->c.max_message);
         zmq_setsockopt(net_sock_zmq(sock), ZMQ_ROUTING_ID, ident, strlen(ident));
         if (zmq_connect(net_sock_zmq(sock), nodes[i].endpoint) != 0) {
             snprintf(why, sizeof why, "cannot connect to server %d at %s: %s", r,
@@ -407,6 +408,13 @@ static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t
                     h->status ? "the scheduler ended the job: it failed"
                               : "the scheduler ended the job");
         break;
+    case PROTO_REFUSED: {
+        char msg[800];
+        int st = h->status == KVS_EAUTH || h->status == KVS_EPROTO ? h->status : KVS_ECONFIG;
+        snprintf(msg, sizeof msg, "the scheduler refused this worker: %s", text);
+        io_fail_all(s, st, msg);
+        break;
+    }
     case PROTO_ERROR: {
         char msg[800];
         snprintf(msg, sizeof msg, "the scheduler refused this worker: %s", text);

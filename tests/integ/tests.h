@@ -49,7 +49,10 @@
     X(kill_server_2x2, 60)                                                     \
     X(kill_server_direct_2x2, 60)                                              \
     X(garbage_2x2, 90)                                                         \
-    X(garbage_spoofed_sender_2x2, 60)
+    X(garbage_spoofed_sender_2x2, 60)                                          \
+    /* test_security.c: refusals, secrets, bounded memory, proofs */           \
+    X(refused_registration_1x1, 60)                                            \
+    X(server_enomem_1x1, 90)
 
 #define IT_TEST(name) void it_test_##name(it_ctx *t)
 

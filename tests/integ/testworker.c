@@ -59,6 +59,9 @@ static const char *usage_text =
     "                           a blocked (or, after file 'killed', a later) call\n"
     "                           returns KVS_EPEERDEAD naming the node in file\n"
     "                           'expect-dead' (\"worker 2\")\n"
+    "  enomem --counts N        (one worker) kvs_init of N float32 returns\n"
+    "                           KVS_ENOMEM from a server under a memory limit; a\n"
+    "                           small key still sums exactly afterwards\n"
     "  create-error ERRNAME [WORD] [--type T]\n"
     "                           kvs_create fails with ERRNAME and kvs_last_error()\n"
     "                           contains WORD\n";
@@ -1353,6 +1356,56 @@ static int scenario_peer_dead(const opts *o)
     return c.failed;
 }
 
+/* ---- a server out of memory answers ---- */
+
+static int scenario_enomem(const opts *o)
+{
+    wctx c;
+    const uint64_t small = 21, big = 22, n = 8;
+    uint64_t nbig = o->ncounts ? o->counts[0] : (64u << 20);
+    if (open_store(&c, o, "dist_sync", 0) != 0)
+        return 1;
+    float v[8], out[8];
+    for (uint64_t i = 0; i < n; i++)
+        v[i] = (float)(i + 1);
+    kvs_array a = arr(v, n, KVS_FLOAT32), ao = arr(out, n, KVS_FLOAT32);
+    if (report(c.who, "kvs_init (small key)", kvs_init(c.s, 1, &small, &a))) {
+        close_store(&c);
+        return 1;
+    }
+    float *bigbuf = calloc(nbig, sizeof *bigbuf); /* never touched: no resident pages */
+    if (bigbuf == NULL)
+        die("cannot allocate %llu float32", (unsigned long long)nbig);
+    kvs_array ab = arr(bigbuf, nbig, KVS_FLOAT32);
+    int rc = kvs_init(c.s, 1, &big, &ab);
+    say(c.who, "kvs_init of %llu float32 returned %s: %s", (unsigned long long)nbig,
+        kvs_errname(rc), kvs_last_error());
+    if (rc != KVS_ENOMEM || strstr(kvs_last_error(), "memory") == NULL) {
+        say(c.who, "expected KVS_ENOMEM naming memory");
+        c.failed = 1;
+    }
+    free(bigbuf);
+    for (int round = 0; round < 3 && !c.failed; round++) {
+        for (uint64_t i = 0; i < n; i++)
+            v[i] = (float)(round * 100 + (int)i);
+        if (report(c.who, "kvs_push", kvs_push(c.s, 1, &small, &a, 0)) ||
+            report(c.who, "kvs_pull", kvs_pull(c.s, 1, &small, &ao, 0)) ||
+            report(c.who, "kvs_wait_all", kvs_wait_all(c.s))) {
+            c.failed = 1;
+            break;
+        }
+        for (uint64_t i = 0; i < n; i++)
+            if (out[i] != v[i]) {
+                say(c.who, "round %d element %llu: got %g, expected %g", round,
+                    (unsigned long long)i, out[i], v[i]);
+                c.failed = 1;
+            }
+    }
+    if (!c.failed)
+        say(c.who, "enomem: KVS_ENOMEM answered, small key exact afterwards");
+    return close_store(&c) || c.failed;
+}
+
 /* ---- kvs_create failures ---- */
 
 static int scenario_create_error(const opts *o)
@@ -1490,5 +1543,7 @@ int main(int argc, char **argv)
         return scenario_peer_dead(&o);
     if (strcmp(sc, "create-error") == 0)
         return scenario_create_error(&o);
+    if (strcmp(sc, "enomem") == 0)
+        return scenario_enomem(&o);
     die("unknown scenario '%s'\n%s", sc, usage_text);
 }
