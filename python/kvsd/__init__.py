@@ -42,6 +42,9 @@ from ._store import Store, create
 
 __version__ = "0.1.0"
 library = _lib.path
+# the version of the libkvs that was loaded (None for one without kvs_version)
+library_version = (_lib.text(_lib.lib.kvs_version()) if hasattr(_lib.lib, "kvs_version")
+                   else None)
 key_of = _keys.of_str
 
 errors = dict(_errors.by_name)   # C name -> class, every code the library knows
@@ -62,5 +65,5 @@ def errname(code):
 
 
 __all__ = ["create", "Store", "Error", "KeyCollision", "key_of", "strerror", "errname",
-           "errors", "library", "KVS_CPU", "FLOAT32", "FLOAT64", "FLOAT16", "BFLOAT16",
+           "errors", "library", "library_version", "KVS_CPU", "FLOAT32", "FLOAT64", "FLOAT16", "BFLOAT16",
            "INT32", "INT64"] + sorted(set(c.__name__ for c in _errors.by_name.values()))

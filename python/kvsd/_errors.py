@@ -28,6 +28,7 @@ _FRIENDLY = {
     "KVS_ETOOBIG": ("TooBig", ()),
     "KVS_EDEVICE": ("DeviceError", ()),
     "KVS_EINTERNAL": ("InternalError", ()),
+    "KVS_EAUTH": ("AuthError", ()),
 }
 
 _UNKNOWN = "KVS_E?"

@@ -100,6 +100,17 @@ for _name, (_res, _args) in _PROTOTYPES.items():
     _f.argtypes = _args
 
 
+# Functions of later libkvs versions: set up where the library has them.
+_OPTIONAL = {
+    "kvs_version": (ctypes.c_char_p, []),
+}
+for _name, (_res, _args) in _OPTIONAL.items():
+    _f = getattr(lib, _name, None)
+    if _f is not None:
+        _f.restype = _res
+        _f.argtypes = _args
+
+
 def text(b):
     """A C string from the library as str ('' for NULL)."""
     return b.decode("utf-8", "replace") if b else ""

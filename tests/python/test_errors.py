@@ -164,3 +164,12 @@ def test_library_location_and_kvs_library(tmp_path):
     r = subprocess.run(["/usr/bin/python3", "-c", code], env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == os.path.join(ROOT, "build", "libkvs.so")
+
+
+def test_version_matches_the_header():
+    text = open(os.path.join(ROOT, "include", "kvs.h")).read()
+    parts = [re.search(r"#define KVS_VERSION_%s (\d+)" % p, text).group(1)
+             for p in ("MAJOR", "MINOR", "PATCH")]
+    assert kvsd.__version__ == ".".join(parts)
+    if kvsd.library_version is not None:
+        assert kvsd.library_version == kvsd.__version__
