@@ -91,6 +91,10 @@ int net_msg_decode(net_msg *m, bool routed, const proto_limits *lim, proto_hdr *
  * or -1 (ipc://, error). */
 int net_bound_port(void *zsock, char *endpoint, size_t len);
 
+/* Can host (a name or an address) be resolved?  0, or KVS_ENET with
+ * "cannot resolve <what>='host': <reason>" in why.  Blocks for the lookup. */
+int net_check_host(const char *host, const char *what, char *why, size_t whylen);
+
 /* Write "port\n" to path atomically (temp file + rename).  0 or -errno. */
 int net_write_port_file(const char *path, int port);
 

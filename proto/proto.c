@@ -189,6 +189,8 @@ const char *proto_type_name(int type)
         [PROTO_REPLY] = "REPLY",
         [PROTO_ERROR] = "ERROR",
         [PROTO_HELLO] = "HELLO",
+        [PROTO_NODE_LEFT] = "NODE_LEFT",
+        [PROTO_PEER_LOST] = "PEER_LOST",
         [PROTO_REFUSED] = "REFUSED",
         [PROTO_CHALLENGE] = "CHALLENGE",
         [PROTO_PROOF] = "PROOF",
@@ -333,4 +335,26 @@ int proto_parse_register(const char *body, size_t len, int *role, char *endpoint
     if (!have_role || !have_ep)
         return fail(why, whylen, KVS_EPROTO, "register: role and endpoint are required");
     return 0;
+}
+
+int proto_register_job_size(const char *body, size_t len, int *servers, int *workers)
+{
+    const char *p = body, *end = body + len;
+    char tok[300];
+    long v;
+    int got = 0;
+    for (;;) {
+        while (p < end && *p == '\n')
+            p++;
+        if (!next_token(&p, end, tok, sizeof tok))
+            break;
+        if (!strncmp(tok, "servers=", 8) && parse_int(tok + 8, 1, 1 << 16, &v)) {
+            *servers = (int)v;
+            got |= 1;
+        } else if (!strncmp(tok, "workers=", 8) && parse_int(tok + 8, 1, 1 << 16, &v)) {
+            *workers = (int)v;
+            got |= 2;
+        }
+    }
+    return got == 3 ? 0 : -1;
 }

@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/sizes.h"
 #include "net/link.h"
+#include "net/live.h"
 #include "net/net.h"
 #include "server/server.h"
 #include "server/store.h"
@@ -330,9 +331,18 @@ static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t
         LOG(LOG_WARN, s->who, "job", "%s; failing every waiting request", text);
         srv_store_fail_all(&s->store, text);
         break;
+    case PROTO_NODE_LEFT:
+        if (h->key >= 9 && h->key % 2 == 1) {
+            LOG(LOG_INFO, s->who, "job", "%s", text);
+            srv_store_worker_left(&s->store, (int)((h->key - 9) / 2));
+        }
+        break;
     case PROTO_SHUTDOWN:
-        LOG(LOG_INFO, s->who, "job", "the scheduler ended the job (%s)",
-            h->status ? "failed" : "done");
+        if (h->status)
+            LOG(LOG_ERROR, s->who, "job", "the scheduler ended the job: it failed (%s: %s)",
+                kvs_errname(h->status), text[0] ? text : "no reason given");
+        else
+            LOG(LOG_INFO, s->who, "job", "the scheduler ended the job (done)");
         stop(s, h->status ? 1 : 0);
         break;
     case PROTO_ERROR:
@@ -435,10 +445,15 @@ int srv_run(const cfg *c)
     s->zctx = zmq_ctx_new();
     if (net_sock_new(&s->loop, s->zctx, ZMQ_ROUTER, c->water_mark, on_data, s, &s->data) != 0)
         goto out;
+    net_live_heartbeats(net_sock_zmq(s->data), c);
     net_sock_set_max(s->data, c->max_message);
     if (bind_data(s, host) != 0)
         goto out;
     net_sock_start(s->data);
+    if (net_check_host(c->root_uri, "DMLC_PS_ROOT_URI", err, sizeof err) != 0) {
+        LOG(LOG_ERROR, s->who, "net", "%s", err);
+        goto out;
+    }
     net_link_cbs cbs = {on_sched_msg, on_link_fail};
     if (net_link_new(&s->loop, s->zctx, c, CFG_ROLE_SERVER, host, s->endpoint, c->server_id,
                      s->who, &cbs, s, &s->link) != 0)
