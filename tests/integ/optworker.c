@@ -6,6 +6,7 @@
  *                       [--sums] [--save-at R --save-dir D] [--load D]
  *                       [--dump FILE] [--hang-after-save]
  *   kvs-optworker errors --dir D
+ *   kvs-optworker async
  *
  * train: initialises the keys below, sets the optimizer (every worker, the
  * same spec), then runs rounds [from, rounds) of pushpull with this
@@ -297,9 +298,9 @@ static int expect_rc(int rc, int want, const char *call, const char *word)
     return 1;
 }
 
-static void job_open(job *j, int half)
+static void job_open_type(job *j, int half, const char *type)
 {
-    int rc = kvs_create("dist_sync", &j->s);
+    int rc = kvs_create(type, &j->s);
     if (rc) {
         say("kvs_create: %s: %s", kvs_errname(rc), kvs_last_error());
         exit(1);
@@ -324,6 +325,11 @@ static void job_open(job *j, int half)
         say("kvs_init: %s: %s", kvs_errname(rc), kvs_last_error());
         exit(1);
     }
+}
+
+static void job_open(job *j, int half)
+{
+    job_open_type(j, half, "dist_sync");
 }
 
 /* One round r: push this worker's gradients, pull, check against the
@@ -640,14 +646,62 @@ static int errors(int argc, char **argv)
     return failures ? 1 : 0;
 }
 
+/* dist_async: every push is one update.  With sgd (no momentum, no wd, no
+ * clip) the order does not matter but for rounding: after every worker's
+ * pushes, w = w0 - lr*rescale_grad*(sum of all pushes). */
+static int async_sgd(void)
+{
+    const double lr = 0.01, rg = 0.5;
+    const int rounds = 5;
+    job j = {0};
+    job_open_type(&j, 0, "dist_async");
+    expect_rc(kvs_set_optimizer(j.s, "sgd learning_rate=0.01 rescale_grad=0.5"), 0,
+              "kvs_set_optimizer", NULL);
+    for (int r = 0; r < rounds; r++) {
+        for (int k = 0; k < j.nkeys; k++)
+            for (uint64_t i = 0; i < keys[k].n; i++)
+                put(keys[k].dt, j.val[k].data, i, grad(rank, keys[k].key, i, r));
+        int rc = kvs_push(j.s, (size_t)j.nkeys, j.ks, j.val, 0);
+        if (rc == 0)
+            rc = kvs_wait_all(j.s);
+        CHECK(rc == 0, "push %d: %s: %s", r, kvs_errname(rc), kvs_last_error());
+    }
+    expect_rc(kvs_barrier(j.s), 0, "barrier", NULL);
+    int rc = kvs_pull(j.s, (size_t)j.nkeys, j.ks, j.out, 0);
+    if (rc == 0)
+        rc = kvs_wait_all(j.s);
+    CHECK(rc == 0, "pull: %s: %s", kvs_errname(rc), kvs_last_error());
+    for (int k = 0; k < j.nkeys; k++) {
+        int bad = 0;
+        for (uint64_t i = 0; i < keys[k].n; i++) {
+            double want = j.refs[k][i].w;
+            for (int w = 0; w < 2; w++)
+                for (int r = 0; r < rounds; r++)
+                    want -= lr * rg * grad(w, keys[k].key, i, r);
+            double got = get(keys[k].dt, j.out[k].data, i);
+            if (!(fabs(got - want) <= 1e-6 * fabs(want)) && bad++ < 3)
+                say("MISMATCH async key %llu index %llu: got %.17g expected %.17g",
+                    (unsigned long long)keys[k].key, (unsigned long long)i, got, want);
+        }
+        failures += bad;
+    }
+    rc = kvs_close(j.s);
+    CHECK(rc == 0, "kvs_close: %s: %s", kvs_errname(rc), kvs_last_error());
+    say("async sgd: %d problems", failures);
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && !strcmp(argv[1], "async"))
+        return async_sgd();
     if (argc >= 2 && !strcmp(argv[1], "train"))
         return train(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "errors"))
         return errors(argc, argv);
     fprintf(stderr, "usage: kvs-optworker train --spec SPEC [--rounds N] [--from R] [--mult] "
             "[--half] [--sums] [--save-at R --save-dir D] [--load D] [--dump FILE] "
-            "[--hang-after-save]\n       kvs-optworker errors --dir D\n");
+            "[--hang-after-save]\n       kvs-optworker errors --dir D\n"
+            "       kvs-optworker async\n");
     return argc >= 2 && !strcmp(argv[1], "--help") ? 0 : 2;
 }

@@ -92,6 +92,14 @@ IT_TEST(optim_off_2x2)
     train_ok(t, "sgd learning_rate=0.1 momentum=0.9", "--sums", NULL);
 }
 
+IT_TEST(optim_async_2x2)
+{
+    static const char *const argv[] = {"async", NULL};
+    opt_env(t);
+    start_job(t, argv);
+    it_expect_job_ok(t, 60);
+}
+
 IT_TEST(optim_errors_2x2)
 {
     char dir[PATH_MAX + 16];

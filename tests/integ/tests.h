@@ -79,6 +79,7 @@
     X(optim_rmsprop_2x2, 90)                                                   \
     X(optim_rmsprop_centered_2x2, 90)                                          \
     X(optim_off_2x2, 90)                                                       \
+    X(optim_async_2x2, 90)                                                     \
     X(optim_errors_2x2, 120)                                                   \
     X(restart_sgd_momentum_2x2, 180)                                           \
     X(restart_adam_2x2, 240)
