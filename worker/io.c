@@ -10,6 +10,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/sizes.h"
+#include "net/auth.h"
 #include "worker/wrk_int.h"
 
 
@@ -524,7 +525,12 @@ static void on_server_event(void *arg, int event, int value, const char *addr)
     int r = ((mon_arg *)arg)->r;
     (void)value;
     (void)addr;
-    if (event == ZMQ_EVENT_CONNECTED) {
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+        char why[200];
+        snprintf(why, sizeof why, "server %d refused our proof of the job secret (status %d): "
+                 "bad secret? every node needs the job's KVS_SECRET_FILE", r, value);
+        io_fail_all(s, KVS_EAUTH, why);
+    } else if (event == ZMQ_EVENT_CONNECTED) {
         s->connected[r] = true;
     } else if (event == ZMQ_EVENT_DISCONNECTED) {
         char why[160];
@@ -579,7 +585,13 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
     s->node_id = (int)h->key;
     s->rank = (s->node_id - 9) / 2;
     snprintf(s->who, sizeof s->who, "worker %d", s->rank);
-    snprintf(ident, sizeof ident, "w%d", s->node_id);
+    /* "w<node id>-<random>": the server checks the prefix; nobody can take
+     * the connection id before us */
+    uint8_t tag[8] = {0};
+    net_random(tag, sizeof tag);
+    snprintf(ident, sizeof ident, "w%d-%02x%02x%02x%02x%02x%02x%02x%02x", s->node_id, tag[0],
+             tag[1], tag[2], tag[3], tag[4], tag[5], tag[6], tag[7]);
+
     for (int i = 0; i < n && rc == 0; i++) {
         if (nodes[i].role != CFG_ROLE_SERVER)
             continue;
@@ -594,23 +606,30 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
             break;
         net_sock_set_max(sock, s->c.max_message);
         zmq_setsockopt(net_sock_zmq(sock), ZMQ_ROUTING_ID, ident, strlen(ident));
+        s->servers[r] = sock;
+        rc = net_auth_connect(&s->c, net_sock_zmq(sock), "worker", s->node_id,
+                              nodes[i].endpoint, why, sizeof why);
+        if (rc != 0) {
+            free(nodes);
+            io_fail_all(s, rc, why);
+            return;
+        }
         net_live_heartbeats(net_sock_zmq(sock), &s->c);
         s->mon_args[r] = (mon_arg){s, r};
         snprintf(s->server_ep[r], sizeof s->server_ep[r], "%s", nodes[i].endpoint);
         if (net_mon_new(&s->loop, s->zctx, net_sock_zmq(sock),
-                        ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED, on_server_event,
+                        ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED |
+                            ZMQ_EVENT_HANDSHAKE_FAILED_AUTH, on_server_event,
                         &s->mon_args[r], &s->mons[r]) != 0)
             s->connected[r] = true; /* no monitor: heartbeats to the scheduler only */
         if (zmq_connect(net_sock_zmq(sock), nodes[i].endpoint) != 0) {
             snprintf(why, sizeof why, "cannot connect to server %d at %s: %s", r,
                      nodes[i].endpoint, zmq_strerror(zmq_errno()));
-            net_sock_free(sock);
             free(nodes);
             io_fail_all(s, KVS_ENET, why);
             return;
         }
         net_sock_start(sock);
-        s->servers[r] = sock;
         LOG(LOG_INFO, s->who, "net", "server %d is at %s", r, nodes[i].endpoint);
     }
     free(nodes);
