@@ -818,6 +818,7 @@ int kvs_close(kvs_store *s)
     free(s->fuse);
     free(s->cma);
     free(s->hellos);
+    free(s->nonces);
     free(s->connected);
     free(s->server_ep);
     free(s->mon_args);
