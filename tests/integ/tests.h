@@ -71,7 +71,8 @@
     X(many_keys_socket_3x2, 180)                                               \
     X(huge_keys_2x2, 300)                                                      \
     X(many_keys_small_fuse_2x3, 180)                                           \
-    X(many_keys_p3_2x2, 180) \
+    X(many_keys_p3_2x2, 180)                                                   \
+    X(p3_credit_2x2, 180) \
     /* test_optim.c: server-side optimizers, checkpoints, the restart proof */ \
     X(optim_sgd_2x2, 90)                                                       \
     X(optim_sgd_momentum_2x2, 90)                                              \
