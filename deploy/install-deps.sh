@@ -4,7 +4,8 @@
 set -eu
 need=""
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-for p in libzmq3-dev libuv1-dev check pkg-config; do
+# iproute2, iptables: the multi-host tests (tests/netns/)
+for p in libzmq3-dev libuv1-dev check pkg-config iproute2 iptables; do
     have "$p" || need="$need $p"
 done
 [ -z "$need" ] && exit 0
