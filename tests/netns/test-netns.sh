@@ -92,7 +92,8 @@ trap final_cleanup EXIT
 trap 'exit 130' INT TERM
 
 # net RATE HOST...: a bridge namespace and one namespace per host, each host
-# at 10.201.0.(10+i)/24 on eth0, egress shaped to RATE.
+# at 10.201.0.(10+i)/24 on eth0, egress shaped to RATE (a tbf queue of at most
+# $QLAT of data, 20ms unless set).
 net() {
     local rate=$1 i=0 h ns br=$RUN-$CASE-br
     shift
@@ -113,7 +114,7 @@ net() {
         ip -n "$ns" addr add "${IP[$h]}/24" dev eth0
         ip -n "$ns" link set eth0 up
         ip -n "$ns" link set lo up
-        ip netns exec "$ns" tc qdisc add dev eth0 root handle 1: tbf rate "$rate" burst 512kb latency 20ms || return 1
+        ip netns exec "$ns" tc qdisc add dev eth0 root handle 1: tbf rate "$rate" burst 512kb latency "${QLAT:-20ms}" || return 1
         ip netns exec "$ns" tc qdisc add dev eth0 parent 1:1 handle 10: pfifo_fast || return 1
         i=$((i + 1))
     done
@@ -243,8 +244,8 @@ hosts_for() { # S W -> host names
 # ---------------------------------------------------------------- cases
 
 # Exact sums over the network; every process exits 0.
-case_sums() { # name rate S W counts rounds [loss]
-    local name=$1 rate=$2 S=$3 W=$4 counts=$5 rounds=$6 loss=${7:-} n h t0
+case_sums() { # name rate S W counts rounds [loss [queue latency]]
+    local name=$1 rate=$2 S=$3 W=$4 counts=$5 rounds=$6 loss=${7:-} QLAT=${8:-20ms} n h t0
     want "$name" || return 0
     new_case "$name"
     net "$rate" $(hosts_for "$S" "$W") || { note "cannot build the namespaces"; finish_case; teardown; return; }
@@ -417,6 +418,10 @@ else
     case_sums sums_10gbit 10gbit 2 2 1000,300000,2000000 3
     case_sums loss_1pct 1gbit 2 2 1000,300000,1000000 3 0.01
 fi
+# A link saturated for longer than PS_HEARTBEAT_TIMEOUT behind a 2 s deep
+# queue: the heartbeats (own connection, low-delay TOS, a higher pfifo_fast
+# band) still pass, so no live node is declared dead.
+case_sums saturated_deep_queue 200mbit 2 2 8000000 2 "" 2s
 case_cut cut_worker_host worker
 case_cut cut_server_host server
 case_cut cut_scheduler_host scheduler
