@@ -10,9 +10,12 @@
 #include "net/live.h"
 
 #define LINK_NOTE_MS 10000 /* a line this often while waiting to register */
+#define LINK_GONE_MS 300   /* after the connection closed: let a SHUTDOWN in flight arrive */
 
 struct net_link {
     net_sock *sock;
+    net_mon *mon;      /* the connection's events: a closed one is a dead scheduler */
+    uint64_t gone_ms;  /* when the connection closed (0: it has not) */
     uv_timer_t timer;
     const char *who;
     net_link_cbs cbs;
@@ -61,6 +64,17 @@ static void on_timer(uv_timer_t *t)
         }
         return;
     }
+    if (l->gone_ms && now - l->gone_ms >= LINK_GONE_MS) {
+        uint64_t quiet = now - l->last_ack_ms;
+        if (quiet + 500 >= l->timeout_ms)
+            snprintf(why, sizeof why, "scheduler at %s silent for %.1f s (PS_HEARTBEAT_TIMEOUT)",
+                     l->root, quiet / 1000.0);
+        else
+            snprintf(why, sizeof why, "the scheduler at %s closed the connection: it exited or "
+                     "crashed, or the connection was reset", l->root);
+        link_fail(l, KVS_EPEERDEAD, why);
+        return;
+    }
     if (now - l->last_ack_ms > l->timeout_ms) {
         snprintf(why, sizeof why, "scheduler at %s silent for %.1f s (PS_HEARTBEAT_TIMEOUT)",
                  l->root, (now - l->last_ack_ms) / 1000.0);
@@ -69,6 +83,18 @@ static void on_timer(uv_timer_t *t)
     }
     proto_hdr h = {.type = PROTO_HEARTBEAT};
     net_link_send(l, &h, NULL);
+}
+
+/* The connection to the scheduler closed: fail soon (see LINK_GONE_MS). */
+static void on_mon(void *arg, int event, int value, const char *addr)
+{
+    net_link *l = arg;
+    (void)value;
+    (void)addr;
+    if (event != ZMQ_EVENT_DISCONNECTED || !l->registered || l->failed || l->gone_ms)
+        return;
+    l->gone_ms = clock_ms();
+    uv_timer_start(&l->timer, on_timer, LINK_GONE_MS, l->interval_ms);
 }
 
 static void on_recv(net_sock *s, net_msg *m, void *arg)
@@ -91,6 +117,11 @@ static void on_recv(net_sock *s, net_msg *m, void *arg)
     l->last_ack_ms = clock_ms();
     if (h.type == PROTO_HEARTBEAT_ACK)
         return;
+    if (h.type == PROTO_SHUTDOWN) {
+        /* the job is over: the connection closing next is no failure */
+        l->failed = true;
+        uv_timer_stop(&l->timer);
+    }
     l->cbs.on_msg(l->arg, &h, body ? zmq_msg_data(body) : NULL, h.body_len);
 }
 
@@ -133,6 +164,9 @@ int net_link_new(uv_loop_t *loop, void *zctx, const cfg *c, int role, const char
         return KVS_ENET;
     }
     net_sock_start(l->sock);
+    if (net_mon_new(loop, zctx, net_sock_zmq(l->sock), ZMQ_EVENT_DISCONNECTED, on_mon, l,
+                    &l->mon) != 0)
+        l->mon = NULL; /* then a dead scheduler is found by the heartbeat timeout */
     uv_timer_init(loop, &l->timer);
     l->timer.data = l;
     l->start_ms = clock_ms();
@@ -156,6 +190,11 @@ void net_link_registered(net_link *l, int node_id)
     uv_timer_start(&l->timer, on_timer, l->interval_ms, l->interval_ms);
 }
 
+bool net_link_gone(const net_link *l)
+{
+    return l->gone_ms != 0;
+}
+
 int net_link_send(net_link *l, proto_hdr *h, const char *text)
 {
     h->sender = l->node_id;
@@ -171,6 +210,7 @@ void net_link_free(net_link *l)
 {
     if (l == NULL)
         return;
+    net_mon_free(l->mon);
     net_sock_free(l->sock);
     uv_timer_stop(&l->timer);
     uv_close((uv_handle_t *)&l->timer, on_timer_closed);

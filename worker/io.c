@@ -322,8 +322,8 @@ static void server_lost(kvs_store *s, int r, const char *why)
     pthread_mutex_lock(&s->mu);
     bool quiet = s->fatal != 0 || s->stop;
     pthread_mutex_unlock(&s->mu);
-    if (quiet || s->leaving || s->io_failed)
-        return;
+    if (quiet || s->leaving || s->io_failed || net_link_gone(s->link))
+        return; /* (a dead scheduler: servers exit, and the link says why) */
     snprintf(text, sizeof text, "%s lost its connection to server %d at %s: %s", s->who, r,
              s->server_ep[r], why);
     proto_hdr h = {.type = PROTO_PEER_LOST, .key = (uint64_t)proto_server_id(r)};
