@@ -6,6 +6,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "net/auth.h"
 #include "net/link.h"
 #include "net/live.h"
 
@@ -14,7 +15,8 @@
 
 struct net_link {
     net_sock *sock;
-    net_mon *mon;      /* the connection's events: a closed one is a dead scheduler */
+    net_mon *mon;      /* the connection's events: a refused proof, a closed connection
+                        * (a dead scheduler) */
     uint64_t gone_ms;  /* when the connection closed (0: it has not) */
     uv_timer_t timer;
     const char *who;
@@ -40,6 +42,22 @@ static void link_fail(net_link *l, int err, const char *why)
     l->failed = true;
     uv_timer_stop(&l->timer);
     l->cbs.on_fail(l->arg, err, why);
+}
+
+static void on_mon(void *arg, int event, int value, const char *addr);
+
+static void on_link_event(void *arg, int event, int value, const char *addr)
+{
+    char why[300];
+    if (event == ZMQ_EVENT_DISCONNECTED) {
+        on_mon(arg, event, value, addr);
+        return;
+    }
+    if (event != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        return;
+    snprintf(why, sizeof why, "the scheduler refused our proof of the job secret (status %d): "
+             "bad secret? every node needs the job's KVS_SECRET_FILE", value);
+    link_fail(arg, KVS_EAUTH, why);
 }
 
 static void on_timer(uv_timer_t *t)
@@ -149,24 +167,44 @@ int net_link_new(uv_loop_t *loop, void *zctx, const cfg *c, int role, const char
         return rc;
     }
     net_sock_set_max(l->sock, PROTO_TEXT_MAX); /* the node table */
-    /* A routing id unique in the job: role, host, pid and a random tag. */
-    snprintf(ident, sizeof ident, "%s-%s-%d-%08lx", cfg_role_name(role), host, (int)getpid(),
-             (unsigned long)(clock_ns() ^ (uintptr_t)l) & 0xffffffffUL);
+    /* A routing id unique in the job and unguessable: role, pid, random tag. */
+    uint8_t tag[8] = {0};
+    char why[256] = "cannot watch the connection (ZeroMQ monitor)";
+    net_random(tag, sizeof tag);
+    snprintf(ident, sizeof ident, "%s-%d-%02x%02x%02x%02x%02x%02x%02x%02x", cfg_role_name(role),
+             (int)getpid(), tag[0], tag[1], tag[2], tag[3], tag[4], tag[5], tag[6], tag[7]);
     zmq_setsockopt(net_sock_zmq(l->sock), ZMQ_ROUTING_ID, ident, strlen(ident));
     net_live_low_delay(net_sock_zmq(l->sock)); /* heartbeats pass bulk data in the qdisc */
     snprintf(addr, sizeof addr, "tcp://%s:%d", c->root_uri, c->root_port);
     snprintf(l->root, sizeof l->root, "%s", addr);
+    rc = net_auth_connect(c, net_sock_zmq(l->sock), cfg_role_name(role), -1, "scheduler", why,
+                          sizeof why);
+    /* one monitor per socket (ZeroMQ keeps only the last): a refused proof,
+     * and a closed connection, which is a dead scheduler once registered */
+    if (rc == 0 &&
+        net_mon_new(loop, zctx, net_sock_zmq(l->sock),
+                    ZMQ_EVENT_DISCONNECTED |
+                        (c->security != CFG_SEC_NONE ? NET_AUTH_CLIENT_EVENTS : 0),
+                    on_link_event, l, &l->mon) != 0) {
+        l->mon = NULL; /* without: a dead scheduler is found by the heartbeat timeout */
+        if (c->security != CFG_SEC_NONE)
+            rc = KVS_ENET;
+    }
+    if (rc != 0) {
+        LOG(LOG_ERROR, who, "auth", "cannot prepare the connection to the scheduler: %s", why);
+        net_sock_free(l->sock);
+        free(l);
+        return rc;
+    }
     if (zmq_connect(net_sock_zmq(l->sock), addr) != 0) {
         LOG(LOG_ERROR, who, "net", "cannot connect to the scheduler at %s: %s", addr,
             zmq_strerror(zmq_errno()));
+        net_mon_free(l->mon);
         net_sock_free(l->sock);
         free(l);
         return KVS_ENET;
     }
     net_sock_start(l->sock);
-    if (net_mon_new(loop, zctx, net_sock_zmq(l->sock), ZMQ_EVENT_DISCONNECTED, on_mon, l,
-                    &l->mon) != 0)
-        l->mon = NULL; /* then a dead scheduler is found by the heartbeat timeout */
     uv_timer_init(loop, &l->timer);
     l->timer.data = l;
     l->start_ms = clock_ms();

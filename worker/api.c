@@ -813,6 +813,7 @@ int kvs_close(kvs_store *s)
     hmap_fini(&s->reqs);
     free(s->cma);
     free(s->hellos);
+    free(s->nonces);
     free(s->connected);
     free(s->server_ep);
     free(s->mon_args);
