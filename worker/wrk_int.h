@@ -68,6 +68,7 @@ typedef struct wrk_req {
     int nouts;
     uint8_t **outs;      /* where reply data goes (each h.count elements) */
     bool cma_out;        /* (io) sent by reference: the server writes outs[0] itself */
+    struct wrk_req *hnext; /* (io) in held[server]: waits for that server's HELLO answer */
 } wrk_req;
 
 struct wrk_op {
@@ -129,6 +130,9 @@ struct kvs_store {
     hmap reqs;       /* req_id -> wrk_req */
     bool *cma;       /* per server: it copies our memory directly (HELLO accepted) */
     wrk_req *hellos; /* per server: the HELLO request (op NULL) */
+    bool *hello_wait;  /* per server: HELLO not answered yet: data requests are held, so
+                        * that the first ones already take the path the answer picks */
+    wrk_req **held_head, **held_tail; /* per server: the held requests, in order */
     uint8_t *nonces; /* per server: PROTO_NONCE_LEN bytes where we write its challenge, so
                       * that it can prove we are the process we named (server/cma.h) */
     uv_timer_t grace;  /* fails direct-copy requests a live server never answered */
