@@ -17,6 +17,7 @@
 static void io_fail(kvs_store *s, int err, const char *text, int dead_server, bool force);
 static void close_idle_servers(kvs_store *s);
 static void fail_held(kvs_store *s, int err, const char *text);
+static void req_fail(kvs_store *s, wrk_req *q, int err, const char *text);
 
 static void on_grace(uv_timer_t *t)
 {
@@ -49,6 +50,8 @@ static void io_fail(kvs_store *s, int err, const char *text, int dead_server, bo
     wrk_fail_all_locked(s, err, text);
     hmap reqs = s->reqs;
     hmap_init(&s->reqs);
+    hmap_fini(&s->batches); /* every record is failed below */
+    hmap_init(&s->batches);
     pthread_mutex_unlock(&s->mu);
     for (size_t i = 0; i < reqs.cap; i++) {
         if (reqs.used[i] != 1)
@@ -64,6 +67,11 @@ static void io_fail(kvs_store *s, int err, const char *text, int dead_server, bo
         wrk_op_release(q->op->store, q->op, err, text);
     }
     hmap_fini(&reqs);
+    for (int r = 0; s->pq && r < s->num_servers; r++) {
+        wrk_req *q;
+        while ((q = wrk_pq_pop(&s->pq[r])) != NULL)
+            req_fail(s, q, err, text);
+    }
     s->reqs = keep;
     fail_held(s, err, text);
     if (err != KVS_ECLOSED) {
@@ -125,12 +133,66 @@ static void fail_held(kvs_store *s, int err, const char *text)
     }
 }
 
+/* ---- p3 credits ----
+ * With DMLC_PS_VAN_TYPE=p3 and KVS_P3_CREDIT > 0, a worker hands ZeroMQ at
+ * most KVS_P3_CREDIT bytes for one server that ZeroMQ has not yet written to
+ * the socket; everything else waits in the server's priority queue (pq.h),
+ * so a later high-priority request overtakes all that is queued.  ZeroMQ's
+ * thread returns credit as it releases each body, and wakes the loop. */
+
+typedef struct wrk_credit {
+    kvs_store *s;
+    int server;
+    uint64_t bytes;
+} wrk_credit;
+
+static void credit_return(kvs_store *s, int r, uint64_t bytes)
+{
+    atomic_fetch_sub(&s->inflight[r], bytes);
+    pthread_mutex_lock(&s->mu);
+    if (s->credit_live)
+        uv_async_send(&s->wake);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void credit_free(void *data, void *hint)
+{
+    wrk_credit *c = hint;
+    (void)data;
+    credit_return(c->s, c->server, c->bytes);
+    free(c);
+}
+
+/* A message body of len bytes for server r; with credits, one whose release
+ * by ZeroMQ returns them.  0 or KVS_ENOMEM. */
+static int body_new(kvs_store *s, int r, zmq_msg_t *m, uint64_t len)
+{
+    if (s->inflight == NULL)
+        return zmq_msg_init_size(m, len) == 0 ? 0 : KVS_ENOMEM;
+    wrk_credit *c = malloc(sizeof *c + len);
+    if (c == NULL)
+        return KVS_ENOMEM;
+    *c = (wrk_credit){s, r, len};
+    if (zmq_msg_init_data(m, c + 1, len, credit_free, c) != 0) {
+        free(c);
+        return KVS_ENOMEM;
+    }
+    atomic_fetch_add(&s->inflight[r], len);
+    return 0;
+}
+
 static void zc_free(void *data, void *hint)
 {
     wrk_req *q = hint;
+    kvs_store *s = q->op->store;
+    int r = q->server;
+    uint64_t n = q->h.body_len;
+    bool credited = q->credited;
     (void)data;
     /* ZeroMQ's thread: the frame that pointed at user memory is released */
-    wrk_op_release(q->op->store, q->op, 0, NULL);
+    wrk_op_release(s, q->op, 0, NULL);
+    if (credited)
+        credit_return(s, r, n);
 }
 
 static void send_req(kvs_store *s, wrk_req *q)
@@ -154,7 +216,11 @@ static void send_req(kvs_store *s, wrk_req *q)
         req_fail(s, q, KVS_ENET, text);
         return;
     }
-    if (s->hello_wait && s->hello_wait[q->server]) {
+    uint64_t bytes = q->h.count * kvs_dtype_size((kvs_dtype)q->h.dtype);
+    if (s->hello_wait && s->hello_wait[q->server] && bytes >= DP_CMA_MIN &&
+        (q->send || q->nouts > 0)) {
+        /* its path (direct copy or socket) depends on the HELLO answer: wait for
+         * it (2 round trips), rather than race the proof with a big message */
         q->hnext = NULL;
         if (s->held_tail[q->server])
             s->held_tail[q->server]->hnext = q;
@@ -168,7 +234,6 @@ static void send_req(kvs_store *s, wrk_req *q)
         return;
     }
     zmq_msg_t body, *bp = NULL;
-    uint64_t bytes = q->h.count * kvs_dtype_size((kvs_dtype)q->h.dtype);
     if (s->cma && s->cma[q->server] && bytes >= DP_CMA_MIN &&
         (q->send || q->nouts > 0)) {
         /* same host: the server copies from and into our memory itself */
@@ -193,9 +258,15 @@ static void send_req(kvs_store *s, wrk_req *q)
     }
     if (q->send && q->h.body_len > 0) {
         if (q->h.body_len >= DP_ZERO_COPY_MIN) {
+            q->credited = s->inflight != NULL;
+            if (q->credited)
+                atomic_fetch_add(&s->inflight[q->server], q->h.body_len);
             zmq_msg_init_data(&body, (void *)q->send, q->h.body_len, zc_free, q);
+        } else if (body_new(s, q->server, &body, q->h.body_len) != 0) {
+            hmap_del(&s->reqs, q->req_id);
+            wrk_op_release(s, q->op, KVS_ENOMEM, "out of memory");
+            return;
         } else {
-            zmq_msg_init_size(&body, q->h.body_len);
             memcpy(zmq_msg_data(&body), q->send, q->h.body_len);
         }
         bp = &body;
@@ -214,12 +285,190 @@ static void send_req(kvs_store *s, wrk_req *q)
         zmq_msg_close(bp);
 }
 
+/* ---- fusion: small parts for one server leave together ----
+ * Parts below DP_FUSE_MAX bytes queued in one wake-up are collected per
+ * server and sent as FUSED messages of at most KVS_FUSE_BYTES.  Each part
+ * keeps its own req_id (the FUSED's req_id + 1, + 2, ...) and its answer
+ * comes back as a record of a FUSED_REPLY, handled like a lone REPLY. */
+
+static bool fusable(const kvs_store *s, const wrk_req *q)
+{
+    return s->c.fuse_bytes > 0 && q->op != NULL && q->server >= 0 &&
+           q->server < s->num_servers &&
+           q->h.count * kvs_dtype_size((kvs_dtype)q->h.dtype) < DP_FUSE_MAX;
+}
+
+static uint64_t fused_len(const wrk_req *q)
+{
+    return proto_fused_rec_len(q->send ? q->h.body_len : 0);
+}
+
+static void fuse_fail(kvs_store *s, wrk_req **reqs, size_t n, int err, const char *text)
+{
+    for (size_t i = 0; i < n; i++)
+        wrk_op_release(s, reqs[i]->op, err, text);
+}
+
+static void fuse_flush(kvs_store *s, int r)
+{
+    wrk_fuse *f = &s->fuse[r];
+    size_t n = f->n, k;
+    uint64_t bytes = f->bytes, off = 0, cid;
+    char text[128];
+    zmq_msg_t body;
+    f->n = 0;
+    f->bytes = 0;
+    if (n == 0)
+        return;
+    if (n == 1) {
+        send_req(s, f->reqs[0]);
+        return;
+    }
+    if (s->servers == NULL || s->servers[r] == NULL) {
+        snprintf(text, sizeof text, "no connection to server %d", r);
+        fuse_fail(s, f->reqs, n, KVS_ENET, text);
+        return;
+    }
+    cid = ++s->next_req;
+    if (body_new(s, r, &body, bytes) != 0) {
+        fuse_fail(s, f->reqs, n, KVS_ENOMEM, "out of memory");
+        return;
+    }
+    if (hmap_put(&s->batches, cid, (void *)(uintptr_t)(((uint64_t)n << 32) | n)) != 0) {
+        zmq_msg_close(&body);
+        fuse_fail(s, f->reqs, n, KVS_ENOMEM, "out of memory");
+        return;
+    }
+    uint8_t *p = zmq_msg_data(&body);
+    int prio = f->reqs[0]->h.priority;
+    for (k = 0; k < n; k++) {
+        wrk_req *q = f->reqs[k];
+        q->req_id = ++s->next_req;
+        q->h.req_id = q->req_id;
+        q->h.sender = s->node_id;
+        q->batch = cid;
+        if (q->send == NULL)
+            q->h.body_len = 0;
+        if (hmap_put(&s->reqs, q->req_id, q) != 0)
+            break;
+        off += proto_fused_put(p + off, &q->h, q->send);
+        if (q->h.priority > prio)
+            prio = q->h.priority;
+    }
+    proto_hdr h = {.type = PROTO_FUSED, .sender = s->node_id, .req_id = cid, .priority = prio,
+                   .count = n, .body_len = off};
+    if (k < n || off != bytes || net_send(s->servers[r], NULL, 0, &h, &body) != 0) {
+        for (size_t j = 0; j < k; j++)
+            hmap_del(&s->reqs, f->reqs[j]->req_id);
+        hmap_del(&s->batches, cid);
+        snprintf(text, sizeof text, k < n ? "out of memory" : "send to server %d failed", r);
+        fuse_fail(s, f->reqs, n, k < n ? KVS_ENOMEM : KVS_ENET, text);
+    }
+    zmq_msg_close(&body);
+}
+
+static void fuse_flush_all(kvs_store *s)
+{
+    for (int r = 0; s->fuse && r < s->num_servers; r++)
+        fuse_flush(s, r);
+}
+
+/* Send q now, or keep it for this server's next FUSED message. */
+static void dispatch(kvs_store *s, wrk_req *q)
+{
+    if (!fusable(s, q)) {
+        /* p3: a part never overtakes a fused one queued before it */
+        if (s->routing.p3 && s->fuse && q->server >= 0 && q->server < s->num_servers)
+            fuse_flush(s, q->server);
+        send_req(s, q);
+        return;
+    }
+    if (s->fuse == NULL && (s->fuse = calloc((size_t)s->num_servers, sizeof *s->fuse)) == NULL) {
+        send_req(s, q);
+        return;
+    }
+    wrk_fuse *f = &s->fuse[q->server];
+    uint64_t len = fused_len(q);
+    if (f->n > 0 && f->bytes + len > s->c.fuse_bytes)
+        fuse_flush(s, q->server);
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? 2 * f->cap : 64;
+        wrk_req **nr = realloc(f->reqs, cap * sizeof *nr);
+        if (nr == NULL) {
+            send_req(s, q);
+            return;
+        }
+        f->reqs = nr;
+        f->cap = cap;
+    }
+    f->reqs[f->n++] = q;
+    f->bytes += len;
+}
+
+/* A record of a FUSED message was answered (or failed). */
+static void batch_done(kvs_store *s, uint64_t cid)
+{
+    uintptr_t v = (uintptr_t)hmap_get(&s->batches, cid);
+    if (v == 0)
+        return;
+    if ((v & 0xffffffffu) <= 1)
+        hmap_del(&s->batches, cid);
+    else
+        hmap_put(&s->batches, cid, (void *)(v - 1)); /* exists: no allocation */
+}
+
+/* A server refused a whole FUSED message: fail the records still waiting. */
+static void batch_fail(kvs_store *s, uint64_t cid, int err, const char *text)
+{
+    uintptr_t v = (uintptr_t)hmap_del(&s->batches, cid);
+    uint64_t n = (uint64_t)v >> 32;
+    for (uint64_t id = cid + 1; id <= cid + n; id++) {
+        wrk_req *q = hmap_del(&s->reqs, id);
+        if (q && q->op)
+            wrk_op_release(s, q->op, err, text);
+    }
+}
+
 static int cmp_prio(const void *a, const void *b)
 {
     const wrk_req *x = *(wrk_req *const *)a, *y = *(wrk_req *const *)b;
     if (x->h.priority != y->h.priority)
         return x->h.priority > y->h.priority ? -1 : 1;
     return x->op == y->op ? (x < y ? -1 : 1) : 0;
+}
+
+/* p3 with credits: the queues and counters, made on first use. */
+static bool p3_credits(kvs_store *s)
+{
+    if (!s->routing.p3 || s->c.p3_credit == 0 || s->num_servers <= 0)
+        return false;
+    if (s->pq)
+        return true;
+    s->pq = calloc((size_t)s->num_servers, sizeof *s->pq);
+    s->inflight = calloc((size_t)s->num_servers, sizeof *s->inflight);
+    if (s->pq == NULL || s->inflight == NULL) {
+        free(s->pq);
+        free((void *)s->inflight);
+        s->pq = NULL;
+        s->inflight = NULL;
+        return false;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->credit_live = true;
+    pthread_mutex_unlock(&s->mu);
+    return true;
+}
+
+/* Send server r's queued requests, highest priority first, while it has
+ * credit (parts waiting to be fused count as sent). */
+static void p3_pump(kvs_store *s, int r)
+{
+    wrk_req *q;
+    while (atomic_load(&s->inflight[r]) + (s->fuse ? s->fuse[r].bytes : 0) < s->c.p3_credit &&
+           (q = wrk_pq_pop(&s->pq[r])) != NULL)
+        dispatch(s, q);
+    if (s->fuse)
+        fuse_flush(s, r);
 }
 
 static void on_wake(uv_async_t *h)
@@ -233,6 +482,21 @@ static void on_wake(uv_async_t *h)
     stop = s->stop;
     pthread_mutex_unlock(&s->mu);
 
+    if (ops && p3_credits(s)) {
+        for (wrk_op *op = ops, *next; op; op = next) {
+            next = op->qnext;
+            for (size_t i = 0; i < op->nreqs; i++) {
+                wrk_req *q = &op->reqs[i];
+                if (q->server < 0 || q->server >= s->num_servers ||
+                    wrk_pq_push(&s->pq[q->server], q, q->h.priority) != 0)
+                    send_req(s, q);
+            }
+        }
+        ops = NULL;
+    }
+    if (s->pq)
+        for (int r = 0; r < s->num_servers; r++)
+            p3_pump(s, r);
     if (s->routing.p3 && ops && ops->qnext) {
         /* p3: everything queued leaves in priority order (stable per op) */
         size_t n = 0, k = 0;
@@ -245,7 +509,7 @@ static void on_wake(uv_async_t *h)
                     all[k++] = &op->reqs[i];
             qsort(all, n, sizeof *all, cmp_prio);
             for (size_t i = 0; i < n; i++)
-                send_req(s, all[i]);
+                dispatch(s, all[i]);
             free(all);
             ops = NULL;
         }
@@ -255,9 +519,10 @@ static void on_wake(uv_async_t *h)
         size_t nreqs = ops->nreqs;
         wrk_req *reqs = ops->reqs;
         for (size_t i = 0; i < nreqs; i++)
-            send_req(s, &reqs[i]);
+            dispatch(s, &reqs[i]);
         ops = next;
     }
+    fuse_flush_all(s);
     if (stop)
         uv_stop(&s->loop);
 }
@@ -291,20 +556,11 @@ static void answer_challenge(kvs_store *s, wrk_req *q, const uint8_t *challenge)
     zmq_msg_close(&body);
 }
 
-/* A reply from a server. */
-static void on_server(net_sock *sock, net_msg *m, void *arg)
+/* One answer (a lone REPLY or ERROR, or a record of a FUSED_REPLY). */
+static void on_reply(kvs_store *s, const proto_hdr *hp, const char *body)
 {
-    kvs_store *s = arg;
-    proto_hdr h;
+    proto_hdr h = *hp;
     char why[256];
-    proto_limits lim = {s->c.max_message};
-    (void)sock;
-    zmq_msg_t *bodymsg;
-    if (net_msg_decode(m, false, &lim, &h, &bodymsg, why, sizeof why) != 0) {
-        LOG(LOG_WARN, s->who, "net", "dropped a malformed message from a server: %s", why);
-        return;
-    }
-    const char *body = bodymsg ? zmq_msg_data(bodymsg) : NULL;
     if (h.type == PROTO_ERROR) {
         LOG(LOG_WARN, s->who, "net", "server %d rejected a message: %.*s", (h.sender - 8) / 2,
             (int)h.body_len, body ? body : "");
@@ -312,6 +568,14 @@ static void on_server(net_sock *sock, net_msg *m, void *arg)
     wrk_req *q = hmap_get(&s->reqs, h.req_id);
     if (q && q->op == NULL && h.type == PROTO_CHALLENGE) {
         answer_challenge(s, q, (const uint8_t *)body);
+        return;
+    }
+    if (q == NULL && hmap_get(&s->batches, h.req_id) != NULL) {
+        char text[PROTO_ERRTEXT_MAX + 64];
+        int st = h.status ? h.status : KVS_EPROTO;
+        snprintf(text, sizeof text, "server %d: %.*s", (h.sender - 8) / 2, (int)h.body_len,
+                 body ? body : kvs_strerror(st));
+        batch_fail(s, h.req_id, st, text);
         return;
     }
     if (q == NULL) {
@@ -344,6 +608,8 @@ static void on_server(net_sock *sock, net_msg *m, void *arg)
         }
         return;
     }
+    if (q->batch)
+        batch_done(s, q->batch);
     if (h.type == PROTO_ERROR || h.status != 0) {
         char text[PROTO_ERRTEXT_MAX + 64];
         int st = h.status ? h.status : KVS_EPROTO;
@@ -378,6 +644,40 @@ static void on_server(net_sock *sock, net_msg *m, void *arg)
             memcpy(q->outs[i], body, h.body_len);
     }
     wrk_op_release(s, q->op, 0, NULL);
+}
+
+/* A message from a server: a lone answer or a FUSED_REPLY of several. */
+static void on_server(net_sock *sock, net_msg *m, void *arg)
+{
+    kvs_store *s = arg;
+    proto_hdr h, rec;
+    char why[256];
+    proto_limits lim = {s->c.max_message};
+    (void)sock;
+    zmq_msg_t *bodymsg;
+    if (net_msg_decode(m, false, &lim, &h, &bodymsg, why, sizeof why) != 0) {
+        LOG(LOG_WARN, s->who, "net", "dropped a malformed message from a server: %s", why);
+        return;
+    }
+    const char *body = bodymsg ? zmq_msg_data(bodymsg) : NULL;
+    if (h.type != PROTO_FUSED_REPLY) {
+        on_reply(s, &h, body);
+        return;
+    }
+    uint64_t off = 0;
+    for (uint64_t i = 0; i < h.count; i++) {
+        const uint8_t *data;
+        if (proto_fused_next(PROTO_FUSED_REPLY, h.sender, (const uint8_t *)body, h.body_len,
+                             &off, &lim, &rec, &data, why, sizeof why) != 0) {
+            LOG(LOG_WARN, s->who, "net", "dropped the rest of a malformed message from a "
+                "server: %s", why);
+            return;
+        }
+        on_reply(s, &rec, (const char *)data);
+    }
+    if (off != h.body_len)
+        LOG(LOG_WARN, s->who, "net", "a FUSED_REPLY from a server has %llu bytes after its "
+            "%llu records", (unsigned long long)(h.body_len - off), (unsigned long long)h.count);
 }
 
 /* The data connection to server r is gone (or never came up): fail the job
@@ -655,6 +955,9 @@ static void *io_main(void *arg)
     free(s->mons);
     s->mons = NULL;
     /* hellos/cma stay until the store is freed: the map may still point at them */
+    pthread_mutex_lock(&s->mu);
+    s->credit_live = false; /* the wake handle closes now */
+    pthread_mutex_unlock(&s->mu);
     uv_walk(&s->loop, close_walk, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     /* requests still in flight can never complete now */
