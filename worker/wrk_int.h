@@ -20,6 +20,7 @@
 #include "net/link.h"
 #include "net/net.h"
 #include "reduce/reduce.h"
+#include "worker/comm.h"
 
 enum wrk_kind { WRK_LOCAL = 1, WRK_DIST };
 enum wrk_optype { WRK_OP_INIT = 1, WRK_OP_PUSH, WRK_OP_PULL, WRK_OP_PUSHPULL, WRK_OP_BARRIER,
@@ -85,6 +86,7 @@ struct wrk_op {
     wrk_req *reqs;
     uint8_t **outptrs;   /* storage behind reqs[].outs */
     void *tmp;           /* locally summed push data */
+    wrk_post *post;      /* comm.c: host staging; broadcast to device outputs when done */
 };
 
 typedef struct wrk_key {
@@ -101,6 +103,7 @@ struct kvs_store {
     char who[32];
     wrk_routing routing;
     red_pool *pool;
+    wrk_comm *comm;      /* comm.c: device arrays, device store types */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -143,6 +146,12 @@ void wrk_op_release(kvs_store *s, wrk_op *op, int err, const char *text);
 /* Mark the job broken and fail everything queued (call with mu held). */
 void wrk_fail_all_locked(kvs_store *s, int err, const char *text);
 void wrk_op_free(wrk_op *op);
+
+/* Build and queue an op (dist stores).  sync_op: the caller waits with
+ * wrk_wait_op.  post (may be NULL) is owned by the op on success. */
+int wrk_submit(kvs_store *s, int type, size_t n, const uint64_t *keys, const kvs_array *vals,
+               const kvs_array *outs, int priority, wrk_op **sync_op, wrk_post *post);
+int wrk_wait_op(kvs_store *s, wrk_op *op);
 
 /* local.c */
 int wrk_local_init(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals);
