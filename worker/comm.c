@@ -32,6 +32,8 @@ typedef struct ckey {
     void *scr[DEV_MAX];
     void **cp;
     int ncp;
+    bool whole;  /* buf[m] holds the value */
+    bool sliced; /* tree, split: buf[i] holds slice i of the value (root of tree i) */
 } ckey;
 
 struct wrk_comm {
@@ -367,45 +369,46 @@ static int t_stage_end(void *ctx)
     return dev_sync(((tctx *)ctx)->c->L, -1);
 }
 
-static int tree_run(wrk_comm *c, ckey *k, unsigned phases)
+static bool split(const wrk_comm *c, const ckey *k)
 {
-    int n = dev_count(c->L), rc;
-    bool split = k->count > c->topts.array_bound;
+    return c->tree && k->count > c->topts.array_bound && dev_count(c->L) > 1;
+}
+
+/* Run the reduce and/or broadcast phases of the key's trees: the tree
+ * rooted at the merge device (one_tree or not split), or slice i along
+ * tree i. */
+static int tree_run(wrk_comm *c, ckey *k, unsigned phases, bool one_tree)
+{
     tree_sched sc;
     tctx t = {c, k};
     tree_backend be = {&t, t_copy, t_reduce, t_stage_end};
-    size_t es = kvs_dtype_size(k->dtype);
-    rc = tree_sched_build(&c->trees, split ? -1 : k->m, phases, &sc);
+    int rc = tree_sched_build(&c->trees, split(c, k) && !one_tree ? -1 : k->m, phases, &sc);
     if (rc)
         return err_set(rc, "tree schedule: %s", kvs_strerror(rc));
-    if (split && (phases & TREE_PHASE_BCAST) && !(phases & TREE_PHASE_REDUCE)) {
-        /* slice i starts at the root of tree i */
-        for (int i = 0; i < n && rc == 0; i++) {
-            uint64_t off, len;
-            tree_slice(k->count, n, i, &off, &len);
-            if (i != k->m)
-                rc = dev_copy(c->L, i, (char *)k->buf[i] + off * es, k->m,
-                              (char *)k->buf[k->m] + off * es, len * es);
-        }
-        if (rc == 0)
-            rc = dev_sync(c->L, -1);
-    }
-    if (rc == 0)
-        rc = tree_exec(&sc, &be, k->buf, k->dtype, k->count);
-    if (rc == 0 && split && (phases & TREE_PHASE_REDUCE) && !(phases & TREE_PHASE_BCAST)) {
-        /* gather slice i from the root of tree i into the merge buffer */
-        for (int i = 0; i < n && rc == 0; i++) {
-            uint64_t off, len;
-            tree_slice(k->count, n, i, &off, &len);
-            if (i != k->m)
-                rc = dev_copy(c->L, k->m, (char *)k->buf[k->m] + off * es, i,
-                              (char *)k->buf[i] + off * es, len * es);
-        }
-    }
+    rc = tree_exec(&sc, &be, k->buf, k->dtype, k->count);
     tree_sched_fini(&sc);
     if (rc && kvs_last_error()[0] == 0)
         err_set(rc, "tree: %s", kvs_strerror(rc));
     return rc;
+}
+
+/* Slices between the roots of the trees and one place (a merge buffer or
+ * host memory) at where on device wdev: to_roots moves slice i from there to
+ * buf[i], else from buf[i] to there. */
+static int slices(wrk_comm *c, ckey *k, int wdev, char *where, bool to_roots)
+{
+    int n = dev_count(c->L), rc = 0;
+    size_t es = kvs_dtype_size(k->dtype);
+    for (int i = 0; i < n && rc == 0; i++) {
+        uint64_t off, len;
+        char *root = k->buf[i];
+        tree_slice(k->count, n, i, &off, &len);
+        if (wdev == i && where == root)
+            continue;
+        rc = to_roots ? dev_copy(c->L, i, root + off * es, wdev, where + off * es, len * es)
+                      : dev_copy(c->L, wdev, where + off * es, i, root + off * es, len * es);
+    }
+    return rc ? rc : dev_sync(c->L, -1);
 }
 
 /* ------------------------------------------------- reduce and broadcast */
@@ -476,14 +479,22 @@ static int reduce(wrk_comm *c, ckey *k, const kvs_array *vals, const size_t *idx
         rc = sum_many(c, k->m, k->dtype, k->buf[k->m], srcs, (int)cnt, k->count);
     else if ((rc = local_sums(c, k, srcs, on, cnt)) != 0)
         ;
+    else if (c->tree && (rc = tree_run(c, k, TREE_PHASE_REDUCE |
+                                                (bcast ? TREE_PHASE_BCAST : 0), false)) != 0)
+        ;
     else if (c->tree)
-        rc = tree_run(c, k, TREE_PHASE_REDUCE | (bcast ? TREE_PHASE_BCAST : 0));
+        ;
     else if (bcast)
         rc = dev_nccl_allreduce(c->nccl, k->dtype, k->buf, k->count);
     else
         rc = dev_nccl_reduce(c->nccl, k->m, k->dtype, k->buf, k->count);
     free(srcs);
     free(on);
+    if (rc == 0) {
+        /* a split tree reduce leaves slice i at the root of tree i */
+        k->sliced = split(c, k);
+        k->whole = bcast || !k->sliced;
+    }
     return rc;
 }
 
@@ -512,10 +523,47 @@ static int spread(wrk_comm *c, ckey *k, const kvs_array *outs, const size_t *idx
             rc = need(c, d, &k->scr[d], k->bytes);
     if (rc == 0)
         rc = dev_sync(c->L, -1);
+    /* a whole value in the merge buffer goes down the merge device's tree
+     * (links only); slices go down their own trees */
     if (rc == 0)
-        rc = c->tree ? tree_run(c, k, TREE_PHASE_BCAST)
+        rc = c->tree ? tree_run(c, k, TREE_PHASE_BCAST, !k->sliced)
                      : dev_nccl_bcast(c->nccl, k->m, k->dtype, k->buf, k->count);
+    if (rc == 0)
+        k->whole = k->sliced = true;
     return rc ? rc : to_outputs(c, k, outs, idx, cnt, true);
+}
+
+/* The value to host memory h / from h into the merge buffer (or, split,
+ * into the roots of the trees). */
+static int to_host(wrk_comm *c, ckey *k, void *h)
+{
+    if (k->count == 0)
+        return 0;
+    if (!k->whole)
+        return slices(c, k, DEV_HOST, h, false);
+    int rc = dev_copy(c->L, DEV_HOST, h, k->m, k->buf[k->m], k->bytes);
+    return rc ? rc : dev_sync(c->L, -1);
+}
+
+static int from_host(wrk_comm *c, ckey *k, const void *h)
+{
+    int rc = 0;
+    if (k->count == 0)
+        return 0;
+    if (split(c, k)) {
+        for (int d = 0; d < dev_count(c->L) && rc == 0; d++)
+            rc = need(c, d, &k->buf[d], k->bytes);
+        if (rc == 0 && (rc = slices(c, k, DEV_HOST, (char *)h, true)) == 0) {
+            k->sliced = true;
+            k->whole = false;
+        }
+        return rc;
+    }
+    if ((rc = dev_copy(c->L, k->m, k->buf[k->m], DEV_HOST, h, k->bytes)) == 0) {
+        k->whole = true;
+        k->sliced = false;
+    }
+    return rc;
 }
 
 /* Sum of vals into k->buf[m] and every output. */
@@ -743,6 +791,8 @@ static int local_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64
             if ((rc = dev_copy(c->L, k->m, k->buf[k->m], shape->device, shape->data,
                                k->bytes)) == 0)
                 rc = dev_sync(c->L, -1);
+            k->whole = true;
+            k->sliced = false;
         } else if (type == WRK_OP_PUSH) {
             if ((rc = reduce(c, k, vals, ix, cnt, false)) == 0)
                 rc = dev_sync(c->L, -1);
@@ -871,10 +921,7 @@ static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_
         p->host[p->nhost++] = h;
         hv[u] = ho[u] = (kvs_array){h, k->count, k->dtype, KVS_CPU};
         if (vals) {
-            if ((rc = reduce(c, k, vals, ix, cnt, false)) != 0 ||
-                (k->count && (rc = dev_copy(c->L, DEV_HOST, h, k->m, k->buf[k->m],
-                                            k->bytes)) != 0) ||
-                (rc = dev_sync(c->L, -1)) != 0)
+            if ((rc = reduce(c, k, vals, ix, cnt, false)) != 0 || (rc = to_host(c, k, h)) != 0)
                 break;
         }
         if (outs) {
@@ -939,8 +986,7 @@ static int run_post(wrk_comm *c, wrk_post *p)
             return err_set(KVS_ENOMEM, "out of memory");
         for (size_t j = 0; j < pk->nouts; j++)
             ix[j] = j;
-        if (k->count)
-            rc = dev_copy(c->L, k->m, k->buf[k->m], DEV_HOST, pk->staging, k->bytes);
+        rc = from_host(c, k, pk->staging);
         if (rc == 0)
             rc = spread(c, k, pk->outs, ix, pk->nouts);
         if (ix != idx)
