@@ -1,6 +1,7 @@
 /* config.c - environment parsing; see config.h. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <getopt.h>
 #include <ifaddrs.h>
 #include <math.h>
 #include <net/if.h>
@@ -339,29 +340,65 @@ out:
     return rc;
 }
 
+void cfg_print_version(const char *prog)
+{
+    printf("%s (kvsd) %s\n", prog, KVS_VERSION_STRING);
+}
+
 int cfg_daemon_start(int argc, char **argv, enum cfg_role role, const char *usage, cfg *c)
 {
+    static const struct option opts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0}};
     const char *name = cfg_role_name(role);
-    char err[512];
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+    char err[512], prog[32];
+    int ch;
+    snprintf(prog, sizeof prog, "kvs-%s", name);
+    opterr = 0;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'h':
             fputs(usage, stdout);
             return 0;
+        case 'V':
+            cfg_print_version(prog);
+            return 0;
+        default:
+            fprintf(stderr, "%s: unknown option '%s'\n%s", prog, argv[optind - 1], usage);
+            return 2;
         }
-        fprintf(stderr, "kvs-%s: unknown argument '%s'\n%s", name, argv[i], usage);
+    }
+    if (optind < argc) {
+        fprintf(stderr, "%s: unexpected argument '%s'\n%s", prog, argv[optind], usage);
         return 2;
     }
+    log_set_default_who(name);
     if (cfg_load(c, true, err, sizeof err) != 0) {
-        fprintf(stderr, "[%s] ERROR cfg: %s\n", name, err);
+        log_line(LOG_ERROR, name, "cfg", "%s", err);
         return 2;
     }
     if (c->role != role && c->role != CFG_ROLE_NONE) {
-        fprintf(stderr, "[%s] ERROR cfg: DMLC_ROLE='%s': kvs-%s runs the %s; expected '%s' "
-                        "or unset\n", name, cfg_role_name(c->role), name, name, name);
+        log_line(LOG_ERROR, name, "cfg", "DMLC_ROLE='%s': kvs-%s runs the %s; expected '%s' "
+                 "or unset", cfg_role_name(c->role), name, name, name);
         return 2;
     }
     c->role = role;
     log_level = c->verbose;
-    cfg_log(c, name);
+    char who[32];
+    cfg_node_who(c, who, sizeof who);
+    log_set_default_who(who);
+    cfg_log(c, who);
     return -1;
+}
+
+void cfg_node_who(const cfg *c, char *who, size_t len)
+{
+    int rank = c->role == CFG_ROLE_SERVER ? c->server_id
+               : c->role == CFG_ROLE_WORKER ? c->worker_id : -1;
+    if (rank >= 0)
+        snprintf(who, len, "%s %d", cfg_role_name(c->role), rank);
+    else
+        snprintf(who, len, "%s", cfg_role_name(c->role));
 }

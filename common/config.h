@@ -83,8 +83,16 @@ const char *cfg_role_name(enum cfg_role role);
 
 /* The start of a daemon's main(): --help prints usage and returns 0; any
  * other argument, a variable that does not parse, or a DMLC_ROLE other than
- * role (or unset) prints one line and returns 2.  Otherwise loads c (role
+ * role (or unset) prints one line and returns 2; --version prints the version
+ * and returns 0.  Otherwise loads c (role
  * set), applies PS_VERBOSE, logs the configuration and returns -1: go on. */
 int cfg_daemon_start(int argc, char **argv, enum cfg_role role, const char *usage, cfg *c);
+
+/* "kvs-server (kvsd) 0.1.0" on stdout: every binary's --version. */
+void cfg_print_version(const char *prog);
+
+/* The log name of this node before the scheduler assigns its rank: "server 2"
+ * when DMLC_SERVER_ID (DMLC_WORKER_ID) preferred one, else "server". */
+void cfg_node_who(const cfg *c, char *who, size_t len);
 
 #endif

@@ -70,3 +70,8 @@ const char *kvs_dtype_name(kvs_dtype dtype)
         return NULL;
     return names[dtype];
 }
+
+const char *kvs_version(void)
+{
+    return KVS_VERSION_STRING;
+}

@@ -36,6 +36,12 @@ extern "C" {
 #define KVS_VERSION_MAJOR 0
 #define KVS_VERSION_MINOR 1
 #define KVS_VERSION_PATCH 0
+/* "0.1.0": the one place the version is written (binaries' --version, the
+ * pkg-config file, the man pages and kvs_version() all take it from here). */
+#define KVS_VERSION_STR_(a, b, c) #a "." #b "." #c
+#define KVS_VERSION_STR2_(a, b, c) KVS_VERSION_STR_(a, b, c)
+#define KVS_VERSION_STRING \
+    KVS_VERSION_STR2_(KVS_VERSION_MAJOR, KVS_VERSION_MINOR, KVS_VERSION_PATCH)
 
 /* Device id of host memory in kvs_array.device. */
 #define KVS_CPU (-1)
@@ -99,7 +105,8 @@ typedef struct kvs_store kvs_store;
     X(KVS_EDUP, -12, "duplicate push from the same worker in one round")       \
     X(KVS_ETOOBIG, -13, "size exceeds a configured or arithmetic limit")       \
     X(KVS_EDEVICE, -14, "device (GPU) error or device memory not supported")  \
-    X(KVS_EINTERNAL, -15, "internal error")
+    X(KVS_EINTERNAL, -15, "internal error")                                    \
+    X(KVS_EAUTH, -20, "authentication failed (job secret) or refused by a peer")
 
 typedef enum kvs_err {
 #define KVS_ERR_ENUM_(name, val, msg) name = (val),
@@ -208,6 +215,31 @@ size_t kvs_dtype_size(kvs_dtype dtype);
 
 /* "float32", ... or NULL. */
 const char *kvs_dtype_name(kvs_dtype dtype);
+
+/* The version of the library that is running ("0.1.0"; compare with
+ * KVS_VERSION_STRING, the version of the header compiled against). */
+const char *kvs_version(void);
+
+/* Log levels passed to a log handler. */
+#define KVS_LOG_ERROR (-1)
+#define KVS_LOG_WARN 0
+#define KVS_LOG_INFO 1
+#define KVS_LOG_DEBUG 2
+
+/* A log handler: level (KVS_LOG_*), the whole line without a newline
+ * ("2026-12-03T06:35:56.123Z [worker 0] host7[4242] WARN net: ..."; valid
+ * only during the call), and the ctx given to kvs_set_log_handler. */
+typedef void (*kvs_log_fn)(int level, const char *line, void *ctx);
+
+/* Send the library's log lines to fn instead of stderr (fn NULL: back to
+ * stderr, the default).  Process-wide: it covers every store.  Which lines
+ * exist is set by PS_VERBOSE (0 warnings and errors, 1 also connections and
+ * configuration, 2 every message).  Calls to fn are serialised and may come
+ * from any thread, including the library's I/O threads; fn must return
+ * promptly and must not call libkvs.  Once kvs_set_log_handler returns, the
+ * previous handler is never called again, so its ctx may be freed.
+ * Thread-safe; never fails. */
+void kvs_set_log_handler(kvs_log_fn fn, void *ctx);
 
 #ifdef __cplusplus
 }

@@ -7,7 +7,7 @@
 #include "scheduler/sched.h"
 
 static const char usage[] =
-    "usage: kvs-scheduler [--help]\n"
+    "usage: kvs-scheduler [--help] [--version]\n"
     "\n"
     "The scheduler of a kvsd job: registers S servers and W workers, assigns ranks,\n"
     "runs barriers and heartbeats, tells everyone when a node dies, and ends the job\n"

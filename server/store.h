@@ -57,6 +57,7 @@ typedef struct srv_store {
     srv_reply_fn reply;
     void *reply_arg;
     bool broken;         /* a node died: every request fails */
+    uint8_t *left;       /* per worker rank: left the job (kvs_close); NULL: none did */
     char broken_text[512];
     uint64_t rounds_done;
     uint64_t bytes_summed;
@@ -71,6 +72,10 @@ void srv_store_fini(srv_store *st);
  * out (zmq_msg_move); may be NULL. */
 void srv_store_handle(srv_store *st, const uint8_t *ident, size_t ident_len, int wrank,
                       const proto_hdr *h, const void *body, zmq_msg_t *bodymsg);
+
+/* Worker wrank left the job normally: every round it did not push can never
+ * complete, so the requests waiting for one (now or later) fail. */
+void srv_store_worker_left(srv_store *st, int wrank);
 
 /* A node died: fail everything waiting, and every later request. */
 void srv_store_fail_all(srv_store *st, const char *why);

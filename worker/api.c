@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/memtune.h"
 #include "common/sizes.h"
+#include "tree/tree.h"
 #include "worker/wrk_int.h"
 
 #define ZERO_COPY_MIN (64u << 10) /* bodies at least this big are sent without a copy */
@@ -108,8 +109,15 @@ static int check_array(kvs_store *s, const kvs_array *a, uint64_t key, const cha
             return rc;
     }
     if (!size_mul(a->count, kvs_dtype_size(a->dtype), &bytes))
-        return err_set(KVS_ETOOBIG, "key %llu: %s of %llu elements is too large",
-                       (unsigned long long)key, what, (unsigned long long)a->count);
+        return err_set(KVS_ETOOBIG, "key %llu: %s of %llu %s elements: the byte size "
+                       "overflows 64 bits", (unsigned long long)key, what,
+                       (unsigned long long)a->count, kvs_dtype_name(a->dtype));
+    if (bytes > s->c.max_message)
+        return err_set(KVS_ETOOBIG, "key %llu: %s of %llu %s elements is %llu bytes, more than "
+                       "KVS_MAX_MESSAGE (%llu bytes) allows for one key",
+                       (unsigned long long)key, what, (unsigned long long)a->count,
+                       kvs_dtype_name(a->dtype), (unsigned long long)bytes,
+                       (unsigned long long)s->c.max_message);
     if (a->data == NULL && a->count > 0)
         return err_set(KVS_EINVAL, "key %llu: %s data is NULL", (unsigned long long)key, what);
     return 0;
@@ -395,6 +403,16 @@ fail:
     return rc;
 }
 
+/* Once the job has failed, every wait reports it, even when the operations it
+ * waited for were refused at queue time (their error went to that call).  A
+ * job that ended normally (KVS_ECLOSED) is not a failure.  Call with mu. */
+static int sticky_locked(kvs_store *s, int rc)
+{
+    if (rc == 0 && s->fatal != 0 && s->fatal != KVS_ECLOSED)
+        rc = err_set(s->fatal, "%s", s->fatal_text);
+    return rc;
+}
+
 /* Wait for one op (sync ops: init, barrier, exit); removes it. */
 int wrk_wait_op(kvs_store *s, wrk_op *op)
 {
@@ -447,6 +465,7 @@ static int wait_ops(kvs_store *s, bool all, uint64_t key)
         }
         op = n;
     }
+    rc = sticky_locked(s, rc);
     pthread_mutex_unlock(&s->mu);
     return rc;
 }
@@ -509,7 +528,8 @@ int kvs_create(const char *type, kvs_store **out)
     hmap_init(&s->keys);
     hmap_init(&s->reqs);
     snprintf(s->who, sizeof s->who, "worker");
-    if (cfg_load(&s->c, kind == WRK_DIST, err, sizeof err) != 0) {
+    if (cfg_load(&s->c, kind == WRK_DIST, err, sizeof err) != 0 ||
+        tree_env_check(err, sizeof err) != 0) {
         rc = err_set(KVS_ECONFIG, "%s", err);
         goto fail;
     }
@@ -521,6 +541,8 @@ int kvs_create(const char *type, kvs_store **out)
     }
     if (s->c.verbose > log_level)
         log_level = s->c.verbose;
+    if (s->c.worker_id >= 0)
+        snprintf(s->who, sizeof s->who, "worker %d", s->c.worker_id);
     if (kind == WRK_DIST && s->c.malloc_tune)
         mem_tune();
     rc = red_pool_new(s->c.reduction_nthreads, s->c.bigarray_bound, &s->pool);
@@ -545,6 +567,11 @@ int kvs_create(const char *type, kvs_store **out)
         goto fail;
     }
     cfg_log(&s->c, s->who);
+    rc = net_check_host(s->c.root_uri, "DMLC_PS_ROOT_URI", err, sizeof err);
+    if (rc) {
+        rc = err_set(rc, "%s", err);
+        goto fail;
+    }
     rc = wrk_io_start(s);
     if (rc)
         goto fail; /* wrk_io_start set the message */
@@ -751,6 +778,9 @@ int kvs_close(kvs_store *s)
     wrk_comm_free(s->comm); /* after every op (their host staging) is freed */
     free(s->cma);
     free(s->hellos);
+    free(s->connected);
+    free(s->server_ep);
+    free(s->mon_args);
     red_pool_free(s->pool);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);

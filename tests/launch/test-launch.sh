@@ -222,5 +222,25 @@ check "ssh: a failing worker stops the remote processes (EOF watchdog)" \
 check "  ... and no orphans" no_orphans
 unset KVS_LAUNCH_SSH
 
+# ------------------------------------------------------------ one prefix per line
+run -n 1 -s 1 --shutdown-timeout 0.5 -- sh -c 'echo "2026-12-03T06:35:56.123Z [worker 0] h[1] WARN net: own tag"; echo plain'
+check "a kvsd log line keeps its own tag; other lines get the launcher's" \
+    eval '[[ $RC == 0 ]] && grep -qx "2026-12-03T06:35:56.123Z \[worker 0\] h\[1\] WARN net: own tag" "$WORK/out" && out_has "[worker 0] plain"'
+
+# The real binaries (when built): every daemon and library line carries one
+# tag, its time, host and pid; the worker's own output one prefix.
+REAL=$ROOT/${BUILD:-build}
+if [[ -x $REAL/kvs-scheduler && -x $REAL/kvs-bench ]]; then
+    KVS_BIN_DIR=$REAL run -n 2 -s 1 --env PS_VERBOSE=1 -- "$REAL/kvs-bench" --sizes 4K --iters 3 --warmup 1
+    re='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z \[(scheduler|server 0|worker [01])\] [^ ]+\[[0-9]+\] (ERROR|WARN|INFO|DEBUG) [a-z]+: '
+    check "real job: exit 0, daemons and library log with time, node, host[pid], level" \
+        eval '[[ $RC == 0 ]] && grep -qE "$re" "$WORK/err" && grep -qE "^[^[]*\[server 0\] [^ ]+ INFO job: registered as rank 0" "$WORK/err" && grep -qE "^[^[]*\[worker 1\] [^ ]+ INFO job: registered" "$WORK/err"'
+    check "real job: no line carries two prefixes" \
+        eval '! grep -E "\] \[(scheduler|server|worker)" "$WORK/out" "$WORK/err" && ! grep -E "^\[(scheduler|server [0-9]+|worker [0-9]+)\] [0-9]{4}-" "$WORK/out" "$WORK/err"'
+    check "real job: every stderr line is a log line or prefixed" \
+        eval '! grep -vE "$re|^\[(scheduler|server [0-9]+|worker [0-9]+)\] |^kvs-launch: " "$WORK/err"'
+    check "real job: worker output prefixed once" eval 'out_has "[worker 0] kvs-bench: 2 worker(s), 1 server(s)"'
+fi
+
 echo "launch: $pass passed, $fail failed"
 [[ $fail == 0 ]]
