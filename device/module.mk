@@ -10,3 +10,9 @@ $(CUDA_PLUGIN): reduce/reduce_cuda.cu reduce/reduce_cuda.h include/kvs.h
 	    -Xlinker -rpath -Xlinker $(CUDA_HOME)/lib64
 all: $(CUDA_PLUGIN)
 endif
+ifneq ($(NVCC),)
+install: install-cuda-plugin
+install-cuda-plugin: $(CUDA_PLUGIN)
+	install -D -m 755 $(CUDA_PLUGIN) $(DESTDIR)$(PREFIX)/lib/libkvs_cuda.so
+.PHONY: install-cuda-plugin
+endif

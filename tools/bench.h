@@ -11,4 +11,8 @@ int bench_reduce_main(int argc, char **argv);
  * kvsd code on the path (tools/bench_zmq.c). */
 int bench_zmq_main(int argc, char **argv);
 
+/* `kvs-bench --store device --devices N [...]`: local reduce + broadcast
+ * over N devices, flat vs tree vs NCCL (tools/bench_device.c). */
+int bench_device_main(int argc, char **argv);
+
 #endif

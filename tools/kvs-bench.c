@@ -19,6 +19,8 @@ static const char usage[] =
     "                 [--warmup N] [--type dist_sync|dist_async|local] [--json]\n"
     "       kvs-bench reduce [--help]   (reduction engine vs memcpy)\n"
     "       kvs-bench zmq [--help]      (raw ZeroMQ echo: the transport floor)\n"
+    "       kvs-bench --store device --devices N [--help]\n"
+    "                                   (local reduce + broadcast over N devices)\n"
     "\n"
     "Runs as a worker of a job (start it with deploy/kvs-launch, or set DMLC_*).\n"
     "  --sizes   bytes per key, K/M/G suffixes (default 4K,256K,4M,64M)\n"
@@ -234,6 +236,9 @@ int main(int argc, char **argv)
         return bench_reduce_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "zmq"))
         return bench_zmq_main(argc - 1, argv + 1);
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--store") || !strcmp(argv[i], "--devices"))
+            return bench_device_main(argc, argv);
     if (parse_opts(argc, argv, &o) != 0)
         return 2;
     rc = kvs_create(o.type, &s);

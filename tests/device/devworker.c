@@ -4,8 +4,8 @@
  *
  *   kvs-devworker --type T [--rounds R] [--async]
  *
- * Devices are simulated (KVS_SIM_DEVICES=N, N >= 1): device arrays are host
- * memory the library treats as on device j.  Per dtype two keys: 37
+ * Devices: simulated (KVS_SIM_DEVICES=N) or, without it, every CUDA device
+ * (memory from cudaMalloc through tools/devmem.h).  Per dtype two keys: 37
  * elements and 2003 (above the MXNET_KVSTORE_TREE_ARRAY_BOUND and
  * MXNET_KVSTORE_BIGARRAY_BOUND the script sets).  Each push has one array per
  * device, a second one on device 0 and one in host memory; each pull has one
@@ -24,10 +24,12 @@
 
 #include "kvs.h"
 #include "tests/unit/exact.h"
+#include "tools/devmem.h"
 
 #define MAXSRC 70
 
 static int W, rank, N;
+static devmem M;
 
 static int val(int w, int r, int src, uint64_t key, uint64_t i)
 {
@@ -48,15 +50,42 @@ typedef struct key {
 static key keys[2 * KVS_NUM_DTYPES];
 static int nkeys;
 
-static void *buf_of(const key *k, int w, int r, int src)
+/* The values of source src (zeros for src < 0) on device dev (or host). */
+static void *buf_of(const key *k, int w, int r, int src, int dev)
 {
     int *v = malloc(k->count * sizeof *v);
-    void *b = malloc(k->count * dsize(k->t) + 1);
+    void *b = malloc(k->count * dsize(k->t) + 1), *d;
     for (uint64_t i = 0; i < k->count; i++)
         v[i] = src < 0 ? 0 : val(w, r, src, k->key, i);
     fill(k->t, b, v, k->count);
     free(v);
-    return b;
+    if (dev == KVS_CPU)
+        return b;
+    d = devmem_alloc(&M, dev, k->count * dsize(k->t));
+    devmem_put(&M, dev, d, b, k->count * dsize(k->t));
+    free(b);
+    return d;
+}
+
+static void *out_buf(const key *k, int dev)
+{
+    size_t bytes = k->count * dsize(k->t);
+    void *b = malloc(bytes);
+    memset(b, 0xEE, bytes);
+    if (dev == KVS_CPU)
+        return b;
+    void *d = devmem_alloc(&M, dev, bytes);
+    devmem_put(&M, dev, d, b, bytes);
+    free(b);
+    return d;
+}
+
+static void release(kvs_array *a)
+{
+    if (a->device == KVS_CPU)
+        free(a->data);
+    else
+        devmem_free(&M, a->device, a->data);
 }
 
 /* expected: sum over workers (and rounds 1..r when all) of every source */
@@ -76,13 +105,20 @@ static int check(const char *what, const key *k, const kvs_array *o, int r, int 
     }
     fill(k->t, want, v, k->count);
     int bad = 0;
+    unsigned char *got = o->data;
+    if (o->device != KVS_CPU) {
+        got = malloc(k->count * dsize(k->t));
+        devmem_get(&M, o->device, got, o->data, k->count * dsize(k->t));
+    }
     for (uint64_t i = 0; i < k->count && !bad; i++)
-        if (memcmp((char *)o->data + i * dsize(k->t), want + i * dsize(k->t), dsize(k->t))) {
+        if (memcmp(got + i * dsize(k->t), want + i * dsize(k->t), dsize(k->t))) {
             printf("devworker %d: MISMATCH %s key=%llu %s output on device %d index=%llu\n",
                    rank, what, (unsigned long long)k->key, kvs_dtype_name(k->t), o->device,
                    (unsigned long long)i);
             bad = 1;
         }
+    if (got != o->data)
+        free(got);
     free(v);
     free(want);
     return bad;
@@ -110,12 +146,15 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    const char *sim = getenv("KVS_SIM_DEVICES");
-    N = sim ? atoi(sim) : 0;
-    if (type == NULL || N < 1 || N > 16 || rounds < 1) {
-        fprintf(stderr, "kvs-devworker: needs --type and KVS_SIM_DEVICES=1..16\n");
+    if (type == NULL || rounds < 1) {
+        fprintf(stderr, "usage: kvs-devworker --type T [--rounds R] [--async]\n");
         return 2;
     }
+    if (devmem_open(&M) != 0 || M.n > 16) {
+        fprintf(stderr, "kvs-devworker: needs 1..16 devices: KVS_SIM_DEVICES=N or CUDA\n");
+        return 2;
+    }
+    N = M.n;
     kvs_store *s;
     int rc = kvs_create(type, &s);
     if (rc)
@@ -133,19 +172,19 @@ int main(int argc, char **argv)
     /* init: rank 0's value from device N-1 (async: zeros) */
     for (int k = 0; k < nkeys; k++) {
         ks[k] = keys[k].key;
-        in[k] = (kvs_array){buf_of(&keys[k], 0, 0, async ? -1 : N - 1), keys[k].count,
+        in[k] = (kvs_array){buf_of(&keys[k], 0, 0, async ? -1 : N - 1, N - 1), keys[k].count,
                             keys[k].t, N - 1};
     }
     if ((rc = kvs_init(s, (size_t)nkeys, ks, in)) != 0)
         return fail("kvs_init", rc);
     for (int k = 0; k < nkeys; k++)
-        free(in[k].data);
+        release(&in[k]);
     /* output arrays: one per device and one in host memory */
     int n = 0;
     for (int k = 0; k < nkeys; k++)
         for (int j = 0; j <= N; j++) {
             ks[n] = keys[k].key;
-            out[n++] = (kvs_array){malloc(keys[k].count * dsize(keys[k].t) + 1), keys[k].count,
+            out[n++] = (kvs_array){out_buf(&keys[k], j < N ? j : KVS_CPU), keys[k].count,
                                    keys[k].t, j < N ? j : KVS_CPU};
         }
     if (!async) {
@@ -159,8 +198,9 @@ int main(int argc, char **argv)
         for (int k = 0; k < nkeys; k++)
             for (int j = 0; j < nsrc; j++) {
                 ks[m] = keys[k].key;
-                in[m++] = (kvs_array){buf_of(&keys[k], rank, r, j), keys[k].count, keys[k].t,
-                                      j < N ? j : j == N ? 0 : KVS_CPU};
+                int dev = j < N ? j : j == N ? 0 : KVS_CPU;
+                in[m++] = (kvs_array){buf_of(&keys[k], rank, r, j, dev), keys[k].count,
+                                      keys[k].t, dev};
             }
         if (async || r < rounds) {
             if ((rc = kvs_push(s, (size_t)m, ks, in, 0)) != 0 || (rc = kvs_wait_all(s)) != 0)
@@ -183,7 +223,7 @@ int main(int argc, char **argv)
                 bad |= check("pushpull", &keys[o / nsrc], &in[o], r, 0, 0);
         }
         for (int o = 0; o < m; o++)
-            free(in[o].data);
+            release(&in[o]);
     }
     if (async && !bad) {
         if ((rc = kvs_barrier(s)) != 0)
@@ -208,7 +248,7 @@ int main(int argc, char **argv)
            (unsigned long long)st.sums, (unsigned long long)st.h2d_copies,
            (unsigned long long)st.d2h_copies);
     for (int o = 0; o < n; o++)
-        free(out[o].data);
+        release(&out[o]);
     free(ks);
     free(in);
     free(out);

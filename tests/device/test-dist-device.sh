@@ -2,7 +2,7 @@
 # Device store types in real jobs started by deploy/kvs-launch: 2 workers x
 # 4 simulated devices x 2 servers (kvs-devworker checks every output).
 # Usage: BUILD=build bash tests/device/test-dist-device.sh
-# Ends with "device-dist: N passed, N failed"; exit 0 iff nothing failed.
+# Ends with "devices: N passed, N failed"; exit 0 iff nothing failed.
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD:-build}
@@ -65,5 +65,5 @@ job "dist_sync_device 3x8x2 tree DGX-1"    3 2 8 MXNET_KVSTORE_USETREE=1 \
     "KVS_TOPOLOGY=0,2,2,3,3,0,0,0;2,0,3,2,0,3,0,0;2,3,0,3,0,0,2,0;3,2,3,0,0,0,0,2;3,0,0,0,0,2,2,3;0,3,0,0,2,0,3,2;0,0,2,0,2,3,0,3;0,0,0,2,3,2,3,0" \
     -- --type dist_sync_device --rounds 2
 
-echo "device-dist: $pass passed, $fail failed"
+echo "devices: $pass passed, $fail failed"
 [[ $fail == 0 ]]

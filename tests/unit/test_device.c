@@ -6,6 +6,9 @@
  * and ring topologies; exact sums on every output; CPU and device results
  * compared bit for bit; the errors a user can trigger.
  *
+ * With KVS_TEST_CUDA=1 (tests/gpu/run.sh) the store tests run on the CUDA
+ * devices instead (cases needing more devices than exist are skipped).
+ *
  * Values are small integers (exact in every dtype, also as partial sums),
  * so every path must give the exact result; the bit-identity test with
  * inexact floats covers the paths whose summation order is fixed (flat and
@@ -20,6 +23,7 @@
 #include "device/dev.h"
 #include "kvs.h"
 #include "tests/unit/exact.h"
+#include "tools/devmem.h"
 
 /* DGX-1 link ranks as MXNet's adjustment leaves them (NVLink 2/3, no PCIe). */
 static const char dgx1[] =
@@ -182,11 +186,24 @@ typedef struct setup {
     const char *topo; /* KVS_TOPOLOGY or NULL */
 } setup;
 
-static void apply(const setup *u)
+static devmem M;
+static bool cuda_mode;
+
+/* Set the environment of u; false: this machine cannot run it (CUDA mode
+ * with fewer devices). */
+static bool apply(const setup *u)
 {
     char n[16];
-    snprintf(n, sizeof n, "%d", u->ndev);
-    setenv("KVS_SIM_DEVICES", n, 1);
+    cuda_mode = getenv("KVS_TEST_CUDA") != NULL;
+    if (cuda_mode) {
+        unsetenv("KVS_SIM_DEVICES");
+        if (devmem_open(&M) != 0 || M.n < u->ndev)
+            return false;
+    } else {
+        snprintf(n, sizeof n, "%d", u->ndev);
+        setenv("KVS_SIM_DEVICES", n, 1);
+        ck_assert_int_eq(devmem_open(&M), 0);
+    }
     setenv("MXNET_KVSTORE_USETREE", u->tree ? "1" : "0", 1);
     setenv("MXNET_ENABLE_GPU_P2P", u->p2p ? "1" : "0", 1);
     /* small bounds so that the test arrays fall on both sides of them */
@@ -197,15 +214,49 @@ static void apply(const setup *u)
         setenv("KVS_TOPOLOGY", u->topo, 1);
     else
         unsetenv("KVS_TOPOLOGY");
+    return true;
 }
 
+/* NULL: skipped on this machine */
 static kvs_store *create(const setup *u)
 {
     kvs_store *s = NULL;
-    apply(u);
+    if (!apply(u))
+        return NULL;
     int rc = kvs_create(u->type, &s);
     ck_assert_msg(rc == 0, "kvs_create(%s, %d devices): %s", u->type, u->ndev, kvs_last_error());
     return s;
+}
+
+/* bytes (+1 guard byte) on dev holding host's bytes */
+static void *place(int dev, const void *host, size_t bytes)
+{
+    if (dev == KVS_CPU) {
+        void *b = malloc(bytes + 1);
+        memcpy(b, host, bytes);
+        return b;
+    }
+    void *d = devmem_alloc(&M, dev, bytes + 1);
+    ck_assert_ptr_nonnull(d);
+    devmem_put(&M, dev, d, host, bytes);
+    return d;
+}
+
+/* bytes of a (any device) into host */
+static void fetch(void *host, const kvs_array *a, size_t bytes)
+{
+    if (a->device == KVS_CPU)
+        memcpy(host, a->data, bytes);
+    else
+        devmem_get(&M, a->device, host, a->data, bytes);
+}
+
+static void release(kvs_array *a)
+{
+    if (a->device == KVS_CPU)
+        free(a->data);
+    else
+        devmem_free(&M, a->device, a->data);
 }
 
 #define MAXA 24
@@ -225,7 +276,8 @@ static void make_srcs(srcs *p, int ndev, uint64_t key, kvs_dtype t, uint64_t cou
         int dev = j < ndev ? j : j == ndev ? 0 : KVS_CPU;
         void *buf = malloc(count * dsize(t) + 1);
         fill_src(t, buf, r, j, key, count);
-        p->a[p->nsrc] = (kvs_array){buf, count, t, dev};
+        p->a[p->nsrc] = (kvs_array){place(dev, buf, count * dsize(t)), count, t, dev};
+        free(buf);
         p->keys[p->nsrc++] = key;
     }
 }
@@ -233,19 +285,21 @@ static void make_srcs(srcs *p, int ndev, uint64_t key, kvs_dtype t, uint64_t cou
 static void free_srcs(srcs *p)
 {
     for (int j = 0; j < p->nsrc; j++)
-        free(p->a[j].data);
+        release(&p->a[j]);
 }
 
 /* Outputs: one per device and one in host memory, filled with 0xEE. */
 static void make_outs(srcs *p, int ndev, uint64_t key, kvs_dtype t, uint64_t count)
 {
     p->nsrc = 0;
+    void *buf = malloc(count * dsize(t) + 1);
+    memset(buf, 0xEE, count * dsize(t) + 1);
     for (int j = 0; j <= ndev; j++) {
-        void *buf = malloc(count * dsize(t) + 1);
-        memset(buf, 0xEE, count * dsize(t) + 1);
-        p->a[p->nsrc] = (kvs_array){buf, count, t, j < ndev ? j : KVS_CPU};
+        int dev = j < ndev ? j : KVS_CPU;
+        p->a[p->nsrc] = (kvs_array){place(dev, buf, count * dsize(t) + 1), count, t, dev};
         p->keys[p->nsrc++] = key;
     }
+    free(buf);
 }
 
 static void expect_sum(const srcs *outs, int ndev, uint64_t key, kvs_dtype t, uint64_t count,
@@ -257,8 +311,9 @@ static void expect_sum(const srcs *outs, int ndev, uint64_t key, kvs_dtype t, ui
         for (uint64_t i = 0; i < count; i++)
             v[i] += val(r, j, key, i);
     fill(t, want, v, count);
+    unsigned char *got = malloc(count * dsize(t) + 1);
     for (int o = 0; o < outs->nsrc; o++) {
-        const unsigned char *got = outs->a[o].data;
+        fetch(got, &outs->a[o], count * dsize(t) + 1);
         for (uint64_t i = 0; i < count; i++)
             if (memcmp(got + i * dsize(t), want + i * dsize(t), dsize(t)) != 0)
                 ck_abort_msg("%s: key %llu %s output %d (device %d) element %llu wrong", what,
@@ -266,21 +321,30 @@ static void expect_sum(const srcs *outs, int ndev, uint64_t key, kvs_dtype t, ui
                              (unsigned long long)i);
         ck_assert_msg(got[count * dsize(t)] == 0xEE, "%s: written past the end", what);
     }
+    free(got);
     free(v);
     free(want);
 }
 
 static void reset_outs(srcs *outs, kvs_dtype t, uint64_t count)
 {
+    void *buf = malloc(count * dsize(t));
+    memset(buf, 0xEE, count * dsize(t));
     for (int o = 0; o < outs->nsrc; o++)
-        memset(outs->a[o].data, 0xEE, count * dsize(t));
+        if (outs->a[o].device == KVS_CPU)
+            memcpy(outs->a[o].data, buf, count * dsize(t));
+        else
+            devmem_put(&M, outs->a[o].device, outs->a[o].data, buf, count * dsize(t));
+    free(buf);
 }
 
 /* init, two rounds of push + pull, one pushpull; every output checked. */
-static void exercise(const setup *u, kvs_dtype t, uint64_t count, kvs_device_stats *st)
+static bool exercise(const setup *u, kvs_dtype t, uint64_t count, kvs_device_stats *st)
 {
     kvs_store *s = create(u);
     uint64_t key = 100 + count;
+    if (s == NULL)
+        return false;
     srcs in, outs;
     int rc;
     /* init from a device array */
@@ -290,9 +354,17 @@ static void exercise(const setup *u, kvs_dtype t, uint64_t count, kvs_device_sta
     make_outs(&outs, u->ndev, key, t, count);
     ck_assert_int_eq(kvs_pull(s, (size_t)outs.nsrc, outs.keys, outs.a, 0), 0);
     ck_assert_int_eq(kvs_wait_all(s), 0);
-    for (int o = 0; o < outs.nsrc; o++)
-        ck_assert_msg(memcmp(outs.a[o].data, in.a[u->ndev - 1].data, count * dsize(t)) == 0,
-                      "pull after init: output %d", o);
+    {
+        unsigned char *want = malloc(count * dsize(t)), *got = malloc(count * dsize(t));
+        fetch(want, &in.a[u->ndev - 1], count * dsize(t));
+        for (int o = 0; o < outs.nsrc; o++) {
+            fetch(got, &outs.a[o], count * dsize(t));
+            ck_assert_msg(memcmp(got, want, count * dsize(t)) == 0, "pull after init: output %d",
+                          o);
+        }
+        free(want);
+        free(got);
+    }
     free_srcs(&in);
     for (int r = 1; r <= 3; r++) {
         make_srcs(&in, u->ndev, key, t, count, r);
@@ -309,8 +381,10 @@ static void exercise(const setup *u, kvs_dtype t, uint64_t count, kvs_device_sta
             for (int e = 0; e < extra; e++) {
                 void *buf = malloc(count * dsize(t) + 1);
                 memset(buf, 0xEE, count * dsize(t) + 1);
-                o2.a[o2.nsrc] = (kvs_array){buf, count, t, e % u->ndev};
+                o2.a[o2.nsrc] = (kvs_array){place(e % u->ndev, buf, count * dsize(t) + 1), count,
+                                            t, e % u->ndev};
                 o2.keys[o2.nsrc++] = key;
+                free(buf);
             }
             rc = kvs_pushpull(s, (size_t)in.nsrc, in.keys, in.a, o2.a, 0);
             ck_assert_msg(rc == 0, "pushpull: %s", kvs_last_error());
@@ -327,8 +401,9 @@ static void exercise(const setup *u, kvs_dtype t, uint64_t count, kvs_device_sta
     free_srcs(&outs);
     ck_assert_int_eq(kvs_get_device_stats(s, st), 0);
     ck_assert_int_eq(st->devices, u->ndev);
-    ck_assert_str_eq(st->backend, "sim");
+    ck_assert_str_eq(st->backend, cuda_mode ? "cuda" : "sim");
     ck_assert_int_eq(kvs_close(s), 0);
+    return true;
 }
 
 /* below TREE_ARRAY_BOUND, between it and BIGARRAY_BOUND, above both */
@@ -339,10 +414,12 @@ static void matrix(const setup *u)
     for (int t = 0; t < KVS_NUM_DTYPES; t++)
         for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
             kvs_device_stats st;
-            exercise(u, (kvs_dtype)t, counts[c], &st);
+            if (!exercise(u, (kvs_dtype)t, counts[c], &st))
+                return; /* not on this machine */
             if (strcmp(u->type, "device") == 0 && u->ndev > 1) {
-                /* the copy counters show which path ran */
-                if (u->p2p && u->topo == NULL)
+                /* the copy counters show which path ran (on CUDA, P2P on
+                 * depends on the hardware) */
+                if (u->p2p && u->topo == NULL && !cuda_mode)
                     ck_assert_msg(st.peer_copies > 0 && st.staged_copies == 0,
                                   "P2P on: %llu peer, %llu staged",
                                   (unsigned long long)st.peer_copies,
@@ -400,7 +477,10 @@ START_TEST(store_tree_topologies)
     kvs_device_stats st;
     for (int t = 0; t < KVS_NUM_DTYPES; t++)
         for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
-            exercise(&u, (kvs_dtype)t, counts[c], &st);
+            if (!exercise(&u, (kvs_dtype)t, counts[c], &st))
+                return; /* not on this machine */
+    if (cuda_mode)
+        return; /* peer access depends on the hardware, not the matrix */
     if (u.p2p && u.tree)
         /* trees use links only: every copy of the rounds is a peer copy; the
          * one staged copy allowed is the init's (from device n-1 to the
@@ -425,6 +505,8 @@ START_TEST(store_bit_identical)
     for (int pass = 0; pass < 2; pass++) {
         setup u = {pass ? "device" : "local", 4, 0, 1, NULL};
         kvs_store *s = create(&u);
+        if (s == NULL)
+            return;
         uint64_t key = 5, keys[6] = {5, 5, 5, 5, 5, 5};
         kvs_array a[6], o;
         uint64_t seed = 42;
@@ -438,18 +520,27 @@ START_TEST(store_bit_identical)
             for (uint64_t i = 0; i < n && t <= KVS_BFLOAT16; i++)
                 b[i * dsize(t) + dsize(t) - 1] &= 0x3f;
             /* local: host arrays; device: on devices 0,1,2,3,0,1 */
-            a[j] = (kvs_array){b, n, t, pass ? j % 4 : KVS_CPU};
+            a[j] = (kvs_array){place(pass ? j % 4 : KVS_CPU, b, n * dsize(t)), n, t,
+                               pass ? j % 4 : KVS_CPU};
+            free(b);
         }
         res[pass] = malloc(n * dsize(t));
-        o = (kvs_array){res[pass], n, t, pass ? 2 : KVS_CPU};
+        o = (kvs_array){place(pass ? 2 : KVS_CPU, res[pass], n * dsize(t)), n, t,
+                        pass ? 2 : KVS_CPU};
         ck_assert_int_eq(kvs_init(s, 1, &key, &a[0]), 0);
         ck_assert_int_eq(kvs_pushpull(s, 6, keys, a, a, 0), 0);
         ck_assert_int_eq(kvs_pull(s, 1, &key, &o, 0), 0);
         ck_assert_int_eq(kvs_wait_all(s), 0);
+        fetch(res[pass], &o, n * dsize(t));
+        unsigned char *got = malloc(n * dsize(t));
+        for (int j = 0; j < 6; j++) {
+            fetch(got, &a[j], n * dsize(t));
+            ck_assert(memcmp(got, res[pass], n * dsize(t)) == 0);
+        }
+        free(got);
         for (int j = 0; j < 6; j++)
-            ck_assert(memcmp(a[j].data, res[pass], n * dsize(t)) == 0);
-        for (int j = 0; j < 6; j++)
-            free(a[j].data);
+            release(&a[j]);
+        release(&o);
         ck_assert_int_eq(kvs_close(s), 0);
     }
     ck_assert_msg(memcmp(res[0], res[1], n * dsize(t)) == 0, "%s: CPU and device sums differ",
@@ -468,27 +559,60 @@ START_TEST(store_many_sources)
     uint64_t keys[K];
     kvs_array a[K], o[2];
     int32_t buf[K][N], out[2][N];
+    if (s == NULL)
+        return;
     for (int j = 0; j < K; j++) {
         keys[j] = 9;
         for (int i = 0; i < N; i++)
             buf[j][i] = j * 1000 + i;
-        a[j] = (kvs_array){buf[j], N, KVS_INT32, j % 2};
+        a[j] = (kvs_array){place(j % 2, buf[j], sizeof buf[j]), N, KVS_INT32, j % 2};
     }
     for (int d = 0; d < 2; d++)
-        o[d] = (kvs_array){out[d], N, KVS_INT32, d};
+        o[d] = (kvs_array){place(d, out[d], sizeof out[d]), N, KVS_INT32, d};
     ck_assert_int_eq(kvs_init(s, 1, keys, a), 0);
     ck_assert_int_eq(kvs_push(s, K, keys, a, 0), 0);
     ck_assert_int_eq(kvs_pull(s, 2, keys, o, 0), 0);
-    for (int d = 0; d < 2; d++)
+    for (int d = 0; d < 2; d++) {
+        fetch(out[d], &o[d], sizeof out[d]);
         for (int i = 0; i < N; i++)
             ck_assert_int_eq(out[d][i], (K * (K - 1) / 2) * 1000 + K * i);
+        release(&o[d]);
+    }
+    for (int j = 0; j < K; j++)
+        release(&a[j]);
     ck_assert_int_eq(kvs_close(s), 0);
+}
+END_TEST
+
+/* nccl: on CUDA devices the matrix (with NCCL present), on simulated ones the
+ * error */
+START_TEST(store_nccl)
+{
+    setup u = {"nccl", ndevs[_i], 0, 1, NULL};
+    kvs_store *s = NULL;
+    if (!apply(&u))
+        return; /* fewer CUDA devices */
+    int rc = kvs_create("nccl", &s);
+    if (!cuda_mode) {
+        ck_assert_int_eq(rc, KVS_EDEVICE);
+        contains(kvs_last_error(), "NCCL needs CUDA devices");
+        return;
+    }
+    if (rc == KVS_EDEVICE && strstr(kvs_last_error(), "NCCL is not installed")) {
+        fprintf(stderr, "store_nccl: %s (NCCL cases skipped)\n", kvs_last_error());
+        return;
+    }
+    ck_assert_msg(rc == 0, "nccl: %s", kvs_last_error());
+    kvs_close(s);
+    matrix(&u);
 }
 END_TEST
 
 START_TEST(store_errors)
 {
     kvs_store *s = NULL;
+    if (getenv("KVS_TEST_CUDA"))
+        return; /* simulated devices only: the errors use their counts */
     setup u = {"device", 2, 0, 1, NULL};
     float v[4] = {1, 2, 3, 4}, w[6] = {0};
     uint64_t k = 1, kk[2] = {1, 1};
@@ -555,6 +679,8 @@ START_TEST(store_logtree)
 {
     /* MXNET_KVSTORE_LOGTREE=1 prints the matrix and the trees */
     char path[] = "/tmp/kvs-logtree-XXXXXX";
+    if (getenv("KVS_TEST_CUDA"))
+        return;
     int fd = mkstemp(path), saved = dup(2);
     setup u = {"device", 8, 1, 1, dgx1};
     ck_assert_int_ge(fd, 0);
@@ -586,6 +712,7 @@ Suite *device_suite(void)
     tcase_set_timeout(t, 120);
     tcase_add_loop_test(t, store_device, 0, 20);
     tcase_add_loop_test(t, store_local, 0, 10);
+    tcase_add_loop_test(t, store_nccl, 0, 5);
     tcase_add_loop_test(t, store_tree_topologies, 0, 5);
     tcase_add_loop_test(t, store_bit_identical, 0, KVS_NUM_DTYPES);
     tcase_add_loop_test(t, store_many_sources, 0, 2);
