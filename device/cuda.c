@@ -32,8 +32,8 @@ typedef struct cu {
     void *lib, *plugin;
     int n;
     void *ev[DEV_MAX];  /* "source ready" event per device */
-    void *bev[2];       /* staging slots */
-    int bev_dev[2];
+    void *bev[DEV_MAX][2]; /* staging slots: an event per receiving device and slot */
+    int bev_dev[2];        /* the device that last recorded slot */
     sum_fn sum;
     plugin_err_fn sum_err;
     char plugin_msg[512];
@@ -128,9 +128,12 @@ static void cu_close(void *b)
             c->SetDevice(i);
             c->EventDestroy(c->ev[i]);
         }
-    for (int i = 0; i < 2; i++)
-        if (c->bev[i])
-            c->EventDestroy(c->bev[i]);
+    for (int d = 0; d < DEV_MAX; d++)
+        for (int i = 0; i < 2; i++)
+            if (c->bev[d][i]) {
+                c->SetDevice(d);
+                c->EventDestroy(c->bev[d][i]);
+            }
     /* the runtime stays loaded: unloading it under live contexts is unsafe */
     free(c);
 }
@@ -240,9 +243,10 @@ static int cu_event_record(void *b, int dev, int slot)
     int rc = set_dev(c, dev);
     if (rc)
         return rc;
-    if (c->bev[slot] == NULL)
-        CU(c, dev, EventCreateWithFlags, (&c->bev[slot], EVENT_DISABLE_TIMING));
-    CU(c, dev, EventRecord, (c->bev[slot], NULL));
+    /* an event is recorded on a stream of the device it was created on */
+    if (c->bev[dev][slot] == NULL)
+        CU(c, dev, EventCreateWithFlags, (&c->bev[dev][slot], EVENT_DISABLE_TIMING));
+    CU(c, dev, EventRecord, (c->bev[dev][slot], NULL));
     c->bev_dev[slot] = dev;
     return 0;
 }
@@ -250,8 +254,9 @@ static int cu_event_record(void *b, int dev, int slot)
 static int cu_event_wait(void *b, int slot)
 {
     cu *c = b;
-    if (c->bev[slot])
-        CU(c, c->bev_dev[slot], EventSynchronize, (c->bev[slot]));
+    void *ev = c->bev[c->bev_dev[slot]][slot];
+    if (ev)
+        CU(c, c->bev_dev[slot], EventSynchronize, (ev));
     return 0;
 }
 
