@@ -4,7 +4,7 @@
 set -eu
 need=""
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-for p in libzmq3-dev libuv1-dev check pkg-config; do
+for p in libzmq3-dev libuv1-dev libsodium-dev check pkg-config; do
     have "$p" || need="$need $p"
 done
 [ -z "$need" ] && exit 0

@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "net/auth.h"
 #include "net/live.h"
 #include "net/net.h"
 #include "scheduler/sched.h"
@@ -38,6 +39,7 @@ typedef struct sched {
     uv_loop_t loop;
     void *zctx;
     net_sock *sock;
+    net_auth *auth;
     net_mon *mon;
     uv_timer_t timer;
     uv_signal_t sigint, sigterm;
@@ -204,7 +206,7 @@ static void refuse(sched *s, const void *ident, size_t ident_len, int status, co
 }
 
 static void on_register(sched *s, const void *ident, size_t ident_len, const proto_hdr *h,
-                        const char *body, int fd)
+                        const char *body, int fd, const char *peer)
 {
     int role, rank, js, jw;
     char endpoint[128], host[CFG_HOST_MAX], why[512];
@@ -218,6 +220,12 @@ static void on_register(sched *s, const void *ident, size_t ident_len, const pro
         return;
     }
     const char *rname = cfg_role_name(role);
+    if (s->c->security != CFG_SEC_NONE && !net_auth_peer_is(peer, rname, -1)) {
+        snprintf(why, sizeof why, "bad secret: registration as a %s from a connection that "
+                 "proved '%s'", rname, peer ? peer : "nothing");
+        refuse(s, ident, ident_len, KVS_EAUTH, rname, host, why);
+        return;
+    }
     if (s->fail_status) {
         refuse(s, ident, ident_len, s->fail_status, rname, host, s->dead_text);
         return;
@@ -396,6 +404,7 @@ static void on_monitor(void *arg, int event, int fd, const char *addr)
 {
     sched *s = arg;
     (void)addr;
+    net_auth_event(s->auth, event, fd);
     if (event != ZMQ_EVENT_DISCONNECTED || s->done || s->fail_status)
         return;
     for (int i = 0; i < s->nnodes; i++) {
@@ -449,7 +458,7 @@ static void on_recv(net_sock *sock, net_msg *m, void *arg)
     const char *body = bodymsg ? zmq_msg_data(bodymsg) : NULL;
     int fd = net_msg_fd(m);
     if (h.type == PROTO_REGISTER) {
-        on_register(s, ident, ident_len, &h, body, fd);
+        on_register(s, ident, ident_len, &h, body, fd, net_auth_peer(&m->frames[1]));
         return;
     }
     sched_node *n = find_node(s, ident, ident_len);
@@ -567,10 +576,20 @@ int sched_run(const cfg *c)
     }
     uv_loop_init(&s.loop);
     s.zctx = zmq_ctx_new();
+    net_raise_nofile(WHO);
+    if (net_auth_new(&s.loop, s.zctx, c, WHO, &s.auth) != 0) {
+        zmq_ctx_term(s.zctx);
+        return 1;
+    }
     if (net_sock_new(&s.loop, s.zctx, ZMQ_ROUTER, c->water_mark > 100000 ? c->water_mark
                                                                            : 100000,
                      on_recv, &s, &s.sock) != 0) {
         LOG(LOG_ERROR, WHO, "net", "cannot create a ZeroMQ socket");
+        return 1;
+    }
+    if (net_auth_listen(s.auth, net_sock_zmq(s.sock), "scheduler") != 0) {
+        LOG(LOG_ERROR, WHO, "auth", "cannot secure the scheduler's socket (KVS_SECURITY=%s)",
+            cfg_security_name(c->security));
         return 1;
     }
     net_live_heartbeats(net_sock_zmq(s.sock), c);
@@ -580,6 +599,7 @@ int sched_run(const cfg *c)
         LOG(LOG_ERROR, WHO, "net", "cannot bind %s (DMLC_PS_ROOT_PORT=%d): %s", addr,
             c->root_port, zmq_strerror(zmq_errno()));
         net_sock_free(s.sock);
+        net_auth_free(s.auth);
         zmq_ctx_term(s.zctx);
         return 1;
     }
@@ -590,6 +610,7 @@ int sched_run(const cfg *c)
             LOG(LOG_ERROR, WHO, "job", "cannot write KVS_PORT_FILE=%s: %s", c->port_file,
                 strerror(-rc));
             net_sock_free(s.sock);
+            net_auth_free(s.auth);
             zmq_ctx_term(s.zctx);
             return 1;
         }
@@ -597,7 +618,8 @@ int sched_run(const cfg *c)
     LOG(LOG_INFO, WHO, "net", "listening on port %d for %d servers and %d workers", port,
         c->num_server, c->num_worker);
     net_sock_start(s.sock);
-    if (net_mon_new(&s.loop, s.zctx, net_sock_zmq(s.sock), ZMQ_EVENT_DISCONNECTED, on_monitor,
+    if (net_mon_new(&s.loop, s.zctx, net_sock_zmq(s.sock),
+                    ZMQ_EVENT_DISCONNECTED | NET_AUTH_LISTEN_EVENTS, on_monitor,
                     &s, &s.mon) != 0)
         LOG(LOG_WARN, WHO, "net", "no socket monitor: departures are found by heartbeats only");
     uv_timer_init(&s.loop, &s.timer);
@@ -620,6 +642,7 @@ int sched_run(const cfg *c)
     zmq_setsockopt(net_sock_zmq(s.sock), ZMQ_LINGER, &linger, sizeof linger);
     net_mon_free(s.mon);
     net_sock_free(s.sock);
+    net_auth_free(s.auth);
     uv_walk(&s.loop, close_walk, NULL);
     uv_run(&s.loop, UV_RUN_DEFAULT);
     uv_loop_close(&s.loop);

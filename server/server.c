@@ -10,8 +10,10 @@
 #include <uv.h>
 #include <zmq.h>
 
+#include "common/datapath.h"
 #include "common/log.h"
 #include "common/sizes.h"
+#include "net/auth.h"
 #include "net/link.h"
 #include "net/live.h"
 #include "net/net.h"
@@ -25,13 +27,24 @@ typedef struct srv_cma {
     uint8_t nonce[PROTO_NONCE_LEN];
 } srv_cma;
 
+/* The connection (ZeroMQ routing id) a worker rank is bound to: the first
+ * one that spoke for it (and, with a secret, proved it). */
+#define SRV_IDENT_MAX 64
+typedef struct srv_bind {
+    uint8_t ident[SRV_IDENT_MAX];
+    size_t len;
+} srv_bind;
+
 typedef struct srv {
     const cfg *c;
     char who[32];
     uv_loop_t loop;
     void *zctx;
     net_sock *data;
+    net_auth *auth;
+    net_mon *mon; /* accept failures (descriptors) of the data socket */
     net_link *link;
+    srv_bind *bind; /* per worker rank */
     uv_signal_t sigint, sigterm;
     red_pool *pool;
     srv_store store;
@@ -88,15 +101,13 @@ static void cma_job_run(const void *arg, uint64_t lo, uint64_t hi)
     }
 }
 
-#define CMA_PAR_MIN (1u << 20)   /* copies from this size use the reduction pool */
-#define CMA_PAR_CHUNK (256u << 10)
 
 static int cma_copy(srv *s, const srv_cma *c, int dir, void *buf, uint64_t addr, uint64_t len)
 {
-    if (len < CMA_PAR_MIN || s->pool == NULL)
+    if (len < DP_CMA_PAR_MIN || s->pool == NULL)
         return cma_copy1(c, dir, buf, addr, len);
     struct cma_job j = {c, dir, buf, addr, 0};
-    red_pool_for(s->pool, len, CMA_PAR_CHUNK, cma_job_run, &j);
+    red_pool_for(s->pool, len, DP_CMA_PAR_CHUNK, cma_job_run, &j);
     if (atomic_load(&j.err)) {
         errno = atomic_load(&j.err);
         return -1;
@@ -248,6 +259,38 @@ static void on_cma_request(srv *s, const uint8_t *ident, size_t ident_len, int w
     zmq_msg_close(&data);
 }
 
+/* A header cannot speak for another connection's worker.  A worker's data
+ * connection carries the routing id "w<node id>-<random>" (set by libkvs;
+ * ZeroMQ refuses a second connection with the same id); with a secret the
+ * connection also proved "worker <node id>" in its handshake.  The first
+ * connection that speaks for a worker is bound to it: a second one is
+ * refused and the real worker keeps working. */
+static int check_sender(srv *s, net_msg *m, const uint8_t *ident, size_t ident_len, int sender,
+                        char *why, size_t whylen)
+{
+    char want[24];
+    int n = snprintf(want, sizeof want, "w%d-", sender);
+    int wrank = (sender - 9) / 2;
+    if (ident_len <= (size_t)n || ident_len > SRV_IDENT_MAX || memcmp(want, ident, (size_t)n)) {
+        snprintf(why, whylen, "sender %d does not match its connection", sender);
+        return KVS_EPROTO;
+    }
+    if (s->c->security != CFG_SEC_NONE &&
+        !net_auth_peer_is(net_auth_peer(&m->frames[1]), "worker", sender)) {
+        snprintf(why, whylen, "sender %d did not prove that it is worker %d", sender, wrank);
+        return KVS_EAUTH;
+    }
+    srv_bind *b = &s->bind[wrank];
+    if (b->len == 0) {
+        memcpy(b->ident, ident, ident_len);
+        b->len = ident_len;
+    } else if (b->len != ident_len || memcmp(b->ident, ident, ident_len) != 0) {
+        snprintf(why, whylen, "worker %d is already bound to another connection", wrank);
+        return KVS_EAUTH;
+    }
+    return 0;
+}
+
 static void on_data(net_sock *sock, net_msg *m, void *arg)
 {
     srv *s = arg;
@@ -264,17 +307,8 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
         snprintf(why, sizeof why, "sender %d is not a worker of this job", h.sender);
         rc = KVS_EPROTO;
     }
-    if (rc == 0) {
-        /* a worker's data connection carries the routing id "w<node id>" (set
-         * by libkvs; ZeroMQ refuses a second connection with the same id), so
-         * a header cannot speak for another connection's worker */
-        char want[24];
-        int n = snprintf(want, sizeof want, "w%d", h.sender);
-        if ((size_t)n != ident_len || memcmp(want, ident, ident_len) != 0) {
-            snprintf(why, sizeof why, "sender %d does not match its connection", h.sender);
-            rc = KVS_EPROTO;
-        }
-    }
+    if (rc == 0)
+        rc = check_sender(s, m, ident, ident_len, h.sender, why, sizeof why);
     if (rc == 0 && h.type != PROTO_INIT && h.type != PROTO_PUSH && h.type != PROTO_PULL &&
         h.type != PROTO_PUSHPULL && h.type != PROTO_HELLO) {
         snprintf(why, sizeof why, "%s is not a data request", proto_type_name(h.type));
@@ -362,9 +396,8 @@ static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t
 static void on_link_fail(void *arg, int err, const char *why)
 {
     srv *s = arg;
-    (void)err;
     LOG(LOG_ERROR, s->who, "job", "%s", why);
-    stop(s, 1);
+    stop(s, err == KVS_EAUTH ? 2 : 1); /* another secret than the job's: configuration */
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -379,6 +412,13 @@ static void close_walk(uv_handle_t *h, void *arg)
     (void)arg;
     if (!uv_is_closing(h))
         uv_close(h, NULL);
+}
+
+static void on_data_event(void *arg, int event, int value, const char *addr)
+{
+    srv *s = arg;
+    (void)addr;
+    net_auth_event(s->auth, event, value);
 }
 
 static int bind_data(srv *s, const char *host)
@@ -435,20 +475,34 @@ int srv_run(const cfg *c)
         return 1;
     }
     s->cma = calloc((size_t)c->num_worker, sizeof *s->cma);
-    if (s->cma == NULL) {
+    s->bind = calloc((size_t)c->num_worker, sizeof *s->bind);
+    if (s->cma == NULL || s->bind == NULL) {
         red_pool_free(s->pool);
+        free(s->cma);
+        free(s->bind);
         free(s);
         return 1;
     }
     srv_store_init(&s->store, c->num_worker, s->pool, send_reply, s);
     uv_loop_init(&s->loop);
     s->zctx = zmq_ctx_new();
+    net_raise_nofile(s->who);
+    if (net_auth_new(&s->loop, s->zctx, c, s->who, &s->auth) != 0)
+        goto out;
     if (net_sock_new(&s->loop, s->zctx, ZMQ_ROUTER, c->water_mark, on_data, s, &s->data) != 0)
         goto out;
     net_live_heartbeats(net_sock_zmq(s->data), c);
     net_sock_set_max(s->data, c->max_message);
+    if (net_auth_listen(s->auth, net_sock_zmq(s->data), NULL) != 0) {
+        LOG(LOG_ERROR, s->who, "auth", "cannot secure the data socket (KVS_SECURITY=%s)",
+            cfg_security_name(c->security));
+        goto out;
+    }
     if (bind_data(s, host) != 0)
         goto out;
+    net_auth_set_target(s->auth, s->endpoint); /* workers prove against the table's entry */
+    net_mon_new(&s->loop, s->zctx, net_sock_zmq(s->data), NET_AUTH_LISTEN_EVENTS, on_data_event,
+                s, &s->mon);
     net_sock_start(s->data);
     if (net_check_host(c->root_uri, "DMLC_PS_ROOT_URI", err, sizeof err) != 0) {
         LOG(LOG_ERROR, s->who, "net", "%s", err);
@@ -472,7 +526,9 @@ int srv_run(const cfg *c)
         (unsigned long long)s->dropped);
 out:
     net_link_free(s->link);
+    net_mon_free(s->mon);
     net_sock_free(s->data);
+    net_auth_free(s->auth);
     uv_walk(&s->loop, close_walk, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
@@ -480,6 +536,7 @@ out:
     zmq_ctx_term(s->zctx);
     red_pool_free(s->pool);
     free(s->cma);
+    free(s->bind);
     free(s);
     return code;
 }

@@ -2,6 +2,8 @@
 #ifndef KVS_TOOLS_BENCH_H
 #define KVS_TOOLS_BENCH_H
 
+#include <stdbool.h>
+
 /* `kvs-bench reduce [options]`: reduction-engine bandwidth vs memcpy
  * (tools/bench_reduce.c).  argv[0] is "reduce".  Returns the exit code. */
 int bench_reduce_main(int argc, char **argv);
@@ -14,5 +16,9 @@ int bench_zmq_main(int argc, char **argv);
 /* `kvs-bench --store device --devices N [...]`: local reduce + broadcast
  * over N devices, flat vs tree vs NCCL (tools/bench_device.c). */
 int bench_device_main(int argc, char **argv);
+/* `kvs-bench --keys N` / `kvs-bench --model NAME`: rounds of many keys
+ * (tools/bench_keys.c).  bench_keys_wanted: argv asks for that mode. */
+bool bench_keys_wanted(int argc, char **argv);
+int bench_keys_main(int argc, char **argv);
 
 #endif

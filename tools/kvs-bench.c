@@ -21,6 +21,7 @@ static const char usage[] =
     "       kvs-bench zmq [--help]      (raw ZeroMQ echo: the transport floor)\n"
     "       kvs-bench --store device --devices N [--help]\n"
     "                                   (local reduce + broadcast over N devices)\n"
+    "       kvs-bench --keys N | --model resnet50|bert-base [--help]  (many keys)\n"
     "\n"
     "Runs as a worker of a job (start it with deploy/kvs-launch, or set DMLC_*).\n"
     "  --sizes   bytes per key, K/M/G suffixes (default 4K,256K,4M,64M)\n"
@@ -239,6 +240,8 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--store") || !strcmp(argv[i], "--devices"))
             return bench_device_main(argc, argv);
+    if (bench_keys_wanted(argc, argv))
+        return bench_keys_main(argc, argv);
     if (parse_opts(argc, argv, &o) != 0)
         return 2;
     rc = kvs_create(o.type, &s);

@@ -6,13 +6,13 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/datapath.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/sizes.h"
+#include "net/auth.h"
 #include "worker/wrk_int.h"
 
-#define ZERO_COPY_MIN (64u << 10)
-#define CMA_MIN (64u << 10) /* smaller data travels inline even to a same-host server */
 
 static void io_fail(kvs_store *s, int err, const char *text, int dead_server, bool force);
 static void close_idle_servers(kvs_store *s);
@@ -135,7 +135,7 @@ static void send_req(kvs_store *s, wrk_req *q)
     }
     zmq_msg_t body, *bp = NULL;
     uint64_t bytes = q->h.count * kvs_dtype_size((kvs_dtype)q->h.dtype);
-    if (s->cma && s->cma[q->server] && bytes >= CMA_MIN &&
+    if (s->cma && s->cma[q->server] && bytes >= DP_CMA_MIN &&
         (q->send || q->nouts > 0)) {
         /* same host: the server copies from and into our memory itself */
         proto_hdr h = q->h;
@@ -145,7 +145,7 @@ static void send_req(kvs_store *s, wrk_req *q)
         le_put64(zmq_msg_data(&body), (uint64_t)(uintptr_t)q->send);
         le_put64((uint8_t *)zmq_msg_data(&body) + 8,
                  q->nouts > 0 ? (uint64_t)(uintptr_t)q->outs[0] : 0);
-        bool counted_zc = q->send && q->h.body_len >= ZERO_COPY_MIN;
+        bool counted_zc = q->send && q->h.body_len >= DP_ZERO_COPY_MIN;
         q->cma_out = q->nouts > 0;
         if (net_send(s->servers[q->server], NULL, 0, &h, &body) != 0) {
             hmap_del(&s->reqs, q->req_id);
@@ -158,7 +158,7 @@ static void send_req(kvs_store *s, wrk_req *q)
         return;
     }
     if (q->send && q->h.body_len > 0) {
-        if (q->h.body_len >= ZERO_COPY_MIN) {
+        if (q->h.body_len >= DP_ZERO_COPY_MIN) {
             zmq_msg_init_data(&body, (void *)q->send, q->h.body_len, zc_free, q);
         } else {
             zmq_msg_init_size(&body, q->h.body_len);
@@ -343,7 +343,12 @@ static void on_server_event(void *arg, int event, int value, const char *addr)
     int r = ((mon_arg *)arg)->r;
     (void)value;
     (void)addr;
-    if (event == ZMQ_EVENT_CONNECTED) {
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+        char why[200];
+        snprintf(why, sizeof why, "server %d refused our proof of the job secret (status %d): "
+                 "bad secret? every node needs the job's KVS_SECRET_FILE", r, value);
+        io_fail_all(s, KVS_EAUTH, why);
+    } else if (event == ZMQ_EVENT_CONNECTED) {
         s->connected[r] = true;
     } else if (event == ZMQ_EVENT_DISCONNECTED) {
         char why[160];
@@ -398,7 +403,13 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
     s->node_id = (int)h->key;
     s->rank = (s->node_id - 9) / 2;
     snprintf(s->who, sizeof s->who, "worker %d", s->rank);
-    snprintf(ident, sizeof ident, "w%d", s->node_id);
+    /* "w<node id>-<random>": the server checks the prefix; nobody can take
+     * the connection id before us */
+    uint8_t tag[8] = {0};
+    net_random(tag, sizeof tag);
+    snprintf(ident, sizeof ident, "w%d-%02x%02x%02x%02x%02x%02x%02x%02x", s->node_id, tag[0],
+             tag[1], tag[2], tag[3], tag[4], tag[5], tag[6], tag[7]);
+
     for (int i = 0; i < n && rc == 0; i++) {
         if (nodes[i].role != CFG_ROLE_SERVER)
             continue;
@@ -413,23 +424,30 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
             break;
         net_sock_set_max(sock, s->c.max_message);
         zmq_setsockopt(net_sock_zmq(sock), ZMQ_ROUTING_ID, ident, strlen(ident));
+        s->servers[r] = sock;
+        rc = net_auth_connect(&s->c, net_sock_zmq(sock), "worker", s->node_id,
+                              nodes[i].endpoint, why, sizeof why);
+        if (rc != 0) {
+            free(nodes);
+            io_fail_all(s, rc, why);
+            return;
+        }
         net_live_heartbeats(net_sock_zmq(sock), &s->c);
         s->mon_args[r] = (mon_arg){s, r};
         snprintf(s->server_ep[r], sizeof s->server_ep[r], "%s", nodes[i].endpoint);
         if (net_mon_new(&s->loop, s->zctx, net_sock_zmq(sock),
-                        ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED, on_server_event,
+                        ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED |
+                            ZMQ_EVENT_HANDSHAKE_FAILED_AUTH, on_server_event,
                         &s->mon_args[r], &s->mons[r]) != 0)
             s->connected[r] = true; /* no monitor: heartbeats to the scheduler only */
         if (zmq_connect(net_sock_zmq(sock), nodes[i].endpoint) != 0) {
             snprintf(why, sizeof why, "cannot connect to server %d at %s: %s", r,
                      nodes[i].endpoint, zmq_strerror(zmq_errno()));
-            net_sock_free(sock);
             free(nodes);
             io_fail_all(s, KVS_ENET, why);
             return;
         }
         net_sock_start(sock);
-        s->servers[r] = sock;
         LOG(LOG_INFO, s->who, "net", "server %d is at %s", r, nodes[i].endpoint);
     }
     free(nodes);
