@@ -4,7 +4,9 @@
 set -eu
 need=""
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-for p in libzmq3-dev libuv1-dev libsodium-dev check pkg-config; do
+# python3-*: the kvsd package (NumPy), its tests (pytest) and the PyTorch example
+for p in libzmq3-dev libuv1-dev libsodium-dev check pkg-config \
+         python3-numpy python3-pytest python3-torch python3-sklearn; do
     have "$p" || need="$need $p"
 done
 [ -z "$need" ] && exit 0

@@ -847,6 +847,7 @@ int kvs_close(kvs_store *s)
     wrk_comm_free(s->comm); /* after every op (their host staging) is freed */
     free(s->cma);
     free(s->hellos);
+    free(s->nonces);
     free(s->connected);
     free(s->server_ep);
     free(s->mon_args);

@@ -239,6 +239,24 @@ void wrk_io_submit(kvs_store *s, wrk_op *op)
     uv_async_send(&s->wake);
 }
 
+/* Server q->server challenged our HELLO: write the challenge into our own
+ * memory where the HELLO said, and tell it to look (PROOF). */
+static void answer_challenge(kvs_store *s, wrk_req *q, const uint8_t *challenge)
+{
+    uint8_t *where = s->nonces + (size_t)q->server * PROTO_NONCE_LEN;
+    zmq_msg_t body;
+    memcpy(where, challenge, PROTO_NONCE_LEN);
+    q->h.type = PROTO_PROOF;
+    if (zmq_msg_init_size(&body, PROTO_HELLO_LEN) != 0)
+        return;
+    uint8_t *b = zmq_msg_data(&body);
+    le_put64(b, (uint64_t)getpid());
+    le_put64(b + 8, (uint64_t)(uintptr_t)where);
+    memcpy(b + 16, challenge, PROTO_NONCE_LEN);
+    net_send(s->servers[q->server], NULL, 0, &q->h, &body);
+    zmq_msg_close(&body);
+}
+
 /* A reply from a server. */
 static void on_server(net_sock *sock, net_msg *m, void *arg)
 {
@@ -258,6 +276,10 @@ static void on_server(net_sock *sock, net_msg *m, void *arg)
             (int)h.body_len, body ? body : "");
     }
     wrk_req *q = hmap_get(&s->reqs, h.req_id);
+    if (q && q->op == NULL && h.type == PROTO_CHALLENGE) {
+        answer_challenge(s, q, (const uint8_t *)body);
+        return;
+    }
     if (q == NULL) {
         if (h.type != PROTO_ERROR)
             LOG(LOG_INFO, s->who, "net", "dropped a %s for unknown request %llu",
@@ -458,10 +480,11 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
         io_fail_all(s, rc, "the scheduler's node table is inconsistent");
         return;
     }
-    s->cma = calloc((size_t)s->c.num_server, sizeof *s->cma);
-    s->hellos = calloc((size_t)s->c.num_server, sizeof *s->hellos);
-    if (s->c.cma && s->cma && s->hellos &&
-        getrandom(s->nonce, sizeof s->nonce, 0) == (ssize_t)sizeof s->nonce) {
+    size_t ns = (unsigned)s->c.num_server; /* >= 1 (cfg_load) */
+    s->cma = calloc(ns, sizeof *s->cma);
+    s->hellos = calloc(ns, sizeof *s->hellos);
+    s->nonces = calloc(ns, PROTO_NONCE_LEN);
+    if (s->c.cma && s->cma && s->hellos && s->nonces) {
         for (int r = 0; r < s->c.num_server; r++) {
             wrk_req *q = &s->hellos[r];
             zmq_msg_t body;
@@ -474,8 +497,8 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
             zmq_msg_init_size(&body, PROTO_HELLO_LEN);
             uint8_t *b = zmq_msg_data(&body);
             le_put64(b, (uint64_t)getpid());
-            le_put64(b + 8, (uint64_t)(uintptr_t)s->nonce);
-            memcpy(b + 16, s->nonce, PROTO_NONCE_LEN);
+            le_put64(b + 8, (uint64_t)(uintptr_t)(s->nonces + (size_t)r * PROTO_NONCE_LEN));
+            memset(b + 16, 0, PROTO_NONCE_LEN); /* the server sends the challenge */
             net_send(s->servers[r], NULL, 0, &q->h, &body);
             zmq_msg_close(&body);
         }

@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -347,4 +349,117 @@ IT_TEST(outsider_2x2)
     IT_ASSERT(t, it_log_has(t, t->server[0], "refused a connection", 0),
               "server0 did not log the made-up proof");
     IT_ASSERT(t, t->failures == 0, "%d check(s) failed", t->failures);
+}
+
+/* ---- direct copies need proof of ownership ---- */
+
+enum { T_REPLY = 15, T_CHALLENGE = 33, T_PROOF = 34 };
+#define KVS_EAUTH_ (-20)
+#define KVS_EPROTO_ (-10)
+#define KVS_ENOTSUP_ (-4)
+
+static uint8_t my_slot[16]; /* where this process writes a challenge it answers */
+
+/* Receive one message on s within secs: the header into hdr, the body (if
+ * any) into body (up to cap bytes).  Returns the body length, or -1. */
+static int recv_msg(it_ctx *t, void *s, uint8_t hdr[HDR_SIZE], uint8_t *body, size_t cap,
+                    double secs)
+{
+    zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&it, 1, (long)(secs * 1000 * it_slow)) <= 0)
+        return -1;
+    IT_ASSERT(t, zmq_recv(s, hdr, HDR_SIZE, 0) == HDR_SIZE, "short header");
+    int more = 0;
+    size_t ml = sizeof more;
+    zmq_getsockopt(s, ZMQ_RCVMORE, &more, &ml);
+    if (!more)
+        return 0;
+    return zmq_recv(s, body, cap, 0);
+}
+
+static int hdr_type(const uint8_t *h)
+{
+    return h[6] | h[7] << 8;
+}
+
+static int hdr_status(const uint8_t *h)
+{
+    return (int32_t)((uint32_t)h[16] | (uint32_t)h[17] << 8 | (uint32_t)h[18] << 16 |
+                     (uint32_t)h[19] << 24);
+}
+
+/* HELLO naming (pid, addr) as worker node 11, then the PROOF; write_slot:
+ * write the challenge into my_slot first (we are pid).  Returns the final
+ * REPLY's status. */
+static int prove(it_ctx *t, void *s, pid_t pid, uint64_t addr, int write_slot, uint64_t req)
+{
+    uint8_t h[HDR_SIZE], b[32] = {0}, body[256];
+    put_le(b, (uint64_t)pid, 8);
+    put_le(b + 8, addr, 8);
+    fake_header(h, T_HELLO, 11, 0, 0, 0, 32);
+    put_le(h + 24, req, 8);
+    send2(s, h, b, 32);
+    int n = recv_msg(t, s, h, body, sizeof body, 10);
+    IT_ASSERT(t, n == 16 && hdr_type(h) == T_CHALLENGE,
+              "HELLO: expected a 16-byte CHALLENGE, got type %d, %d bytes", hdr_type(h), n);
+    if (write_slot)
+        memcpy(my_slot, body, 16);
+    memcpy(b + 16, body, 16);
+    fake_header(h, T_PROOF, 11, 0, 0, 0, 32);
+    put_le(h + 24, req, 8);
+    send2(s, h, b, 32);
+    n = recv_msg(t, s, h, body, sizeof body, 10);
+    IT_ASSERT(t, n >= 0 && hdr_type(h) == T_REPLY, "PROOF: no REPLY (type %d)", hdr_type(h));
+    if (n > 0)
+        it_info(t, "PROOF for pid %d: status %d: %.*s", (int)pid, hdr_status(h), n, body);
+    return hdr_status(h);
+}
+
+/* A peer asks a server for direct copies naming another process (one it
+ * cannot write into): refused, and its requests by reference are refused;
+ * the same peer naming itself (writing the challenge into its own memory)
+ * proves it. */
+IT_TEST(cma_other_process_1x2)
+{
+    sec_env(t);
+    it_start_scheduler(t, 1, 2, NULL);
+    int sport = start_server_port(t, 0, NULL);
+    int victim = it_spawn(t, "victim", "/bin/sleep", (const char *const[]){"60", NULL}, NULL);
+    pid_t vpid = t->proc[victim].pid;
+    void *ctx = zmq_ctx_new();
+    void *s = outsider(t, ctx, sport, NULL, NULL, "w11-00000000deadbeef");
+    /* another program: the address does not even exist there */
+    int st = prove(t, s, vpid, (uint64_t)(uintptr_t)my_slot, 0, 1000);
+    IT_ASSERT(t, st == KVS_ENOTSUP_, "naming another program: status %d, expected KVS_ENOTSUP",
+              st);
+    /* a copy of this process (fork): my_slot exists there, readable, but
+     * the challenge is not in it */
+    pid_t twin = fork();
+    IT_ASSERT(t, twin >= 0, "fork: %s", strerror(errno));
+    if (twin == 0) {
+        for (;;)
+            pause();
+    }
+    st = prove(t, s, twin, (uint64_t)(uintptr_t)my_slot, 0, 1001);
+    kill(twin, SIGKILL);
+    waitpid(twin, NULL, 0);
+    IT_ASSERT(t, st == KVS_EAUTH_, "naming another process: status %d, expected KVS_EAUTH", st);
+    /* a PUSH by reference after the refused proof */
+    uint8_t h[HDR_SIZE], d[16], body[256];
+    put_le(d, (uint64_t)(uintptr_t)my_slot, 8);
+    put_le(d + 8, 0, 8);
+    fake_header(h, T_PUSH, 11, 5, 4096 * 4, 0, 16);
+    h[8] = 2; /* PROTO_F_CMA */
+    send2(s, h, d, 16);
+    int n = recv_msg(t, s, h, body, sizeof body, 10);
+    IT_ASSERT(t, n >= 0 && hdr_type(h) == T_REPLY && hdr_status(h) == KVS_EPROTO_,
+              "a push by reference without proof: type %d status %d", hdr_type(h),
+              hdr_status(h));
+    /* naming ourselves and writing the challenge where we said: proven */
+    st = prove(t, s, getpid(), (uint64_t)(uintptr_t)my_slot, 1, 1002);
+    IT_ASSERT(t, st == 0, "naming ourselves: status %d, expected 0", st);
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    IT_ASSERT(t, it_log_has(t, t->server[0], "not the sender's process", 0),
+              "the server did not log the refused proof");
 }
