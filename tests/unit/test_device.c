@@ -473,6 +473,10 @@ START_TEST(store_tree_topologies)
         ring(4, r, sizeof r);
         u.ndev = 4;
         u.topo = r;
+    } else if (_i == 5) {
+        /* the backtracking planner and another link-usage penalty */
+        setenv("MXNET_KVSTORE_TREE_BACKTRACK", "1", 1);
+        setenv("MXNET_KVSTORE_TREE_LINK_USAGE_PENALTY", "0.5", 1);
     }
     kvs_device_stats st;
     for (int t = 0; t < KVS_NUM_DTYPES; t++)
@@ -713,7 +717,7 @@ Suite *device_suite(void)
     tcase_add_loop_test(t, store_device, 0, 20);
     tcase_add_loop_test(t, store_local, 0, 10);
     tcase_add_loop_test(t, store_nccl, 0, 5);
-    tcase_add_loop_test(t, store_tree_topologies, 0, 5);
+    tcase_add_loop_test(t, store_tree_topologies, 0, 6);
     tcase_add_loop_test(t, store_bit_identical, 0, KVS_NUM_DTYPES);
     tcase_add_loop_test(t, store_many_sources, 0, 2);
     tcase_add_test(t, store_errors);
