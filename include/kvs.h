@@ -77,7 +77,11 @@ typedef enum kvs_dtype {
  * push.  Device arrays are read during kvs_push/kvs_pushpull or before the
  * wait returns; outputs are complete, and every device stream the library
  * used is synchronised, when kvs_wait()/kvs_wait_all() on the key returns
- * (for the local store types, when the call returns). */
+ * (for the local store types, when the call returns).  There is no stream
+ * parameter: the legacy default stream orders the library after the
+ * application's work without one, and since the library synchronises before
+ * completing, nothing of it is left running on a stream the application
+ * would have to wait for. */
 typedef struct kvs_array {
     void *data;
     uint64_t count;
