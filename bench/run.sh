@@ -23,6 +23,17 @@ run $launch -n 2 -s 2 -- "$BUILD/kvs-bench" --sizes $sizes
 # kvsd with every byte through the sockets (as between hosts)
 run $launch -n 1 -s 1 --env KVS_CMA=0 -- "$BUILD/kvs-bench" --sizes $sizes --ops pushpull
 run $launch -n 2 -s 2 --env KVS_CMA=0 -- "$BUILD/kvs-bench" --sizes $sizes --ops pushpull
+# many keys (one call per round, against one key of the same bytes), both
+# data paths; huge key counts; model profiles in backward order
+for cma in 1 0; do
+    run $launch -n 1 -s 1 --env KVS_CMA=$cma -- "$BUILD/kvs-bench" --keys 200 --sizes 4K-1M
+    run $launch -n 2 -s 2 --env KVS_CMA=$cma -- "$BUILD/kvs-bench" --keys 200 --sizes 4K-1M
+done
+run $launch -n 2 -s 2 -- "$BUILD/kvs-bench" --keys 100000 --sizes 64 --iters 5 --no-ref
+run $launch -n 2 -s 2 -- "$BUILD/kvs-bench" --model resnet50 --iters 10
+run $launch -n 2 -s 2 -- "$BUILD/kvs-bench" --model bert-base --iters 5
+# P3 under a 1 Gbit link between two network namespaces (root only)
+run bash bench/p3-netns.sh
 # the reduction engine against memcpy
 run "$BUILD/kvs-bench" reduce --dtypes float32,float16,bfloat16 --sizes 256K,4M,64M --threads 1,2
 # the tree planner on the example topologies
