@@ -879,5 +879,5 @@ int wrk_op_run(kvs_store *s, wrk_op *op)
     list_append(s, op);
     wrk_io_submit(s, op);
     pthread_mutex_unlock(&s->mu);
-    return wait_op(s, op);
+    return wrk_wait_op(s, op);
 }
