@@ -246,6 +246,9 @@ int cfg_load(cfg *c, bool needs_job, char *err, size_t errlen)
     TRY(cfg_get_int("KVS_PORT", 0, 0, 65535, &v, err, errlen));
     c->port = (int)v;
     TRY(get_str("KVS_PORT_FILE", c->port_file, sizeof c->port_file, err, errlen));
+    TRY(cfg_get_int("KVS_SIM_DEVICES", 0, 0, 64, &v, err, errlen));
+    c->sim_devices = (int)v;
+    TRY(cfg_get_double("KVS_SIM_LINK_GBPS", 0, 0, 1e6, &c->sim_link_gbps, err, errlen));
     TRY(cfg_get_double("KVS_HANDSHAKE_TIMEOUT", 10, 0.1, 3600, &c->handshake_timeout_s, err,
                        errlen));
     TRY(cfg_load_secret(c, err, errlen));

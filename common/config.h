@@ -57,6 +57,8 @@ typedef struct cfg {
     bool malloc_tune;               /* KVS_MALLOC_TUNE (libkvs): see common/memtune.h */
     int port;                       /* KVS_PORT: server bind port (0 = ephemeral) */
     char port_file[4096];           /* KVS_PORT_FILE: scheduler writes its bound port here */
+    int sim_devices;                /* KVS_SIM_DEVICES: simulated devices (0 = CUDA's) */
+    double sim_link_gbps;           /* KVS_SIM_LINK_GBPS: sim copy pacing (0 = off) */
     enum cfg_security security;     /* KVS_SECURITY (default: auth with a secret, else none) */
     unsigned char secret[CFG_SECRET_MAX]; /* KVS_SECRET_FILE's content or KVS_SECRET */
     size_t secret_len;              /* 0: no secret (open job) */

@@ -58,7 +58,30 @@ typedef enum kvs_dtype {
 #define KVS_NUM_DTYPES 6
 
 /* A view of user memory: count elements of dtype at data, on device (KVS_CPU
- * for host memory).  The library reads or writes it; it never frees it. */
+ * for host memory, else a device id 0..N-1: a CUDA device of this process,
+ * or a simulated one with KVS_SIM_DEVICES=N).  The library reads or writes
+ * it; it never frees it.
+ *
+ * Device arrays.  Several arrays for one key in one push are this worker's
+ * contribution: they are summed locally first (store type decides where:
+ * "local"/"dist_*" on the CPU through pinned host copies, "device"/
+ * "dist_*_device" on the devices, "nccl" through NCCL).  Several outputs for
+ * one key in one pull all receive the value (a broadcast).
+ *
+ * Streams.  The library reads and writes device arrays on the legacy
+ * default stream of their device, so its work runs after everything the
+ * application already issued to that stream and to blocking streams.  Work
+ * on a stream created with cudaStreamNonBlocking (or the per-thread default
+ * stream, nvcc --default-stream per-thread) is not ordered: synchronise that
+ * stream (or make the legacy stream wait for an event on it) before the
+ * push.  Device arrays are read during kvs_push/kvs_pushpull or before the
+ * wait returns; outputs are complete, and every device stream the library
+ * used is synchronised, when kvs_wait()/kvs_wait_all() on the key returns
+ * (for the local store types, when the call returns).  There is no stream
+ * parameter: the legacy default stream orders the library after the
+ * application's work without one, and since the library synchronises before
+ * completing, nothing of it is left running on a stream the application
+ * would have to wait for. */
 typedef struct kvs_array {
     void *data;
     uint64_t count;
@@ -99,9 +122,19 @@ typedef enum kvs_err {
  * value, pull returns it), "dist_sync", "dist_async" (connect to the job
  * described by the environment; returns after this worker is registered and
  * connected, or KVS_ETIMEDOUT after KVS_START_TIMEOUT seconds).
+ * Device stores (see "Device arrays" above): "device" (a local store whose
+ * values live on the devices; sums on the devices, flat or along planned
+ * trees with MXNET_KVSTORE_USETREE=1), "nccl" (the same through NCCL; needs
+ * CUDA devices and libnccl), "dist_sync_device" (alias "dist_device_sync")
+ * and "dist_async_device" (device sums, then the dist protocol for the one
+ * summed array, then a broadcast to the devices).  A device store fails with
+ * KVS_EDEVICE when no device exists (no GPU and KVS_SIM_DEVICES unset) or,
+ * for "nccl", when NCCL cannot run ("NCCL needs CUDA devices" on simulated
+ * ones).
  * On success *out owns a store, released with kvs_close().
  * Errors: KVS_EINVAL (unknown type, NULL), KVS_ECONFIG (a variable does not
- * parse: kvs_last_error() names it), KVS_ETIMEDOUT, KVS_ENET, KVS_ENOMEM. */
+ * parse: kvs_last_error() names it), KVS_ETIMEDOUT, KVS_ENET, KVS_ENOMEM,
+ * KVS_EDEVICE. */
 int kvs_create(const char *type, kvs_store **out);
 
 /* Initialise n keys.  Every worker calls it with the same keys; worker rank
@@ -256,6 +289,24 @@ int kvs_load(kvs_store *s, const char *dir);
  * releases the store (even on error); returns the first unreported error.
  * kvs_close(NULL) returns 0. */
 int kvs_close(kvs_store *s);
+
+/* Counters of the store's device layer: which path every copy took. */
+typedef struct kvs_device_stats {
+    int devices;            /* devices of the backend; 0 while none was used */
+    char backend[16];       /* "sim", "cuda", or "" */
+    uint64_t peer_copies;   /* device -> device over peer access (P2P) */
+    uint64_t staged_copies; /* device -> device through pinned host memory */
+    uint64_t local_copies;  /* within one device */
+    uint64_t h2d_copies;    /* host -> device */
+    uint64_t d2h_copies;    /* device -> host */
+    uint64_t peer_bytes, staged_bytes;
+    uint64_t sums;          /* device sum kernels (simulated: CPU sums) */
+    uint64_t nccl_calls;    /* NCCL collectives */
+} kvs_device_stats;
+
+/* Fill *out with s's device counters (all zero while no device was used).
+ * Any thread.  Errors: KVS_EINVAL (NULL). */
+int kvs_get_device_stats(kvs_store *s, kvs_device_stats *out);
 
 /* A static string for an error code ("unknown error" for others). */
 const char *kvs_strerror(int err);

@@ -19,6 +19,8 @@ static const char usage[] =
     "                 [--warmup N] [--type dist_sync|dist_async|local] [--json]\n"
     "       kvs-bench reduce [--help]   (reduction engine vs memcpy)\n"
     "       kvs-bench zmq [--help]      (raw ZeroMQ echo: the transport floor)\n"
+    "       kvs-bench --store device --devices N [--help]\n"
+    "                                   (local reduce + broadcast over N devices)\n"
     "       kvs-bench --keys N | --model resnet50|bert-base [--help]  (many keys)\n"
     "       kvs-bench optim [--help]    (server-side optimizer updates vs sums)\n"
     "\n"
@@ -242,6 +244,9 @@ int main(int argc, char **argv)
         return bench_reduce_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "zmq"))
         return bench_zmq_main(argc - 1, argv + 1);
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--store") || !strcmp(argv[i], "--devices"))
+            return bench_device_main(argc, argv);
     if (bench_keys_wanted(argc, argv))
         return bench_keys_main(argc, argv);
     if (argc > 1 && !strcmp(argv[1], "optim"))

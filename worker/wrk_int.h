@@ -21,6 +21,7 @@
 #include "net/live.h"
 #include "net/net.h"
 #include "reduce/reduce.h"
+#include "worker/comm.h"
 #include "worker/pq.h"
 #include <stdatomic.h>
 
@@ -99,6 +100,7 @@ struct wrk_op {
     uint8_t **outptrs;   /* storage behind reqs[].outs */
     void *tmp;           /* locally summed push data */
     struct wrk_ctl_res *ctl; /* WRK_OP_CTL: where replies go (owned by the caller) */
+    wrk_post *post;      /* comm.c: host staging; broadcast to device outputs when done */
 };
 
 typedef struct wrk_key {
@@ -115,6 +117,7 @@ struct kvs_store {
     char who[32];
     wrk_routing routing;
     red_pool *pool;
+    wrk_comm *comm;      /* comm.c: device arrays, device store types */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -188,6 +191,12 @@ int wrk_op_run(kvs_store *s, wrk_op *op);
 /* A successful reply to a WRK_OP_CTL request (I/O thread): keep what it
  * carries, then release the request. */
 void wrk_ctl_reply(kvs_store *s, wrk_req *q, const proto_hdr *h, const void *body);
+
+/* Build and queue an op (dist stores).  sync_op: the caller waits with
+ * wrk_wait_op.  post (may be NULL) is owned by the op on success. */
+int wrk_submit(kvs_store *s, int type, size_t n, const uint64_t *keys, const kvs_array *vals,
+               const kvs_array *outs, int priority, wrk_op **sync_op, wrk_post *post);
+int wrk_wait_op(kvs_store *s, wrk_op *op);
 
 /* local.c */
 int wrk_local_init(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals);
