@@ -5,8 +5,9 @@ set -eu
 need=""
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 # python3-*: the kvsd package (NumPy), its tests (pytest) and the PyTorch example
+# iproute2, iptables: the multi-host tests (tests/netns/)
 for p in libzmq3-dev libuv1-dev libsodium-dev check pkg-config \
-         python3-numpy python3-pytest python3-torch python3-sklearn; do
+         python3-numpy python3-pytest python3-torch python3-sklearn iproute2 iptables; do
     have "$p" || need="$need $p"
 done
 [ -z "$need" ] && exit 0

@@ -71,6 +71,7 @@ typedef struct wrk_req {
     int nouts;
     uint8_t **outs;      /* where reply data goes (each h.count elements) */
     bool cma_out;        /* (io) sent by reference: the server writes outs[0] itself */
+    struct wrk_req *hnext; /* (io) in held[server]: waits for that server's HELLO answer */
     uint64_t batch;      /* (io) req_id of the FUSED message that carried it, or 0 */
     bool credited;       /* (io) its zero-copy body counts against the p3 credit */
 } wrk_req;
@@ -151,6 +152,9 @@ struct kvs_store {
     bool credit_live; /* (mu) credit releases may wake the loop */
     bool *cma;       /* per server: it copies our memory directly (HELLO accepted) */
     wrk_req *hellos; /* per server: the HELLO request (op NULL) */
+    bool *hello_wait;  /* per server: HELLO not answered yet: data requests are held, so
+                        * that the first ones already take the path the answer picks */
+    wrk_req **held_head, **held_tail; /* per server: the held requests, in order */
     uint8_t *nonces; /* per server: PROTO_NONCE_LEN bytes where we write its challenge, so
                       * that it can prove we are the process we named (server/cma.h) */
     uv_timer_t grace;  /* fails direct-copy requests a live server never answered */
