@@ -15,3 +15,8 @@ install-python:
 # A small CNN trained data-parallel by 2 workers through kvsd (a few epochs).
 demo-python: deps all
 	@BUILD=$(BUILD) PYTHON3=$(PYTHON3) sh examples/demo-python.sh
+
+# Time per epoch, kvsd vs PyTorch DDP (gloo), W = 2 and 4 (bench/RESULTS.md).
+.PHONY: bench-python
+bench-python: deps all
+	@BUILD=$(BUILD) PYTHON3=$(PYTHON3) sh bench/train_digits.sh
