@@ -20,5 +20,8 @@ int bench_device_main(int argc, char **argv);
  * (tools/bench_keys.c).  bench_keys_wanted: argv asks for that mode. */
 bool bench_keys_wanted(int argc, char **argv);
 int bench_keys_main(int argc, char **argv);
+/* `kvs-bench optim`: one server-side update per optimizer next to one push's
+ * add into the round buffer, through the reduction pool (tools/bench_optim.c). */
+int bench_optim_main(int argc, char **argv);
 
 #endif

@@ -796,15 +796,6 @@ int kvs_num_servers(const kvs_store *s)
     return s ? s->num_servers : KVS_EINVAL;
 }
 
-int kvs_set_optimizer(kvs_store *s, const char *spec)
-{
-    err_clear();
-    if (s == NULL || spec == NULL)
-        return err_set(KVS_EINVAL, "store or spec is NULL");
-    return err_set(KVS_ENOTSUP, "server-side optimizers ('%s') are not supported yet; "
-                   "servers store the plain sum", spec);
-}
-
 int kvs_get_device_stats(kvs_store *s, kvs_device_stats *out)
 {
     err_clear();
@@ -873,4 +864,20 @@ int kvs_close(kvs_store *s)
     pthread_cond_destroy(&s->cv);
     free(s);
     return rc;
+}
+
+int wrk_op_run(kvs_store *s, wrk_op *op)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->fatal || s->stop) {
+        int rc = s->fatal ? err_set(s->fatal, "%s", s->fatal_text)
+                          : err_set(KVS_ECLOSED, "store is closing");
+        pthread_mutex_unlock(&s->mu);
+        wrk_op_free(op);
+        return rc;
+    }
+    list_append(s, op);
+    wrk_io_submit(s, op);
+    pthread_mutex_unlock(&s->mu);
+    return wrk_wait_op(s, op);
 }

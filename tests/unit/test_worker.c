@@ -513,6 +513,9 @@ START_TEST(test_bad_args)
     ck_assert_int_eq(kvs_num_servers(NULL), KVS_EINVAL);
     ck_assert_int_eq(kvs_set_optimizer(NULL, "sgd"), KVS_EINVAL);
     ck_assert_int_eq(kvs_set_optimizer(s, NULL), KVS_EINVAL);
+    ck_assert_int_eq(kvs_set_optimizer_key(NULL, 1, "lr_mult=1"), KVS_EINVAL);
+    ck_assert_int_eq(kvs_save(NULL, "/tmp/x"), KVS_EINVAL);
+    ck_assert_int_eq(kvs_load(NULL, "/tmp/x"), KVS_EINVAL);
 
     ck_assert_int_eq(kvs_init(s, 1, NULL, &a), KVS_EINVAL);
     ck_assert_int_eq(kvs_init(s, 1, &k, NULL), KVS_EINVAL);
@@ -579,8 +582,13 @@ START_TEST(test_misc_calls)
     ck_assert_int_eq(kvs_rank(s), 0);
     ck_assert_int_eq(kvs_num_workers(s), 1);
     ck_assert_int_ge(kvs_num_servers(s), 0);
-    ck_assert_int_eq(kvs_set_optimizer(s, "sgd lr=0.1"), KVS_ENOTSUP);
-    contains(kvs_last_error(), "sgd lr=0.1");
+    ck_assert_int_eq(kvs_set_optimizer(s, "sgd lr=0.1"), KVS_EINVAL);
+    contains(kvs_last_error(), "lr=0.1");
+    ck_assert_int_eq(kvs_set_optimizer(s, "sgd learning_rate=0.1"), KVS_ENOTSUP);
+    contains(kvs_last_error(), "local store");
+    ck_assert_int_eq(kvs_set_optimizer_key(s, 1, "lr_mult=2"), KVS_ENOTSUP);
+    ck_assert_int_eq(kvs_save(s, "/tmp/x"), KVS_ENOTSUP);
+    ck_assert_int_eq(kvs_load(s, "/tmp/x"), KVS_ENOTSUP);
     ck_assert_int_eq(kvs_close(s), 0);
 }
 END_TEST
