@@ -57,12 +57,16 @@ typedef struct cfg {
     bool malloc_tune;               /* KVS_MALLOC_TUNE (libkvs): see common/memtune.h */
     int port;                       /* KVS_PORT: server bind port (0 = ephemeral) */
     char port_file[4096];           /* KVS_PORT_FILE: scheduler writes its bound port here */
+    int sim_devices;                /* KVS_SIM_DEVICES: simulated devices (0 = CUDA's) */
+    double sim_link_gbps;           /* KVS_SIM_LINK_GBPS: sim copy pacing (0 = off) */
     enum cfg_security security;     /* KVS_SECURITY (default: auth with a secret, else none) */
     unsigned char secret[CFG_SECRET_MAX]; /* KVS_SECRET_FILE's content or KVS_SECRET */
     size_t secret_len;              /* 0: no secret (open job) */
     char secret_from[64];           /* which variable gave it, for messages */
     double handshake_timeout_s;     /* KVS_HANDSHAKE_TIMEOUT: a peer must finish ZeroMQ's
                                      * handshake (and prove the secret) within this */
+    char checkpoint_dir[4096];      /* KVS_CHECKPOINT_DIR: servers' automatic checkpoints */
+    uint64_t checkpoint_every;      /* KVS_CHECKPOINT_EVERY: rounds between them (0 = off) */
 } cfg;
 
 /* Fill c with defaults, then with the environment.  needs_job: the DMLC_*

@@ -9,6 +9,7 @@ Reading or writing those arrays before that wait is undefined, as in C.
 """
 import atexit
 import numbers
+import os
 import re
 import threading
 import weakref
@@ -293,14 +294,42 @@ class Store:
             raise self._err(rc)
 
     def set_optimizer(self, spec):
-        """Set the servers' optimizer, e.g. "sgd lr=0.1" (passed unchanged to
-        kvs_set_optimizer; see kvs.h for what this libkvs supports)."""
+        """Set the servers' optimizer, e.g. "sgd learning_rate=0.1 momentum=0.9"
+        (MXNet's names; passed unchanged to kvs_set_optimizer, see kvs.h).
+        Collective: every worker calls it; rank 0's spec decides."""
         if not isinstance(spec, str):
             raise TypeError("an optimizer spec is a str such as 'sgd lr=0.1', not %s"
                             % type(spec).__name__)
         rc = lib.kvs_set_optimizer(self._handle(), spec.encode("utf-8"))
         if rc:
             raise self._err(rc)
+
+    def set_optimizer_key(self, key, settings):
+        """Per-key multipliers, e.g. "lr_mult=0.1 wd_mult=0" (collective)."""
+        if not isinstance(settings, str):
+            raise TypeError("settings are a str such as 'lr_mult=0.1', not %s"
+                            % type(settings).__name__)
+        rc = lib.kvs_set_optimizer_key(self._handle(), self._key(key), settings.encode("utf-8"))
+        if rc:
+            raise self._err(rc)
+
+    def _dir_call(self, fn, directory):
+        if not isinstance(directory, (str, bytes)) and not hasattr(directory, "__fspath__"):
+            raise TypeError("a checkpoint directory is a path, not %s"
+                            % type(directory).__name__)
+        rc = fn(self._handle(), os.fsencode(directory))
+        if rc:
+            raise self._err(rc)
+
+    def save(self, directory):
+        """Checkpoint the servers' state into directory (kvs_save): collective,
+        between rounds; returns once every server's file is durable."""
+        self._dir_call(lib.kvs_save, directory)
+
+    def load(self, directory):
+        """Restore a checkpoint after init (kvs_load): collective; all or
+        nothing."""
+        self._dir_call(lib.kvs_load, directory)
 
     def close(self):
         """Wait for outstanding operations, leave the job and free the store.
