@@ -34,6 +34,8 @@ run $launch -n 2 -s 2 -- "$BUILD/kvs-bench" --model resnet50 --iters 10
 run $launch -n 2 -s 2 -- "$BUILD/kvs-bench" --model bert-base --iters 5
 # P3 under a 1 Gbit link between two network namespaces (root only)
 run bash bench/p3-netns.sh
+# what the job secret costs: open vs auth vs curve (bench/security.sh)
+run sh bench/security.sh
 # the socket path against a 2-rank Gloo allreduce in the same run
 run bash bench/gloo-vs-kvsd.sh
 # the reduction engine against memcpy
