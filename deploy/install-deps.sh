@@ -4,7 +4,8 @@
 set -eu
 need=""
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-for p in libzmq3-dev libuv1-dev check pkg-config; do
+# prometheus: promtool checks the /metrics text (tests/ops); gnuplot-nox: make bench plots
+for p in libzmq3-dev libuv1-dev check pkg-config prometheus gnuplot-nox python3; do
     have "$p" || need="$need $p"
 done
 [ -z "$need" ] && exit 0

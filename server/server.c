@@ -14,6 +14,7 @@
 #include "common/sizes.h"
 #include "net/link.h"
 #include "net/net.h"
+#include "server/metrics.h"
 #include "server/server.h"
 #include "server/store.h"
 
@@ -41,6 +42,7 @@ typedef struct srv {
     uint64_t dropped;
     char endpoint[640];
     srv_cma *cma; /* per worker rank: direct memory access, once proven */
+    srv_met met;  /* metrics (served at KVS_METRICS_PORT) */
 } srv;
 
 static void stop(srv *s, int code)
@@ -123,9 +125,11 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
     h.flags = 0;
     h.round = round;
     h.body_len = 0;
+    int wrank = (req->sender - 9) / 2;
     if (status != 0) {
         char buf[PROTO_ERRTEXT_MAX];
         snprintf(buf, sizeof buf, "%s", text ? text : "");
+        met_error(s->met.reg, status);
         LOG(LOG_DEBUG, s->who, "store", "reply %s to %s key %llu: %s", kvs_errname(status),
             proto_type_name(req->type), (unsigned long long)req->key, buf);
         net_send_text(s->data, ident, ident_len, &h, buf);
@@ -146,9 +150,11 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
             snprintf(text, sizeof text, "cannot write the value into worker %d's memory: %s",
                      (req->sender - 9) / 2, strerror(errno));
             h.status = KVS_EINVAL;
+            met_error(s->met.reg, KVS_EINVAL);
             net_send_text(s->data, ident, ident_len, &h, text);
             return;
         }
+        srv_met_out(&s->met, wrank, MET_PATH_CMA, h.body_len);
         h.flags = PROTO_F_CMA;
         h.body_len = 0;
         net_send(s->data, ident, ident_len, &h, NULL);
@@ -236,9 +242,11 @@ static void on_cma_request(srv *s, const uint8_t *ident, size_t ident_len, int w
                  (unsigned long long)bytes, wrank, strerror(errno));
         zmq_msg_close(&data);
         e.status = KVS_EINVAL;
+        met_error(s->met.reg, KVS_EINVAL);
         net_send_text(s->data, ident, ident_len, &e, text);
         return;
     }
+    srv_met_in(&s->met, wrank, MET_PATH_CMA, bytes);
     h->body_len = bytes;
     srv_store_handle(&s->store, ident, ident_len, wrank, h, zmq_msg_data(&data), &data);
     zmq_msg_close(&data);
@@ -278,6 +286,7 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
     }
     if (rc != 0) {
         s->dropped++;
+        met_error(s->met.reg, rc);
         LOG(LOG_WARN, s->who, "net", "dropped a malformed message (%llu so far): %s",
             (unsigned long long)s->dropped, why);
         proto_hdr e = {.type = PROTO_ERROR, .status = rc, .sender = s->node_id};
@@ -285,6 +294,7 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
         return;
     }
     int wrank = (h.sender - 9) / 2;
+    srv_met_request(&s->met, h.type);
     LOG(LOG_DEBUG, s->who, "net", "%s key %llu part %u round %llu from worker %d",
         proto_type_name(h.type), (unsigned long long)h.key, h.part,
         (unsigned long long)h.round, wrank);
@@ -430,6 +440,11 @@ int srv_run(const cfg *c)
     if (bind_data(s, host) != 0)
         goto out;
     net_sock_start(s->data);
+    if (srv_met_init(&s->met, c, &s->loop, &s->store, &s->data, &s->link, s->who, err,
+                     sizeof err) != 0) {
+        LOG(LOG_ERROR, s->who, "metrics", "%s", err);
+        goto out;
+    }
     net_link_cbs cbs = {on_sched_msg, on_link_fail};
     if (net_link_new(&s->loop, s->zctx, c, CFG_ROLE_SERVER, host, s->endpoint, c->server_id,
                      s->who, &cbs, s, &s->link) != 0)
@@ -447,12 +462,14 @@ int srv_run(const cfg *c)
         (unsigned long long)s->store.rounds_done, (unsigned long long)s->store.bytes_summed,
         (unsigned long long)s->dropped);
 out:
+    srv_met_stop(&s->met);
     net_link_free(s->link);
     net_sock_free(s->data);
     uv_walk(&s->loop, close_walk, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
     srv_store_fini(&s->store);
+    srv_met_fini(&s->met);
     zmq_ctx_term(s->zctx);
     red_pool_free(s->pool);
     free(s->cma);

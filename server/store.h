@@ -60,6 +60,8 @@ typedef struct srv_store {
     char broken_text[512];
     uint64_t rounds_done;
     uint64_t bytes_summed;
+    struct met_series *m_round; /* histograms (may be NULL): first push to round done, */
+    struct met_series *m_sum;   /* and the time summing one push */
 } srv_store;
 
 int srv_store_init(srv_store *st, int num_workers, red_pool *pool, srv_reply_fn reply,
@@ -71,6 +73,16 @@ void srv_store_fini(srv_store *st);
  * out (zmq_msg_move); may be NULL. */
 void srv_store_handle(srv_store *st, const uint8_t *ident, size_t ident_len, int wrank,
                       const proto_hdr *h, const void *body, zmq_msg_t *bodymsg);
+
+/* What waits in the store (for the metrics). */
+typedef struct srv_store_depth {
+    uint64_t keys;         /* entries (key parts) */
+    uint64_t round_pushes; /* pushes summed into a round that is not complete */
+    uint64_t pulls;        /* pulls waiting for a later round */
+    uint64_t deferred;     /* pushes for a later round */
+    uint64_t inits;        /* inits waiting for rank 0's values */
+} srv_store_depth;
+void srv_store_depths(const srv_store *st, srv_store_depth *d);
 
 /* A node died: fail everything waiting, and every later request. */
 void srv_store_fail_all(srv_store *st, const char *why);

@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/memtune.h"
 #include "common/sizes.h"
+#include "worker/metrics.h"
 #include "worker/wrk_int.h"
 
 #define ZERO_COPY_MIN (64u << 10) /* bodies at least this big are sent without a copy */
@@ -512,6 +513,10 @@ int kvs_create(const char *type, kvs_store **out)
         snprintf(s->who, sizeof s->who, "worker %d", s->c.worker_id);
     if (kind == WRK_DIST && s->c.malloc_tune)
         mem_tune();
+    if (wrk_met_init(s) != 0) {
+        rc = err_set(KVS_ENOMEM, "out of memory");
+        goto fail;
+    }
     rc = red_pool_new(s->c.reduction_nthreads, s->c.bigarray_bound, &s->pool);
     if (rc) {
         rc = err_set(rc, "cannot start %d reduction threads", s->c.reduction_nthreads);
@@ -720,6 +725,7 @@ int kvs_close(kvs_store *s)
     hmap_fini(&s->reqs);
     free(s->cma);
     free(s->hellos);
+    wrk_met_free(s);
     red_pool_free(s->pool);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);

@@ -9,6 +9,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/sizes.h"
+#include "worker/metrics.h"
 #include "worker/wrk_int.h"
 
 #define ZERO_COPY_MIN (64u << 10)
@@ -63,6 +64,7 @@ static void io_fail(kvs_store *s, int err, const char *text, int dead_server, bo
     }
     hmap_fini(&reqs);
     s->reqs = keep;
+    wrk_met_depth(s);
     if (kept && !s->grace_on) {
         s->grace_on = true;
         uv_timer_start(&s->grace, on_grace, (uint64_t)(s->c.hb_timeout_s * 1000) + 2000, 0);
@@ -119,6 +121,8 @@ static void send_req(kvs_store *s, wrk_req *q)
                  q->nouts > 0 ? (uint64_t)(uintptr_t)q->outs[0] : 0);
         bool counted_zc = q->send && q->h.body_len >= ZERO_COPY_MIN;
         q->cma_out = q->nouts > 0;
+        q->t_sent = clock_ns();
+        wrk_met_sent(s, q, true, bytes);
         if (net_send(s->servers[q->server], NULL, 0, &h, &body) != 0) {
             hmap_del(&s->reqs, q->req_id);
             snprintf(text, sizeof text, "send to server %d failed", q->server);
@@ -143,6 +147,8 @@ static void send_req(kvs_store *s, wrk_req *q)
     LOG(LOG_DEBUG, s->who, "net", "%s key %llu part %u round %llu to server %d",
         proto_type_name(q->h.type), (unsigned long long)q->h.key, q->h.part,
         (unsigned long long)q->h.round, q->server);
+    q->t_sent = clock_ns();
+    wrk_met_sent(s, q, false, 0);
     if (net_send(s->servers[q->server], NULL, 0, &q->h, bp) != 0) {
         hmap_del(&s->reqs, q->req_id);
         snprintf(text, sizeof text, "send to server %d failed", q->server);
@@ -237,6 +243,7 @@ static void on_server(net_sock *sock, net_msg *m, void *arg)
         return;
     }
     hmap_del(&s->reqs, h.req_id);
+    wrk_met_reply(s, q, &h, h.type == PROTO_ERROR && h.status == 0 ? KVS_EPROTO : h.status);
     if (q->op == NULL) { /* our HELLO */
         if (h.type == PROTO_REPLY && h.status == 0) {
             s->cma[q->server] = true;
@@ -333,6 +340,7 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
             return;
         }
         net_sock_start(sock);
+        wrk_met_watch(s, sock, r);
         s->servers[r] = sock;
         LOG(LOG_INFO, s->who, "net", "server %d is at %s", r, nodes[i].endpoint);
     }
@@ -427,6 +435,11 @@ static void on_link_fail(void *arg, int err, const char *why)
     io_fail_all(s, err, why);
 }
 
+static void on_met_timer(uv_timer_t *t)
+{
+    wrk_met_tick(t->data);
+}
+
 static void close_walk(uv_handle_t *h, void *arg)
 {
     (void)arg;
@@ -439,6 +452,7 @@ static void *io_main(void *arg)
     kvs_store *s = arg;
     uv_run(&s->loop, UV_RUN_DEFAULT);
     /* stopping: close sockets and handles, let the closes run */
+    wrk_met_stop(s);
     net_link_free(s->link);
     s->link = NULL;
     for (int r = 0; s->servers && r < s->c.num_server; r++)
@@ -461,11 +475,27 @@ int wrk_io_start(kvs_store *s)
     s->wake.data = s;
     uv_timer_init(&s->loop, &s->grace);
     s->grace.data = s;
+    uv_timer_init(&s->loop, &s->met_timer);
+    s->met_timer.data = s;
+    uv_timer_start(&s->met_timer, on_met_timer, 1000, 1000);
+    uv_unref((uv_handle_t *)&s->met_timer);
     s->zctx = zmq_ctx_new();
     net_link_cbs cbs = {on_sched_msg, on_link_fail};
     rc = s->zctx == NULL ? KVS_ENET
                          : net_link_new(&s->loop, s->zctx, &s->c, CFG_ROLE_WORKER, s->host, "-",
                                         s->c.worker_id, s->who, &cbs, s, &s->link);
+    if (rc == 0 && wrk_met_serve(s) != 0) {
+        char keep[512];
+        snprintf(keep, sizeof keep, "%s", kvs_last_error());
+        net_link_free(s->link);
+        s->link = NULL;
+        uv_walk(&s->loop, close_walk, NULL);
+        uv_run(&s->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&s->loop);
+        zmq_ctx_term(s->zctx);
+        s->zctx = NULL;
+        return err_set(KVS_ENET, "%s", keep);
+    }
     if (rc) {
         uv_walk(&s->loop, close_walk, NULL);
         uv_run(&s->loop, UV_RUN_DEFAULT);

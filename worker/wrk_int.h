@@ -67,6 +67,7 @@ typedef struct wrk_req {
     int nouts;
     uint8_t **outs;      /* where reply data goes (each h.count elements) */
     bool cma_out;        /* (io) sent by reference: the server writes outs[0] itself */
+    uint64_t t_sent;     /* (io) clock_ns() when sent (metrics, trace) */
 } wrk_req;
 
 struct wrk_op {
@@ -130,6 +131,8 @@ struct kvs_store {
     bool grace_on;
     uint64_t next_req;
     char host[CFG_HOST_MAX];
+    struct wrk_met *met;  /* metrics (worker/metrics.c); counters atomic */
+    uv_timer_t met_timer; /* (io) heartbeat age, once a second */
 };
 
 /* io.c */
