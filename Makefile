@@ -60,8 +60,9 @@ $(LIBKVS_A): $(LIBKVS_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(LIBKVS_SO): $(LIBKVS_OBJ)
-	$(CC) -shared -Wl,-soname,libkvs.so.0 -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
+$(LIBKVS_SO): $(LIBKVS_OBJ) worker/libkvs.ver
+	$(CC) -shared -Wl,-soname,libkvs.so.0 -Wl,--version-script=worker/libkvs.ver -o $@ \
+	    $(LIBKVS_OBJ) $(ALL_LDFLAGS) $(LIBS)
 
 $(SCHED_BIN): $(call obj,$(SCHED_SRC) $(COMMON_SRC) $(PROTO_SRC) $(NET_SRC))
 	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS)

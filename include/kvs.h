@@ -86,7 +86,8 @@ typedef struct kvs_store kvs_store;
     X(KVS_EDUP, -12, "duplicate push from the same worker in one round")       \
     X(KVS_ETOOBIG, -13, "size exceeds a configured or arithmetic limit")       \
     X(KVS_EDEVICE, -14, "device (GPU) error or device memory not supported")  \
-    X(KVS_EINTERNAL, -15, "internal error")
+    X(KVS_EINTERNAL, -15, "internal error")                                    \
+    X(KVS_EAUTH, -20, "authentication failed (job secret) or refused by a peer")
 
 typedef enum kvs_err {
 #define KVS_ERR_ENUM_(name, val, msg) name = (val),

@@ -1,5 +1,6 @@
 /* addr.c - endpoints and port files. */
 #include <errno.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,18 @@
 #include <zmq.h>
 
 #include "net/net.h"
+
+int net_check_host(const char *host, const char *what, char *why, size_t whylen)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int rc = getaddrinfo(host, NULL, &hints, &res);
+    if (rc != 0) {
+        snprintf(why, whylen, "cannot resolve %s='%s': %s", what, host, gai_strerror(rc));
+        return KVS_ENET;
+    }
+    freeaddrinfo(res);
+    return 0;
+}
 
 int net_bound_port(void *zsock, char *endpoint, size_t len)
 {

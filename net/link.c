@@ -7,6 +7,9 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "net/link.h"
+#include "net/live.h"
+
+#define LINK_NOTE_MS 10000 /* a line this often while waiting to register */
 
 struct net_link {
     net_sock *sock;
@@ -23,6 +26,7 @@ struct net_link {
     uint64_t timeout_ms;
     uint64_t start_timeout_ms;
     uint64_t max_message;
+    uint64_t next_note_ms; /* next "still waiting for the scheduler" line */
     char root[CFG_HOST_MAX + 32];
 };
 
@@ -48,6 +52,12 @@ static void on_timer(uv_timer_t *t)
                      "DMLC_PS_ROOT_PORT right?",
                      l->root, l->start_timeout_ms / 1000.0);
             link_fail(l, KVS_ETIMEDOUT, why);
+        } else if (now >= l->next_note_ms) {
+            /* at the default verbosity: a silent wait looks like a hang */
+            LOG(LOG_WARN, l->who, "net", "still waiting for the scheduler at %s: %.0f s of "
+                "KVS_START_TIMEOUT=%.0f s", l->root, (now - l->start_ms) / 1000.0,
+                l->start_timeout_ms / 1000.0);
+            l->next_note_ms += LINK_NOTE_MS;
         }
         return;
     }
@@ -107,10 +117,12 @@ int net_link_new(uv_loop_t *loop, void *zctx, const cfg *c, int role, const char
         free(l);
         return rc;
     }
+    net_sock_set_max(l->sock, PROTO_TEXT_MAX); /* the node table */
     /* A routing id unique in the job: role, host, pid and a random tag. */
     snprintf(ident, sizeof ident, "%s-%s-%d-%08lx", cfg_role_name(role), host, (int)getpid(),
              (unsigned long)(clock_ns() ^ (uintptr_t)l) & 0xffffffffUL);
     zmq_setsockopt(net_sock_zmq(l->sock), ZMQ_ROUTING_ID, ident, strlen(ident));
+    net_live_low_delay(net_sock_zmq(l->sock)); /* heartbeats pass bulk data in the qdisc */
     snprintf(addr, sizeof addr, "tcp://%s:%d", c->root_uri, c->root_port);
     snprintf(l->root, sizeof l->root, "%s", addr);
     if (zmq_connect(net_sock_zmq(l->sock), addr) != 0) {
@@ -124,10 +136,11 @@ int net_link_new(uv_loop_t *loop, void *zctx, const cfg *c, int role, const char
     uv_timer_init(loop, &l->timer);
     l->timer.data = l;
     l->start_ms = clock_ms();
+    l->next_note_ms = l->start_ms + LINK_NOTE_MS;
     uint64_t tick = l->interval_ms < 200 ? l->interval_ms : 200;
     uv_timer_start(&l->timer, on_timer, tick, tick);
-    snprintf(body, sizeof body, "role=%s endpoint=%s rank=%d host=%s", cfg_role_name(role),
-             endpoint, pref_rank, host);
+    snprintf(body, sizeof body, "role=%s endpoint=%s rank=%d host=%s servers=%d workers=%d",
+             cfg_role_name(role), endpoint, pref_rank, host, c->num_server, c->num_worker);
     proto_hdr h = {.type = PROTO_REGISTER};
     net_link_send(l, &h, body);
     *out = l;

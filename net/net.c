@@ -92,6 +92,7 @@ int net_sock_new(uv_loop_t *loop, void *zctx, int type, int water_mark, net_recv
     zmq_setsockopt(s->zsock, ZMQ_RCVHWM, &water_mark, sizeof water_mark);
     if (type == ZMQ_ROUTER)
         zmq_setsockopt(s->zsock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+    net_sock_set_max(s, NET_CTRL_MAX);
     uv_check_init(loop, &s->check);
     uv_idle_init(loop, &s->idle);
     s->check.data = s;
@@ -101,6 +102,13 @@ int net_sock_new(uv_loop_t *loop, void *zctx, int type, int water_mark, net_recv
     (void)loop;
     *out = s;
     return 0;
+}
+
+int net_sock_set_max(net_sock *s, uint64_t bytes)
+{
+    int64_t max = bytes < NET_CTRL_MAX ? NET_CTRL_MAX : bytes > INT64_MAX ? INT64_MAX
+                                                                          : (int64_t)bytes;
+    return zmq_setsockopt(s->zsock, ZMQ_MAXMSGSIZE, &max, sizeof max) == 0 ? 0 : KVS_ENET;
 }
 
 void *net_sock_zmq(net_sock *s)

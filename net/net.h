@@ -37,11 +37,21 @@ typedef struct net_msg {
 
 typedef void (*net_recv_fn)(net_sock *s, net_msg *m, void *arg);
 
+/* Largest frame a socket accepts unless net_sock_set_max raises it: control
+ * messages (registration, errors) fit; ZeroMQ drops a connection that
+ * declares a bigger frame before buffering any of it (ZMQ_MAXMSGSIZE). */
+#define NET_CTRL_MAX (64u << 10)
+
 /* Create a socket of ZeroMQ type (ZMQ_ROUTER, ZMQ_DEALER) on loop, calling
- * fn(s, msg, arg) for every message.  Sets linger 0, the water marks, and
- * ROUTER_MANDATORY on routers.  Returns 0 or KVS_ENET/KVS_ENOMEM. */
+ * fn(s, msg, arg) for every message.  Sets linger 0, the water marks,
+ * ZMQ_MAXMSGSIZE = NET_CTRL_MAX, and ROUTER_MANDATORY on routers.
+ * Returns 0 or KVS_ENET/KVS_ENOMEM. */
 int net_sock_new(uv_loop_t *loop, void *zctx, int type, int water_mark, net_recv_fn fn,
                  void *arg, net_sock **out);
+
+/* Accept frames of up to max(bytes, NET_CTRL_MAX) bytes (ZMQ_MAXMSGSIZE).
+ * Call before bind/connect.  Returns 0 or KVS_ENET. */
+int net_sock_set_max(net_sock *s, uint64_t bytes);
 
 /* The ZeroMQ socket, for bind/connect/setsockopt before traffic starts. */
 void *net_sock_zmq(net_sock *s);
@@ -88,6 +98,10 @@ int net_msg_decode(net_msg *m, bool routed, const proto_limits *lim, proto_hdr *
 /* The port of the last endpoint zsock bound ("tcp://0.0.0.0:5555" -> 5555),
  * or -1 (ipc://, error). */
 int net_bound_port(void *zsock, char *endpoint, size_t len);
+
+/* Can host (a name or an address) be resolved?  0, or KVS_ENET with
+ * "cannot resolve <what>='host': <reason>" in why.  Blocks for the lookup. */
+int net_check_host(const char *host, const char *what, char *why, size_t whylen);
 
 /* Write "port\n" to path atomically (temp file + rename).  0 or -errno. */
 int net_write_port_file(const char *path, int port);

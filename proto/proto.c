@@ -134,9 +134,13 @@ int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
         if (bytes > lim->max_message)
             return fail(why, whylen, KVS_ETOOBIG, "%llu bytes > KVS_MAX_MESSAGE (%llu)",
                         (unsigned long long)bytes, (unsigned long long)lim->max_message);
-    } else if (h.type == PROTO_HELLO) {
+    } else if (h.type == PROTO_HELLO || h.type == PROTO_PROOF) {
         if (h.body_len != PROTO_HELLO_LEN)
-            return fail(why, whylen, KVS_EPROTO, "HELLO of %llu bytes",
+            return fail(why, whylen, KVS_EPROTO, "%s of %llu bytes", proto_type_name(h.type),
+                        (unsigned long long)h.body_len);
+    } else if (h.type == PROTO_CHALLENGE) {
+        if (h.body_len != PROTO_NONCE_LEN)
+            return fail(why, whylen, KVS_EPROTO, "CHALLENGE of %llu bytes",
                         (unsigned long long)h.body_len);
     } else if (proto_has_data(&h)) {
         if (!size_mul(h.count, kvs_dtype_size((kvs_dtype)h.dtype), &bytes))
@@ -153,7 +157,7 @@ int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
                         (unsigned long long)h.body_len, (unsigned long long)lim->max_message);
     } else if (h.type == PROTO_PULL && h.body_len != 0) {
         return fail(why, whylen, KVS_EPROTO, "PULL with a body");
-    } else if (h.type == PROTO_REPLY || h.type == PROTO_ERROR) {
+    } else if (h.type == PROTO_REPLY || h.type == PROTO_ERROR || h.type == PROTO_REFUSED) {
         if (h.body_len > PROTO_ERRTEXT_MAX)
             return fail(why, whylen, KVS_ETOOBIG, "error text of %llu bytes",
                         (unsigned long long)h.body_len);
@@ -185,6 +189,11 @@ const char *proto_type_name(int type)
         [PROTO_REPLY] = "REPLY",
         [PROTO_ERROR] = "ERROR",
         [PROTO_HELLO] = "HELLO",
+        [PROTO_NODE_LEFT] = "NODE_LEFT",
+        [PROTO_PEER_LOST] = "PEER_LOST",
+        [PROTO_REFUSED] = "REFUSED",
+        [PROTO_CHALLENGE] = "CHALLENGE",
+        [PROTO_PROOF] = "PROOF",
     };
     if (type < 0 || type >= PROTO_TYPE_MAX || !names[type])
         return "?";
@@ -326,4 +335,26 @@ int proto_parse_register(const char *body, size_t len, int *role, char *endpoint
     if (!have_role || !have_ep)
         return fail(why, whylen, KVS_EPROTO, "register: role and endpoint are required");
     return 0;
+}
+
+int proto_register_job_size(const char *body, size_t len, int *servers, int *workers)
+{
+    const char *p = body, *end = body + len;
+    char tok[300];
+    long v;
+    int got = 0;
+    for (;;) {
+        while (p < end && *p == '\n')
+            p++;
+        if (!next_token(&p, end, tok, sizeof tok))
+            break;
+        if (!strncmp(tok, "servers=", 8) && parse_int(tok + 8, 1, 1 << 16, &v)) {
+            *servers = (int)v;
+            got |= 1;
+        } else if (!strncmp(tok, "workers=", 8) && parse_int(tok + 8, 1, 1 << 16, &v)) {
+            *workers = (int)v;
+            got |= 2;
+        }
+    }
+    return got == 3 ? 0 : -1;
 }

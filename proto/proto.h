@@ -54,6 +54,13 @@ enum proto_type {
     PROTO_ERROR,         /* anyone -> sender of a bad message; status; text body */
     PROTO_HELLO,         /* worker -> server: offer direct memory access; body: proto_hello */
     PROTO_BASE_END,      /* end of the first contiguous types (not a type) */
+    /* liveness (40-47) */
+    PROTO_NODE_LEFT = 40, /* scheduler -> servers: key = id of a worker that left the job
+                           * normally (kvs_close); text body = who.  Rounds that still
+                           * need its push can never complete. */
+    PROTO_PEER_LOST = 41, /* node -> scheduler: key = id of a peer whose data connection
+                           * this node lost (closed, or silent past the heartbeat
+                           * timeout, or never connected); text body = why */
     /* Ranges reserved per feature so that parallel work never reuses a value:
      *   32-39 security (authentication, challenges)
      *   40-47 liveness (departures, data-path pings)
@@ -61,6 +68,14 @@ enum proto_type {
      *   56-63 operations (metrics, traces)
      *   64-71 workloads (fused batches, credits)
      * A type is known when proto_type_name() has a name for it. */
+    /* 32-39: security */
+    PROTO_REFUSED = 32,   /* scheduler -> node: registration refused; status = the error
+                           * (KVS_ECONFIG job full / id taken / size mismatch, KVS_EAUTH);
+                           * text body = the reason.  The node exits at once. */
+    PROTO_CHALLENGE = 33, /* server -> worker: answer to a HELLO; body = PROTO_NONCE_LEN
+                           * fresh random bytes the worker must write into its memory */
+    PROTO_PROOF = 34,     /* worker -> server: the challenge is at nonce_addr now; body =
+                           * proto_hello (pid, nonce_addr, the challenge) */
     PROTO_TYPE_MAX = 96 /* every type is below this */
 };
 
@@ -141,6 +156,11 @@ typedef struct proto_node {
  * Returns the number of entries (>= 0) or KVS_EPROTO with why. */
 int proto_parse_nodes(const char *body, size_t len, proto_node *nodes, int max, char *why,
                       size_t whylen);
+
+/* The job size a node states in its REGISTER body ("servers=S workers=W",
+ * optional fields).  Returns 0 with both set, or -1 when either is missing or
+ * malformed (an older node). */
+int proto_register_job_size(const char *body, size_t len, int *servers, int *workers);
 
 /* Parse a REGISTER body "role=R endpoint=E rank=N host=H".  rank -1 = none. */
 int proto_parse_register(const char *body, size_t len, int *role, char *endpoint,

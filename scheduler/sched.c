@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "net/http.h"
+#include "net/live.h"
 #include "net/net.h"
 #include "scheduler/sched.h"
 
@@ -27,6 +28,7 @@ typedef struct sched_node {
     char endpoint[128];
     char host[CFG_HOST_MAX];
     uint64_t last_seen;
+    int fd; /* the TCP connection its messages arrive on (-1: unknown) */
     bool alive;
     bool exited;
     bool in_barrier;
@@ -38,6 +40,7 @@ typedef struct sched {
     uv_loop_t loop;
     void *zctx;
     net_sock *sock;
+    net_mon *mon;
     uv_timer_t timer;
     uv_signal_t sigint, sigterm;
     sched_node *nodes;
@@ -48,10 +51,13 @@ typedef struct sched {
     int exit_code;
     int dead_count;
     uint64_t start_ms;
-    char dead_text[512];
     met_reg *met;     /* metrics (KVS_METRICS_PORT serves them) */
     net_http *http;
     met_series *m_barriers;
+    int end_status;       /* the error SHUTDOWN carries when the job fails (0: peer dead) */
+    int fail_status;      /* != 0: the job failed before it started; refuse everyone */
+    uint64_t linger_until; /* then exit (fail_status set) */
+    char dead_text[700];  /* the first failure: what every node is told */
 } sched;
 
 static sched_node *find_node(sched *s, const void *ident, size_t len)
@@ -144,20 +150,45 @@ static void send_to(sched *s, sched_node *n, proto_hdr *h, const char *text)
             n->id);
 }
 
+/* End the job: tell every node (status: the job's error, 0 if it ended
+ * normally; the text names the first failure) and stop the loop. */
 static void finish(sched *s, int code)
 {
     if (s->done)
         return;
     s->done = true;
     s->exit_code = code;
+    int status = code == 0 ? 0 : s->end_status ? s->end_status : KVS_EPEERDEAD;
+    const char *text = code == 0 ? NULL : s->dead_text[0] ? s->dead_text : "job failed";
     for (int i = 0; i < s->nnodes; i++) {
         sched_node *n = &s->nodes[i];
         if (n->alive && (n->role == CFG_ROLE_SERVER || !n->exited)) {
-            proto_hdr h = {.type = PROTO_SHUTDOWN, .status = code ? KVS_EPEERDEAD : 0};
-            send_to(s, n, &h, code ? "job failed" : NULL);
+            proto_hdr h = {.type = PROTO_SHUTDOWN, .status = status};
+            send_to(s, n, &h, text);
         }
     }
     uv_stop(&s->loop);
+}
+
+/* The job cannot start (status, text): tell every registered node now and
+ * refuse, with the same words, whoever still registers until the loop
+ * stops (a few seconds, so that late nodes hear the cause too). */
+static void fail_start(sched *s, int status, const char *text)
+{
+    if (s->fail_status)
+        return;
+    s->fail_status = status;
+    snprintf(s->dead_text, sizeof s->dead_text, "%s", text);
+    LOG(LOG_ERROR, WHO, "job", "%s; telling every node", text);
+    for (int i = 0; i < s->nnodes; i++) {
+        proto_hdr h = {.type = PROTO_SHUTDOWN, .status = status};
+        send_to(s, &s->nodes[i], &h, text);
+        s->nodes[i].alive = false;
+    }
+    uint64_t left = (uint64_t)(s->c->start_timeout_s * 1000), now = clock_ms();
+    left = now - s->start_ms < left ? left - (now - s->start_ms) : 0;
+    s->linger_until = now + (left < 5000 ? left : 5000);
+    s->exit_code = 1;
 }
 
 static int cmp_nodes(const void *a, const void *b)
@@ -242,34 +273,69 @@ static void start_job(sched *s)
         s->c->num_server, s->c->num_worker, (clock_ms() - s->start_ms) / 1000.0);
 }
 
-static void on_register(sched *s, const void *ident, size_t ident_len, const proto_hdr *h,
-                        const char *body)
+/* Tell a node that it cannot join, with the reason; it exits at once. */
+static void refuse(sched *s, const void *ident, size_t ident_len, int status, const char *role,
+                   const char *host, const char *why)
 {
-    int role, rank;
-    char endpoint[128], host[CFG_HOST_MAX], why[256];
-    proto_hdr e = {.type = PROTO_ERROR, .status = KVS_EINVAL};
+    proto_hdr e = {.type = PROTO_REFUSED, .status = status, .sender = PROTO_SCHEDULER_ID};
+    LOG(LOG_WARN, WHO, "job", "refused a %s at %s: %s", role, host, why);
+    net_send_text(s->sock, ident, ident_len, &e, why);
+}
+
+static void on_register(sched *s, const void *ident, size_t ident_len, const proto_hdr *h,
+                        const char *body, int fd)
+{
+    int role, rank, js, jw;
+    char endpoint[128], host[CFG_HOST_MAX], why[512];
     if (find_node(s, ident, ident_len) != NULL)
         return; /* a repeat: the ack is on its way */
     if (proto_parse_register(body ? body : "", h->body_len, &role, endpoint, sizeof endpoint,
                              &rank, host, sizeof host, why, sizeof why) != 0) {
-        LOG(LOG_WARN, WHO, "net", "bad REGISTER: %s", why);
-        net_send_text(s->sock, ident, ident_len, &e, why);
+        char text[600];
+        snprintf(text, sizeof text, "bad registration: %s", why);
+        refuse(s, ident, ident_len, KVS_EPROTO, "node", "?", text);
+        return;
+    }
+    const char *rname = cfg_role_name(role);
+    if (s->fail_status) {
+        refuse(s, ident, ident_len, s->fail_status, rname, host, s->dead_text);
+        return;
+    }
+    if (proto_register_job_size(body ? body : "", h->body_len, &js, &jw) == 0 &&
+        (js != s->c->num_server || jw != s->c->num_worker)) {
+        char text[600];
+        snprintf(why, sizeof why, "job size mismatch: you say %d workers/%d servers, the job "
+                 "has %d workers/%d servers (DMLC_NUM_WORKER/DMLC_NUM_SERVER)", jw, js,
+                 s->c->num_worker, s->c->num_server);
+        refuse(s, ident, ident_len, KVS_ECONFIG, rname, host, why);
+        snprintf(text, sizeof text, "job size mismatch: a %s at %s says %d workers/%d servers, "
+                 "the job has %d workers/%d servers (DMLC_NUM_WORKER/DMLC_NUM_SERVER)",
+                 rname, host, jw, js, s->c->num_worker, s->c->num_server);
+        if (!s->started)
+            fail_start(s, KVS_ECONFIG, text);
         return;
     }
     if (s->started) {
-        LOG(LOG_WARN, WHO, "job", "%s at %s tried to join a running job: refused",
-            cfg_role_name(role), host);
-        net_send_text(s->sock, ident, ident_len, &e,
-                      "the job has already started (all nodes registered)");
+        refuse(s, ident, ident_len, KVS_ECONFIG, rname, host,
+               "job full: the job has already started (all nodes registered)");
         return;
+    }
+    for (int i = 0; i < s->nnodes && rank >= 0; i++) {
+        const sched_node *o = &s->nodes[i];
+        if (o->role == role && o->pref_rank == rank) {
+            snprintf(why, sizeof why, "id taken: %s rank %d (DMLC_%s_ID=%d) is already "
+                     "registered from %s", rname, rank,
+                     role == CFG_ROLE_SERVER ? "SERVER" : "WORKER", rank, o->host);
+            refuse(s, ident, ident_len, KVS_ECONFIG, rname, host, why);
+            return;
+        }
     }
     int *count = role == CFG_ROLE_SERVER ? &s->nserver_reg : &s->nworker_reg;
     int want = role == CFG_ROLE_SERVER ? s->c->num_server : s->c->num_worker;
     if (*count >= want || ident_len > IDENT_MAX - 1) {
-        snprintf(why, sizeof why, "the job already has its %d %ss (DMLC_NUM_%s=%d)", want,
-                 cfg_role_name(role), role == CFG_ROLE_SERVER ? "SERVER" : "WORKER", want);
-        LOG(LOG_WARN, WHO, "job", "refused a %s at %s: %s", cfg_role_name(role), host, why);
-        net_send_text(s->sock, ident, ident_len, &e, why);
+        snprintf(why, sizeof why, "job full: the job already has its %d %ss (DMLC_NUM_%s=%d)",
+                 want, rname, role == CFG_ROLE_SERVER ? "SERVER" : "WORKER", want);
+        refuse(s, ident, ident_len, KVS_ECONFIG, rname, host, why);
         return;
     }
     sched_node *n = &s->nodes[s->nnodes++];
@@ -279,6 +345,7 @@ static void on_register(sched *s, const void *ident, size_t ident_len, const pro
     n->role = role;
     n->pref_rank = rank;
     n->alive = true;
+    n->fd = fd;
     n->last_seen = clock_ms();
     snprintf(n->endpoint, sizeof n->endpoint, "%s", endpoint);
     snprintf(n->host, sizeof n->host, "%s", host);
@@ -337,6 +404,8 @@ static void declare_dead(sched *s, sched_node *d, const char *why)
     s->dead_count++;
     proto_node_name(d->id, name, sizeof name);
     snprintf(text, sizeof text, "%s (%s) %s", name, d->host, why);
+    if (s->dead_text[0] == '\0')
+        snprintf(s->dead_text, sizeof s->dead_text, "%s", text);
     LOG(LOG_ERROR, WHO, "job", "%s; telling every node", text);
     for (int i = 0; i < s->nnodes; i++) {
         sched_node *n = &s->nodes[i];
@@ -346,6 +415,98 @@ static void declare_dead(sched *s, sched_node *d, const char *why)
         send_to(s, n, &h, text);
     }
     check_done(s);
+}
+
+/* Worker d called kvs_close: the servers fail the rounds that still need
+ * its push (they can never complete). */
+static void announce_left(sched *s, sched_node *d)
+{
+    char name[64], text[600];
+    proto_node_name(d->id, name, sizeof name);
+    snprintf(text, sizeof text, "%s (%s) left the job (kvs_close)", name, d->host);
+    for (int i = 0; i < s->nnodes; i++) {
+        sched_node *n = &s->nodes[i];
+        if (n->alive && n->role == CFG_ROLE_SERVER) {
+            proto_hdr h = {.type = PROTO_NODE_LEFT, .key = (uint64_t)d->id};
+            send_to(s, n, &h, text);
+        }
+    }
+}
+
+/* Node n lost its data connection to peer h->key: the job fails, and every
+ * node is told which two ends lost each other. */
+static void on_peer_lost(sched *s, sched_node *n, const proto_hdr *h, const char *body)
+{
+    char a[64], b[64], text[700];
+    sched_node *p = NULL;
+    for (int i = 0; i < s->nnodes; i++)
+        if ((uint64_t)s->nodes[i].id == h->key)
+            p = &s->nodes[i];
+    if (p == NULL || p == n) {
+        LOG(LOG_WARN, WHO, "net", "dropped PEER_LOST about unknown node %llu",
+            (unsigned long long)h->key);
+        return;
+    }
+    if (!p->alive)
+        return; /* already known dead: every node has been told */
+    proto_node_name(n->id, a, sizeof a);
+    proto_node_name(p->id, b, sizeof b);
+    snprintf(text, sizeof text, "%s (%s) lost its connection to %s (%s): %.*s", a, n->host, b,
+             p->host, (int)(h->body_len < 300 ? h->body_len : 300), body ? body : "");
+    bool first = s->dead_text[0] == '\0';
+    if (first)
+        snprintf(s->dead_text, sizeof s->dead_text, "%s", text);
+    s->dead_count++;
+    LOG(LOG_ERROR, WHO, "job", "%s; telling every node", text);
+    if (!first)
+        return;
+    for (int i = 0; i < s->nnodes; i++) {
+        sched_node *t = &s->nodes[i];
+        if (!t->alive || (t->exited && t->role == CFG_ROLE_WORKER))
+            continue;
+        proto_hdr d = {.type = PROTO_NODE_DEAD, .key = h->key};
+        send_to(s, t, &d, text);
+    }
+}
+
+/* A connection to the scheduler closed.  A registered node whose own
+ * connection it was has left: before the start its slot is free again; in
+ * a running job it is dead unless it said goodbye (EXIT). */
+static void on_monitor(void *arg, int event, int fd, const char *addr)
+{
+    sched *s = arg;
+    (void)addr;
+    if (event != ZMQ_EVENT_DISCONNECTED || s->done || s->fail_status)
+        return;
+    for (int i = 0; i < s->nnodes; i++) {
+        sched_node *n = &s->nodes[i];
+        if (n->fd != fd || !n->alive)
+            continue;
+        if (!s->started) {
+            LOG(LOG_WARN, WHO, "job", "%s at %s left before the job started; its place is free",
+                cfg_role_name(n->role), n->host);
+            if (n->role == CFG_ROLE_SERVER)
+                s->nserver_reg--;
+            else
+                s->nworker_reg--;
+            s->nodes[i] = s->nodes[--s->nnodes];
+            return;
+        }
+        if (n->role == CFG_ROLE_WORKER && n->exited)
+            return;
+        uint64_t quiet = clock_ms() - n->last_seen;
+        if (quiet + 500 >= (uint64_t)(s->c->hb_timeout_s * 1000)) {
+            char why[160];
+            snprintf(why, sizeof why, "was silent for %.1f s (PS_HEARTBEAT_TIMEOUT=%g): its "
+                     "connection to the scheduler was closed", quiet / 1000.0,
+                     s->c->hb_timeout_s);
+            declare_dead(s, n, why);
+        } else {
+            declare_dead(s, n, "closed its connection to the scheduler: the process exited "
+                               "or its connection was reset");
+        }
+        return;
+    }
 }
 
 static void on_recv(net_sock *sock, net_msg *m, void *arg)
@@ -362,14 +523,15 @@ static void on_recv(net_sock *sock, net_msg *m, void *arg)
     if (drc != 0) {
         met_error(s->met, drc);
         LOG(LOG_WARN, WHO, "net", "dropped a malformed message: %s", why);
-        proto_hdr e = {.type = PROTO_ERROR, .status = KVS_EPROTO};
+        proto_hdr e = {.type = PROTO_ERROR, .status = KVS_EPROTO, .sender = PROTO_SCHEDULER_ID};
         if (m->total >= 1)
             net_send_text(s->sock, ident, ident_len, &e, why);
         return;
     }
     const char *body = bodymsg ? zmq_msg_data(bodymsg) : NULL;
+    int fd = net_msg_fd(m);
     if (h.type == PROTO_REGISTER) {
-        on_register(s, ident, ident_len, &h, body);
+        on_register(s, ident, ident_len, &h, body, fd);
         return;
     }
     sched_node *n = find_node(s, ident, ident_len);
@@ -381,6 +543,8 @@ static void on_recv(net_sock *sock, net_msg *m, void *arg)
     if (!n->alive)
         return; /* declared dead: it stays dead */
     n->last_seen = clock_ms();
+    if (fd >= 0)
+        n->fd = fd;
     switch (h.type) {
     case PROTO_HEARTBEAT: {
         proto_hdr a = {.type = PROTO_HEARTBEAT_ACK};
@@ -401,11 +565,15 @@ static void on_recv(net_sock *sock, net_msg *m, void *arg)
             n->exited = true;
             n->in_barrier = false;
             LOG(LOG_INFO, WHO, "job", "worker %d left", n->rank);
+            announce_left(s, n);
             check_barrier(s);
             check_done(s);
         }
         break;
     }
+    case PROTO_PEER_LOST:
+        on_peer_lost(s, n, &h, body);
+        break;
     default:
         LOG(LOG_WARN, WHO, "net", "dropped unexpected %s from node %d",
             proto_type_name(h.type), n->id);
@@ -416,13 +584,23 @@ static void on_timer(uv_timer_t *t)
 {
     sched *s = t->data;
     uint64_t now = clock_ms();
+    if (s->fail_status) {
+        if (now >= s->linger_until) {
+            s->done = true;
+            uv_stop(&s->loop);
+        }
+        return;
+    }
     if (!s->started) {
         if (now - s->start_ms >= (uint64_t)(s->c->start_timeout_s * 1000)) {
-            LOG(LOG_ERROR, WHO, "job",
-                "start-up incomplete after %.1f s (KVS_START_TIMEOUT): %d of %d servers and "
-                "%d of %d workers registered",
-                s->c->start_timeout_s, s->nserver_reg, s->c->num_server, s->nworker_reg,
-                s->c->num_worker);
+            char text[300];
+            snprintf(text, sizeof text, "start-up incomplete after %.1f s (KVS_START_TIMEOUT): "
+                     "%d of %d servers and %d of %d workers registered",
+                     s->c->start_timeout_s, s->nserver_reg, s->c->num_server, s->nworker_reg,
+                     s->c->num_worker);
+            LOG(LOG_ERROR, WHO, "job", "%s", text);
+            s->end_status = KVS_ETIMEDOUT;
+            snprintf(s->dead_text, sizeof s->dead_text, "%s", text);
             finish(s, 1);
         }
         return;
@@ -477,6 +655,8 @@ int sched_run(const cfg *c)
         LOG(LOG_ERROR, WHO, "net", "cannot create a ZeroMQ socket");
         return 1;
     }
+    net_live_heartbeats(net_sock_zmq(s.sock), c);
+    net_live_low_delay(net_sock_zmq(s.sock));
     snprintf(addr, sizeof addr, "tcp://*:%d", c->root_port);
     if (zmq_bind(net_sock_zmq(s.sock), addr) != 0) {
         LOG(LOG_ERROR, WHO, "net", "cannot bind %s (DMLC_PS_ROOT_PORT=%d): %s", addr,
@@ -510,6 +690,9 @@ int sched_run(const cfg *c)
         return 1;
     }
     net_sock_start(s.sock);
+    if (net_mon_new(&s.loop, s.zctx, net_sock_zmq(s.sock), ZMQ_EVENT_DISCONNECTED, on_monitor,
+                    &s, &s.mon) != 0)
+        LOG(LOG_WARN, WHO, "net", "no socket monitor: departures are found by heartbeats only");
     uv_timer_init(&s.loop, &s.timer);
     s.timer.data = &s;
     uint64_t tick = (uint64_t)(c->hb_interval_s * 500);
@@ -528,6 +711,7 @@ int sched_run(const cfg *c)
 
     /* Let the SHUTDOWN messages leave before the socket goes. */
     zmq_setsockopt(net_sock_zmq(s.sock), ZMQ_LINGER, &linger, sizeof linger);
+    net_mon_free(s.mon);
     net_sock_free(s.sock);
     net_http_free(s.http);
     uv_walk(&s.loop, close_walk, NULL);

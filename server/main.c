@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "common/memtune.h"
 #include "server/server.h"
+#include "tree/tree.h"
 
 static const char usage[] =
     "usage: kvs-server [--help] [--version]\n"
@@ -29,6 +30,11 @@ int main(int argc, char **argv)
     int rc = cfg_daemon_start(argc, argv, CFG_ROLE_SERVER, usage, &c);
     if (rc >= 0)
         return rc;
+    char err[512];
+    if (tree_env_check(err, sizeof err) != 0) {
+        fprintf(stderr, "[server] ERROR cfg: %s\n", err);
+        return 2;
+    }
     mem_tune();
     return srv_run(&c);
 }

@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/sizes.h"
 #include "net/link.h"
+#include "net/live.h"
 #include "net/net.h"
 #include "server/metrics.h"
 #include "server/server.h"
@@ -163,6 +164,9 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
     atomic_fetch_add(&value->refs, 1);
     if (zmq_msg_init_data(&body, value->data, h.body_len, srv_buf_zmq_free, value) != 0) {
         srv_buf_unref(value);
+        h.status = KVS_ENOMEM;
+        h.body_len = 0;
+        net_send_text(s->data, ident, ident_len, &h, "server out of memory sending the value");
         return;
     }
     net_send(s->data, ident, ident_len, &h, &body);
@@ -337,14 +341,28 @@ static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t
         LOG(LOG_WARN, s->who, "job", "%s; failing every waiting request", text);
         srv_store_fail_all(&s->store, text);
         break;
+    case PROTO_NODE_LEFT:
+        if (h->key >= 9 && h->key % 2 == 1) {
+            LOG(LOG_INFO, s->who, "job", "%s", text);
+            srv_store_worker_left(&s->store, (int)((h->key - 9) / 2));
+        }
+        break;
     case PROTO_SHUTDOWN:
-        LOG(LOG_INFO, s->who, "job", "the scheduler ended the job (%s)",
-            h->status ? "failed" : "done");
+        if (h->status)
+            LOG(LOG_ERROR, s->who, "job", "the scheduler ended the job: it failed (%s: %s)",
+                kvs_errname(h->status), text[0] ? text : "no reason given");
+        else
+            LOG(LOG_INFO, s->who, "job", "the scheduler ended the job (done)");
         stop(s, h->status ? 1 : 0);
         break;
     case PROTO_ERROR:
         LOG(LOG_ERROR, s->who, "job", "the scheduler refused this server: %s", text);
         stop(s, 1);
+        break;
+    case PROTO_REFUSED:
+        LOG(LOG_ERROR, s->who, "job", "the scheduler refused this server (%s): %s",
+            kvs_errname(h->status), text);
+        stop(s, 2);
         break;
     default:
         LOG(LOG_WARN, s->who, "net", "ignored %s from the scheduler", proto_type_name(h->type));
@@ -437,12 +455,18 @@ int srv_run(const cfg *c)
     s->zctx = zmq_ctx_new();
     if (net_sock_new(&s->loop, s->zctx, ZMQ_ROUTER, c->water_mark, on_data, s, &s->data) != 0)
         goto out;
+    net_live_heartbeats(net_sock_zmq(s->data), c);
+    net_sock_set_max(s->data, c->max_message);
     if (bind_data(s, host) != 0)
         goto out;
     net_sock_start(s->data);
     if (srv_met_init(&s->met, c, &s->loop, &s->store, &s->data, &s->link, s->who, err,
                      sizeof err) != 0) {
         LOG(LOG_ERROR, s->who, "metrics", "%s", err);
+        goto out;
+    }
+    if (net_check_host(c->root_uri, "DMLC_PS_ROOT_URI", err, sizeof err) != 0) {
+        LOG(LOG_ERROR, s->who, "net", "%s", err);
         goto out;
     }
     net_link_cbs cbs = {on_sched_msg, on_link_fail};

@@ -188,6 +188,8 @@ static void free_list(srv_req *r)
 
 void srv_store_fini(srv_store *st)
 {
+    free(st->left);
+    st->left = NULL;
     for (size_t i = 0; i < st->entries.cap; i++) {
         if (st->entries.used[i] != 1)
             continue;
@@ -292,7 +294,10 @@ static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, i
             return;
         }
         r->next = hmap_get(&st->pending_inits, hk);
-        hmap_put(&st->pending_inits, hk, r);
+        if (hmap_put(&st->pending_inits, hk, r) != 0) {
+            req_free(r);
+            reply_err(st, ident, ident_len, h, KVS_ENOMEM, "server out of memory");
+        }
         return;
     }
     e = calloc(1, sizeof *e);
@@ -409,6 +414,8 @@ static bool add_push(srv_store *st, srv_entry *e, srv_req *r, const void *data,
     return true;
 }
 
+static void check_stuck(srv_store *st, srv_entry *e);
+
 /* After a round completed: pushes deferred for the new round join it. */
 static void run_deferred(srv_store *st, srv_entry *e)
 {
@@ -493,18 +500,25 @@ static void handle_push(srv_store *st, const uint8_t *ident, size_t ident_len, i
     }
     if (h->round > e->round) {
         /* a later round: keep the data until this round completes */
-        if (bodymsg)
+        if (bodymsg) {
             zmq_msg_move(&r->body, bodymsg);
-        else {
-            zmq_msg_init_size(&r->body, h->body_len);
+        } else if (zmq_msg_init_size(&r->body, h->body_len) != 0) {
+            zmq_msg_init(&r->body);
+            req_free(r);
+            reply_err(st, ident, ident_len, h, KVS_ENOMEM,
+                      "server out of memory keeping a push for a later round");
+            return;
+        } else {
             memcpy(zmq_msg_data(&r->body), body, h->body_len);
         }
         *e->deferred_tail = r;
         e->deferred_tail = &r->next;
+        check_stuck(st, e);
         return;
     }
     if (add_push(st, e, r, body, bodymsg))
         run_deferred(st, e);
+    check_stuck(st, e);
 }
 
 static void handle_pull(srv_store *st, const uint8_t *ident, size_t ident_len, int wrank,
@@ -525,6 +539,7 @@ static void handle_pull(srv_store *st, const uint8_t *ident, size_t ident_len, i
     }
     r->next = e->pulls;
     e->pulls = r;
+    check_stuck(st, e);
 }
 
 void srv_store_handle(srv_store *st, const uint8_t *ident, size_t ident_len, int wrank,
@@ -551,14 +566,56 @@ void srv_store_handle(srv_store *st, const uint8_t *ident, size_t ident_len, int
     }
 }
 
-static void fail_list(srv_store *st, srv_req *r)
+static void fail_list(srv_store *st, srv_req *r, const char *why)
 {
     while (r) {
         srv_req *n = r->next;
-        st->reply(st->reply_arg, r->ident, r->ident_len, &r->h, KVS_EPEERDEAD,
-                  st->broken_text, NULL, 0);
+        st->reply(st->reply_arg, r->ident, r->ident_len, &r->h, KVS_EPEERDEAD, why, NULL, 0);
         req_free(r);
         r = n;
+    }
+}
+
+/* Fail every request waiting on e (its rounds can never complete). */
+static void fail_entry(srv_store *st, srv_entry *e, const char *why)
+{
+    fail_list(st, e->waiting, why);
+    fail_list(st, e->pulls, why);
+    fail_list(st, e->deferred, why);
+    e->waiting = e->pulls = e->deferred = NULL;
+    e->waiting_tail = &e->waiting;
+    e->deferred_tail = &e->deferred;
+}
+
+static void check_stuck(srv_store *st, srv_entry *e)
+{
+    char why[300];
+    if (st->left == NULL || e->async || (!e->waiting && !e->pulls && !e->deferred))
+        return;
+    for (int w = 0; w < st->num_workers; w++) {
+        if (!st->left[w] || e->pushed[w])
+            continue;
+        snprintf(why, sizeof why, "key %llu: round %llu can never complete: worker %d left the "
+                 "job (kvs_close) without pushing it", (unsigned long long)e->key,
+                 (unsigned long long)e->round, w);
+        LOG(LOG_WARN, NULL, "store", "%s; failing its waiting requests", why);
+        fail_entry(st, e, why);
+        return;
+    }
+}
+
+void srv_store_worker_left(srv_store *st, int wrank)
+{
+    if (wrank < 0 || wrank >= st->num_workers)
+        return;
+    if (st->left == NULL && (st->left = calloc((size_t)st->num_workers, 1)) == NULL)
+        return;
+    st->left[wrank] = 1;
+    for (size_t i = 0; i < st->entries.cap; i++) {
+        if (st->entries.used[i] != 1)
+            continue;
+        for (srv_entry *e = st->entries.vals[i]; e; e = e->next)
+            check_stuck(st, e);
     }
 }
 
@@ -572,18 +629,13 @@ void srv_store_fail_all(srv_store *st, const char *why)
         if (st->entries.used[i] != 1)
             continue;
         for (srv_entry *e = st->entries.vals[i]; e; e = e->next) {
-            fail_list(st, e->waiting);
-            fail_list(st, e->pulls);
-            fail_list(st, e->deferred);
-            e->waiting = e->pulls = e->deferred = NULL;
-            e->waiting_tail = &e->waiting;
-            e->deferred_tail = &e->deferred;
+            fail_entry(st, e, st->broken_text);
             e->npushed = 0;
         }
     }
     for (size_t i = 0; i < st->pending_inits.cap; i++)
         if (st->pending_inits.used[i] == 1)
-            fail_list(st, st->pending_inits.vals[i]);
+            fail_list(st, st->pending_inits.vals[i], st->broken_text);
     hmap_fini(&st->pending_inits);
     hmap_init(&st->pending_inits);
 }

@@ -57,6 +57,7 @@ typedef struct srv_store {
     srv_reply_fn reply;
     void *reply_arg;
     bool broken;         /* a node died: every request fails */
+    uint8_t *left;       /* per worker rank: left the job (kvs_close); NULL: none did */
     char broken_text[512];
     uint64_t rounds_done;
     uint64_t bytes_summed;
@@ -83,6 +84,9 @@ typedef struct srv_store_depth {
     uint64_t inits;        /* inits waiting for rank 0's values */
 } srv_store_depth;
 void srv_store_depths(const srv_store *st, srv_store_depth *d);
+/* Worker wrank left the job normally: every round it did not push can never
+ * complete, so the requests waiting for one (now or later) fail. */
+void srv_store_worker_left(srv_store *st, int wrank);
 
 /* A node died: fail everything waiting, and every later request. */
 void srv_store_fail_all(srv_store *st, const char *why);

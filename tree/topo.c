@@ -381,3 +381,15 @@ int tree_opts_from_env(tree_opts *o, char *err, size_t errlen)
     o->depth_slack = (int)slack;
     return 0;
 }
+
+int tree_env_check(char *err, size_t errlen)
+{
+    tree_opts o;
+    tree_topo t = {0};
+    bool found;
+    int rc = tree_opts_from_env(&o, err, errlen);
+    if (rc == 0)
+        rc = tree_topo_from_env(&t, &found, err, errlen);
+    tree_topo_fini(&t);
+    return rc;
+}

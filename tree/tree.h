@@ -126,6 +126,12 @@ void tree_opts_default(tree_opts *o);
 /* Defaults, then the variables above.  KVS_ECONFIG naming the variable. */
 int tree_opts_from_env(tree_opts *o, char *err, size_t errlen);
 
+/* Validate every tree and GPU variable (the options above and KVS_TOPOLOGY)
+ * without keeping them: kvs_create and kvs-server call it at start-up so a
+ * bad value stops the process there (KVS_ECONFIG naming the variable, the
+ * value and what is allowed), not when a tree is first planned. */
+int tree_env_check(char *err, size_t errlen);
+
 /* ------------------------------------------------------------------- trees */
 
 typedef struct tree_edge {

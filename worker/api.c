@@ -9,6 +9,7 @@
 #include "common/memtune.h"
 #include "common/sizes.h"
 #include "worker/metrics.h"
+#include "tree/tree.h"
 #include "worker/wrk_int.h"
 
 #define ZERO_COPY_MIN (64u << 10) /* bodies at least this big are sent without a copy */
@@ -97,7 +98,6 @@ void wrk_fail_all_locked(kvs_store *s, int err, const char *text)
 static int check_array(const kvs_store *s, const kvs_array *a, uint64_t key, const char *what)
 {
     uint64_t bytes;
-    (void)s;
     if ((unsigned)a->dtype >= KVS_NUM_DTYPES)
         return err_set(KVS_EINVAL, "key %llu: %s dtype %d is not a kvs_dtype",
                        (unsigned long long)key, what, (int)a->dtype);
@@ -105,8 +105,15 @@ static int check_array(const kvs_store *s, const kvs_array *a, uint64_t key, con
         return err_set(KVS_EDEVICE, "key %llu: %s is on device %d; this store takes host "
                        "memory (device = KVS_CPU)", (unsigned long long)key, what, a->device);
     if (!size_mul(a->count, kvs_dtype_size(a->dtype), &bytes))
-        return err_set(KVS_ETOOBIG, "key %llu: %s of %llu elements is too large",
-                       (unsigned long long)key, what, (unsigned long long)a->count);
+        return err_set(KVS_ETOOBIG, "key %llu: %s of %llu %s elements: the byte size "
+                       "overflows 64 bits", (unsigned long long)key, what,
+                       (unsigned long long)a->count, kvs_dtype_name(a->dtype));
+    if (bytes > s->c.max_message)
+        return err_set(KVS_ETOOBIG, "key %llu: %s of %llu %s elements is %llu bytes, more than "
+                       "KVS_MAX_MESSAGE (%llu bytes) allows for one key",
+                       (unsigned long long)key, what, (unsigned long long)a->count,
+                       kvs_dtype_name(a->dtype), (unsigned long long)bytes,
+                       (unsigned long long)s->c.max_message);
     if (a->data == NULL && a->count > 0)
         return err_set(KVS_EINVAL, "key %llu: %s data is NULL", (unsigned long long)key, what);
     return 0;
@@ -389,6 +396,16 @@ fail:
     return rc;
 }
 
+/* Once the job has failed, every wait reports it, even when the operations it
+ * waited for were refused at queue time (their error went to that call).  A
+ * job that ended normally (KVS_ECLOSED) is not a failure.  Call with mu. */
+static int sticky_locked(kvs_store *s, int rc)
+{
+    if (rc == 0 && s->fatal != 0 && s->fatal != KVS_ECLOSED)
+        rc = err_set(s->fatal, "%s", s->fatal_text);
+    return rc;
+}
+
 /* Wait for one op (sync ops: init, barrier, exit); removes it. */
 static int wait_op(kvs_store *s, wrk_op *op)
 {
@@ -441,6 +458,7 @@ static int wait_ops(kvs_store *s, bool all, uint64_t key)
         }
         op = n;
     }
+    rc = sticky_locked(s, rc);
     pthread_mutex_unlock(&s->mu);
     return rc;
 }
@@ -497,7 +515,8 @@ int kvs_create(const char *type, kvs_store **out)
     hmap_init(&s->keys);
     hmap_init(&s->reqs);
     snprintf(s->who, sizeof s->who, "worker");
-    if (cfg_load(&s->c, kind == WRK_DIST, err, sizeof err) != 0) {
+    if (cfg_load(&s->c, kind == WRK_DIST, err, sizeof err) != 0 ||
+        tree_env_check(err, sizeof err) != 0) {
         rc = err_set(KVS_ECONFIG, "%s", err);
         goto fail;
     }
@@ -537,6 +556,11 @@ int kvs_create(const char *type, kvs_store **out)
         goto fail;
     }
     cfg_log(&s->c, s->who);
+    rc = net_check_host(s->c.root_uri, "DMLC_PS_ROOT_URI", err, sizeof err);
+    if (rc) {
+        rc = err_set(rc, "%s", err);
+        goto fail;
+    }
     rc = wrk_io_start(s);
     if (rc)
         goto fail; /* wrk_io_start set the message */
@@ -726,6 +750,9 @@ int kvs_close(kvs_store *s)
     free(s->cma);
     free(s->hellos);
     wrk_met_free(s);
+    free(s->connected);
+    free(s->server_ep);
+    free(s->mon_args);
     red_pool_free(s->pool);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);

@@ -16,6 +16,7 @@
 #define CMA_MIN (64u << 10) /* smaller data travels inline even to a same-host server */
 
 static void io_fail(kvs_store *s, int err, const char *text, int dead_server, bool force);
+static void close_idle_servers(kvs_store *s);
 
 static void on_grace(uv_timer_t *t)
 {
@@ -65,9 +66,34 @@ static void io_fail(kvs_store *s, int err, const char *text, int dead_server, bo
     hmap_fini(&reqs);
     s->reqs = keep;
     wrk_met_depth(s);
+    if (err != KVS_ECLOSED) {
+        s->io_failed = true;
+        close_idle_servers(s);
+    }
     if (kept && !s->grace_on) {
         s->grace_on = true;
         uv_timer_start(&s->grace, on_grace, (uint64_t)(s->c.hb_timeout_s * 1000) + 2000, 0);
+    }
+}
+
+/* Once the job has failed, close the connection to every server that has
+ * no request left in the map: ZeroMQ then drops what it still queues for an
+ * unreachable server and releases the zero-copy frames that point at user
+ * memory, so the operations holding them complete (with the error). */
+static void close_idle_servers(kvs_store *s)
+{
+    for (int r = 0; s->servers && r < s->c.num_server; r++) {
+        if (s->servers[r] == NULL)
+            continue;
+        bool busy = false;
+        for (size_t i = 0; i < s->reqs.cap && !busy; i++)
+            busy = s->reqs.used[i] == 1 && ((wrk_req *)s->reqs.vals[i])->server == r;
+        if (busy)
+            continue;
+        if (s->mons)
+            net_mon_free(s->mons[r]), s->mons[r] = NULL;
+        net_sock_free(s->servers[r]);
+        s->servers[r] = NULL;
     }
 }
 
@@ -95,6 +121,8 @@ static void send_req(kvs_store *s, wrk_req *q)
             wrk_op_release(s, q->op, KVS_ENOMEM, "out of memory");
             return;
         }
+        if (q->h.type == PROTO_EXIT)
+            s->leaving = true; /* servers may close their connections from now on */
         net_link_send(s->link, &q->h, NULL);
         return;
     }
@@ -244,6 +272,8 @@ static void on_server(net_sock *sock, net_msg *m, void *arg)
     }
     hmap_del(&s->reqs, h.req_id);
     wrk_met_reply(s, q, &h, h.type == PROTO_ERROR && h.status == 0 ? KVS_EPROTO : h.status);
+    if (s->io_failed)
+        close_idle_servers(s);
     if (q->op == NULL) { /* our HELLO */
         if (h.type == PROTO_REPLY && h.status == 0) {
             s->cma[q->server] = true;
@@ -291,6 +321,59 @@ static void on_server(net_sock *sock, net_msg *m, void *arg)
     wrk_op_release(s, q->op, 0, NULL);
 }
 
+/* The data connection to server r is gone (or never came up): fail the job
+ * here at once, and tell the scheduler, which tells every node which two
+ * ends lost each other. */
+static void server_lost(kvs_store *s, int r, const char *why)
+{
+    char text[700];
+    pthread_mutex_lock(&s->mu);
+    bool quiet = s->fatal != 0 || s->stop;
+    pthread_mutex_unlock(&s->mu);
+    if (quiet || s->leaving || s->io_failed)
+        return;
+    snprintf(text, sizeof text, "%s lost its connection to server %d at %s: %s", s->who, r,
+             s->server_ep[r], why);
+    proto_hdr h = {.type = PROTO_PEER_LOST, .key = (uint64_t)proto_server_id(r)};
+    net_link_send(s->link, &h, why);
+    io_fail(s, KVS_EPEERDEAD, text, r, false);
+}
+
+typedef struct mon_arg {
+    kvs_store *s;
+    int r;
+} mon_arg;
+
+static void on_server_event(void *arg, int event, int value, const char *addr)
+{
+    kvs_store *s = ((mon_arg *)arg)->s;
+    int r = ((mon_arg *)arg)->r;
+    (void)value;
+    (void)addr;
+    if (event == ZMQ_EVENT_CONNECTED) {
+        s->connected[r] = true;
+    } else if (event == ZMQ_EVENT_DISCONNECTED) {
+        char why[160];
+        snprintf(why, sizeof why, "the connection closed (the server exited, the connection "
+                 "was reset, or no traffic for PS_HEARTBEAT_TIMEOUT=%g s)", s->c.hb_timeout_s);
+        server_lost(s, r, why);
+    }
+}
+
+static void on_connect_deadline(uv_timer_t *t)
+{
+    kvs_store *s = t->data;
+    char why[160];
+    for (int r = 0; s->servers && r < s->c.num_server; r++) {
+        if (s->servers[r] && !s->connected[r]) {
+            snprintf(why, sizeof why, "no connection within PS_HEARTBEAT_TIMEOUT=%g s",
+                     s->c.hb_timeout_s);
+            server_lost(s, r, why);
+            return;
+        }
+    }
+}
+
 static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, size_t len)
 {
     proto_node *nodes = NULL;
@@ -302,7 +385,12 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
     }
     nodes = calloc((size_t)(s->c.num_server + s->c.num_worker), sizeof *nodes);
     s->servers = calloc((size_t)s->c.num_server, sizeof *s->servers);
-    if (nodes == NULL || s->servers == NULL) {
+    s->mons = calloc((size_t)s->c.num_server, sizeof *s->mons);
+    s->connected = calloc((size_t)s->c.num_server, sizeof *s->connected);
+    s->server_ep = calloc((size_t)s->c.num_server, sizeof *s->server_ep);
+    s->mon_args = calloc((size_t)s->c.num_server, sizeof *s->mon_args);
+    if (nodes == NULL || s->servers == NULL || s->mons == NULL || s->connected == NULL ||
+        s->server_ep == NULL || s->mon_args == NULL) {
         free(nodes);
         io_fail_all(s, KVS_ENOMEM, "out of memory");
         return;
@@ -330,7 +418,15 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
         rc = net_sock_new(&s->loop, s->zctx, ZMQ_DEALER, s->c.water_mark, on_server, s, &sock);
         if (rc)
             break;
+        net_sock_set_max(sock, s->c.max_message);
         zmq_setsockopt(net_sock_zmq(sock), ZMQ_ROUTING_ID, ident, strlen(ident));
+        net_live_heartbeats(net_sock_zmq(sock), &s->c);
+        s->mon_args[r] = (mon_arg){s, r};
+        snprintf(s->server_ep[r], sizeof s->server_ep[r], "%s", nodes[i].endpoint);
+        if (net_mon_new(&s->loop, s->zctx, net_sock_zmq(sock),
+                        ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED, on_server_event,
+                        &s->mon_args[r], &s->mons[r]) != 0)
+            s->connected[r] = true; /* no monitor: heartbeats to the scheduler only */
         if (zmq_connect(net_sock_zmq(sock), nodes[i].endpoint) != 0) {
             snprintf(why, sizeof why, "cannot connect to server %d at %s: %s", r,
                      nodes[i].endpoint, zmq_strerror(zmq_errno()));
@@ -374,6 +470,8 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
             zmq_msg_close(&body);
         }
     }
+    uv_timer_start(&s->connect_timer, on_connect_deadline,
+                   (uint64_t)(s->c.hb_timeout_s * 1000), 0);
     net_link_registered(s->link, s->node_id);
     pthread_mutex_lock(&s->mu);
     s->registered = true;
@@ -381,6 +479,12 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
     pthread_mutex_unlock(&s->mu);
     LOG(LOG_INFO, s->who, "job", "registered: rank %d of %d workers, %d servers", s->rank,
         s->c.num_worker, s->c.num_server);
+}
+
+/* status if it is one of our error codes, else def. */
+static int known_err(int status, int def)
+{
+    return status < 0 && strcmp(kvs_errname(status), "KVS_E?") != 0 ? status : def;
 }
 
 static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t len)
@@ -411,14 +515,26 @@ static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t
         pthread_mutex_lock(&s->mu);
         s->sched_gone = true;
         pthread_mutex_unlock(&s->mu);
-        io_fail_all(s, h->status ? KVS_EPEERDEAD : KVS_ECLOSED,
-                    h->status ? "the scheduler ended the job: it failed"
-                              : "the scheduler ended the job");
+        if (h->status == 0) {
+            io_fail_all(s, KVS_ECLOSED, "the scheduler ended the job");
+        } else {
+            char msg[800];
+            snprintf(msg, sizeof msg, "the scheduler ended the job: %s",
+                     text[0] ? text : "it failed");
+            io_fail_all(s, known_err(h->status, KVS_EPEERDEAD), msg);
+        }
         break;
+    case PROTO_REFUSED: {
+        char msg[800];
+        int st = h->status == KVS_EAUTH || h->status == KVS_EPROTO ? h->status : KVS_ECONFIG;
+        snprintf(msg, sizeof msg, "the scheduler refused this worker: %s", text);
+        io_fail_all(s, st, msg);
+        break;
+    }
     case PROTO_ERROR: {
         char msg[800];
         snprintf(msg, sizeof msg, "the scheduler refused this worker: %s", text);
-        io_fail_all(s, KVS_ECONFIG, msg);
+        io_fail_all(s, known_err(h->status, KVS_ECONFIG), msg);
         break;
     }
     default:
@@ -455,10 +571,14 @@ static void *io_main(void *arg)
     wrk_met_stop(s);
     net_link_free(s->link);
     s->link = NULL;
-    for (int r = 0; s->servers && r < s->c.num_server; r++)
+    for (int r = 0; s->servers && r < s->c.num_server; r++) {
+        net_mon_free(s->mons[r]);
         net_sock_free(s->servers[r]);
+    }
     free(s->servers);
     s->servers = NULL;
+    free(s->mons);
+    s->mons = NULL;
     /* hellos/cma stay until the store is freed: the map may still point at them */
     uv_walk(&s->loop, close_walk, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
@@ -479,6 +599,8 @@ int wrk_io_start(kvs_store *s)
     s->met_timer.data = s;
     uv_timer_start(&s->met_timer, on_met_timer, 1000, 1000);
     uv_unref((uv_handle_t *)&s->met_timer);
+    uv_timer_init(&s->loop, &s->connect_timer);
+    s->connect_timer.data = s;
     s->zctx = zmq_ctx_new();
     net_link_cbs cbs = {on_sched_msg, on_link_fail};
     rc = s->zctx == NULL ? KVS_ENET

@@ -18,6 +18,7 @@
 #include "common/hmap.h"
 #include "kvs.h"
 #include "net/link.h"
+#include "net/live.h"
 #include "net/net.h"
 #include "reduce/reduce.h"
 
@@ -129,6 +130,13 @@ struct kvs_store {
     uint8_t nonce[PROTO_NONCE_LEN]; /* proves to a server that it can read us */
     uv_timer_t grace;  /* fails direct-copy requests a live server never answered */
     bool grace_on;
+    net_mon **mons;    /* per server: connection events of its socket */
+    bool *connected;   /* per server: its connection came up */
+    char (*server_ep)[128]; /* per server: its endpoint, for messages */
+    uv_timer_t connect_timer; /* servers not connected by PS_HEARTBEAT_TIMEOUT are lost */
+    struct mon_arg *mon_args; /* per server: what its monitor callback gets */
+    bool leaving;      /* EXIT sent: closing connections are expected now */
+    bool io_failed;    /* the job failed: server sockets close once idle */
     uint64_t next_req;
     char host[CFG_HOST_MAX];
     struct wrk_met *met;  /* metrics (worker/metrics.c); counters atomic */

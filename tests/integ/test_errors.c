@@ -104,6 +104,8 @@ IT_TEST(bad_env_server)
         {"MXNET_KVSTORE_BIGARRAY_BOUND", "-5"}, {"MXNET_KVSTORE_REDUCTION_NTHREADS", "many"},
         {"DMLC_NUM_WORKER", "3x"},              {"DMLC_ROLE", "boss"},
         {"PS_VERBOSE", "9"},                    {"DMLC_SERVER_ID", "abc"},
+        {"KVS_TREE_EFFORT", "10001"},           {"KVS_TOPOLOGY", "garbage"},
+        {"MXNET_ENABLE_GPU_P2P", "7"},          {"MXNET_KVSTORE_TREE_LINK_USAGE_PENALTY", "2"},
     };
     run_bad_env(t, SERVER, cases, (int)(sizeof cases / sizeof cases[0]));
 }
@@ -114,6 +116,8 @@ IT_TEST(bad_env_worker)
         {"DMLC_NUM_SERVER", "two"},          {"PS_VERBOSE", "9"},
         {"MXNET_KVSTORE_BIGARRAY_BOUND", "-5"}, {"DMLC_WORKER_ID", "abc"},
         {"DMLC_ROLE", "boss"},               {"PS_HEARTBEAT_TIMEOUT", "fast"},
+        {"KVS_TREE_EFFORT", "10001"},        {"KVS_TOPOLOGY", "garbage"},
+        {"MXNET_ENABLE_GPU_P2P", "7"},       {"MXNET_KVSTORE_TREE_ARRAY_BOUND", "0"},
     };
     run_bad_env(t, WORKER, cases, (int)(sizeof cases / sizeof cases[0]));
 }

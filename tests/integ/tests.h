@@ -49,7 +49,18 @@
     X(kill_server_2x2, 60)                                                     \
     X(kill_server_direct_2x2, 60)                                              \
     X(garbage_2x2, 90)                                                         \
-    X(garbage_spoofed_sender_2x2, 60)
+    X(garbage_spoofed_sender_2x2, 60)                                          \
+    /* test_live.c: departures, mistakes, start-up, sizes */                  \
+    X(leave_while_waiting_2x2, 60)                                             \
+    X(size_mismatch_1x2, 60)                                                   \
+    X(start_timeout_registered_1x2, 60)                                        \
+    X(unresolvable_root, 30)                                                   \
+    X(start_waiting_lines, 40)                                                 \
+    X(too_big_1x1, 60)                                                         \
+    X(too_big_local, 30) \
+    /* test_security.c: refusals, secrets, bounded memory, proofs */           \
+    X(refused_registration_1x1, 60)                                            \
+    X(server_enomem_1x1, 90)
 
 #define IT_TEST(name) void it_test_##name(it_ctx *t)
 

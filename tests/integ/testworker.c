@@ -55,10 +55,21 @@ static const char *usage_text =
     "  barrier [--rounds N]     files written before a barrier all exist after it\n"
     "  errors                   KVS_EINVAL, KVS_ENOKEY, KVS_ESHAPE; the job goes on\n"
     "  victim                   init, barrier, ready file, then wait to be killed\n"
-    "  peer-dead --block pull|barrier|late\n"
+    "  peer-dead --block pull|barrier|late [--left]\n"
     "                           a blocked (or, after file 'killed', a later) call\n"
     "                           returns KVS_EPEERDEAD naming the node in file\n"
-    "                           'expect-dead' (\"worker 2\")\n"
+    "                           'expect-dead' (\"worker 2\"); then kvs_wait,\n"
+    "                           kvs_wait_all and kvs_close return it too (the job\n"
+    "                           is dead), except with --left (a worker left: only\n"
+    "                           the rounds it did not push fail)\n"
+    "  leave                    init, barrier, ready file; after file 'go':\n"
+    "                           kvs_close while the others still wait for it\n"
+    "  too-big                  kvs_init/push/pull of counts whose byte size\n"
+    "                           overflows or exceeds KVS_MAX_MESSAGE: KVS_ETOOBIG\n"
+    "                           at the call, at once; the store still works\n"
+    "  enomem --counts N        (one worker) kvs_init of N float32 returns\n"
+    "                           KVS_ENOMEM from a server under a memory limit; a\n"
+    "                           small key still sums exactly afterwards\n"
     "  create-error ERRNAME [WORD] [--type T]\n"
     "                           kvs_create fails with ERRNAME and kvs_last_error()\n"
     "                           contains WORD\n";
@@ -455,6 +466,7 @@ typedef struct opts {
     int slow_rank; /* this rank waits 100 ms before each push (-1: none) */
     const char *pause_file;
     const char *block;
+    int left; /* peer-dead: a worker left (kvs_close) instead of dying */
     uint64_t bound;
     /* create-error */
     const char *errname, *word;
@@ -566,6 +578,8 @@ static void parse_opts(opts *o, int argc, char **argv)
         } else if (strcmp(a, "--block") == 0) {
             NEED();
             o->block = next;
+        } else if (strcmp(a, "--left") == 0) {
+            o->left = 1;
         } else if (a[0] == '-' && a[1] == '-') {
             die("unknown option %s\n%s", a, usage_text);
         } else {
@@ -1342,15 +1356,160 @@ static int scenario_peer_dead(const opts *o)
     } else {
         c.failed |= check_dead_name(&c, msg);
     }
+    /* The job is dead: every later call says so, even the waits of nothing
+     * and kvs_close (a departure fails only the rounds it left open). */
+    int want = o->left ? 0 : KVS_EPEERDEAD;
+    rc = kvs_wait(c.s, P);
+    snprintf(msg, sizeof msg, "%s", kvs_last_error());
+    say(c.who, "kvs_wait afterwards returned %s: %s", kvs_errname(rc), msg);
+    if (rc != want) {
+        say(c.who, "expected %s from kvs_wait after the failure", kvs_errname(want));
+        c.failed = 1;
+    } else if (want) {
+        c.failed |= check_dead_name(&c, msg);
+    }
+    rc = kvs_wait_all(c.s);
+    snprintf(msg, sizeof msg, "%s", kvs_last_error());
+    say(c.who, "kvs_wait_all afterwards returned %s: %s", kvs_errname(rc), msg);
+    if (rc != want) {
+        say(c.who, "expected %s from kvs_wait_all after the failure", kvs_errname(want));
+        c.failed = 1;
+    } else if (want) {
+        c.failed |= check_dead_name(&c, msg);
+    }
     t0 = now_s();
     rc = kvs_close(c.s);
-    say(c.who, "kvs_close returned %s after %.2f s", kvs_errname(rc), now_s() - t0);
+    snprintf(msg, sizeof msg, "%s", kvs_last_error());
+    say(c.who, "kvs_close returned %s after %.2f s: %s", kvs_errname(rc), now_s() - t0, msg);
+    if (rc != want) {
+        say(c.who, "expected %s from kvs_close after the failure", kvs_errname(want));
+        c.failed = 1;
+    } else if (want) {
+        c.failed |= check_dead_name(&c, msg);
+    }
     free(out[0].data);
     free(out[1].data);
     free(pv.data);
     free(qv.data);
     say(c.who, "peer-dead: %s", c.failed ? "FAILED" : "ok");
     return c.failed;
+}
+
+static int scenario_leave(const opts *o)
+{
+    wctx c;
+    uint64_t P, Q;
+    kvs_array pv, qv;
+    if (open_store(&c, o, "dist_sync", 0) != 0 || peer_setup(&c, o, &P, &Q, &pv, &qv) != 0)
+        return 1;
+    if (!wait_test_file("go", 120)) {
+        say(c.who, "file 'go' did not appear within 120 s");
+        return 1;
+    }
+    int rc = kvs_close(c.s);
+    say(c.who, "left the job: kvs_close returned %s", kvs_errname(rc));
+    free(pv.data);
+    free(qv.data);
+    return rc != 0;
+}
+
+/* One call that must fail with KVS_ETOOBIG at once. */
+static int expect_too_big(wctx *c, const char *what, int rc, double t0)
+{
+    double dt = now_s() - t0;
+    say(c->who, "%s returned %s after %.3f s: %s", what, kvs_errname(rc), dt, kvs_last_error());
+    if (rc != KVS_ETOOBIG || dt > 1.0) {
+        say(c->who, "expected KVS_ETOOBIG within 1 s from %s", what);
+        return 1;
+    }
+    return 0;
+}
+
+static int scenario_too_big(const opts *o)
+{
+    wctx c;
+    float small[4] = {1, 2, 3, 4}, out[4];
+    if (open_store(&c, o, o->type, 0) != 0)
+        return 1;
+    /* the data pointers are never read: the sizes fail first */
+    uint64_t key = 5;
+    kvs_array huge = arr(small, 1ULL << 40, KVS_FLOAT32);       /* 4 TiB */
+    kvs_array over = arr(small, 1ULL << 62, KVS_FLOAT64);       /* 2^65 bytes */
+    double t0 = now_s();
+    c.failed |= expect_too_big(&c, "kvs_init of 2^40 float32", kvs_init(c.s, 1, &key, &huge), t0);
+    t0 = now_s();
+    c.failed |= expect_too_big(&c, "kvs_init of 2^62 float64", kvs_init(c.s, 1, &key, &over), t0);
+    t0 = now_s();
+    c.failed |= expect_too_big(&c, "kvs_push of 2^40 float32", kvs_push(c.s, 1, &key, &huge, 0), t0);
+    t0 = now_s();
+    c.failed |= expect_too_big(&c, "kvs_pull of 2^62 float64", kvs_pull(c.s, 1, &key, &over, 0), t0);
+    /* the store still works */
+    kvs_array v = arr(small, 4, KVS_FLOAT32), ov = arr(out, 4, KVS_FLOAT32);
+    int rc = kvs_init(c.s, 1, &key, &v);
+    if (rc == 0)
+        rc = kvs_pull(c.s, 1, &key, &ov, 0);
+    if (rc == 0)
+        rc = kvs_wait(c.s, key);
+    if (report(c.who, "init+pull after the refusals", rc))
+        c.failed = 1;
+    else if (c.rank == 0 && memcmp(out, small, sizeof out) != 0) {
+        say(c.who, "MISMATCH after the refusals: got %g %g %g %g", out[0], out[1], out[2], out[3]);
+        c.failed = 1;
+    }
+    if (report(c.who, "kvs_close", kvs_close(c.s)))
+        c.failed = 1;
+    say(c.who, "too-big: %s", c.failed ? "FAILED" : "ok");
+    return c.failed;
+}
+
+/* ---- a server out of memory answers ---- */
+
+static int scenario_enomem(const opts *o)
+{
+    wctx c;
+    const uint64_t small = 21, big = 22, n = 8;
+    uint64_t nbig = o->ncounts ? o->counts[0] : (64u << 20);
+    if (open_store(&c, o, "dist_sync", 0) != 0)
+        return 1;
+    float v[8], out[8];
+    for (uint64_t i = 0; i < n; i++)
+        v[i] = (float)(i + 1);
+    kvs_array a = arr(v, n, KVS_FLOAT32), ao = arr(out, n, KVS_FLOAT32);
+    if (report(c.who, "kvs_init (small key)", kvs_init(c.s, 1, &small, &a))) {
+        close_store(&c);
+        return 1;
+    }
+    float *bigbuf = calloc(nbig, sizeof *bigbuf); /* never touched: no resident pages */
+    if (bigbuf == NULL)
+        die("cannot allocate %llu float32", (unsigned long long)nbig);
+    kvs_array ab = arr(bigbuf, nbig, KVS_FLOAT32);
+    int rc = kvs_init(c.s, 1, &big, &ab);
+    say(c.who, "kvs_init of %llu float32 returned %s: %s", (unsigned long long)nbig,
+        kvs_errname(rc), kvs_last_error());
+    if (rc != KVS_ENOMEM || strstr(kvs_last_error(), "memory") == NULL) {
+        say(c.who, "expected KVS_ENOMEM naming memory");
+        c.failed = 1;
+    }
+    free(bigbuf);
+    for (int round = 0; round < 3 && !c.failed; round++) {
+        for (uint64_t i = 0; i < n; i++)
+            v[i] = (float)(round * 100 + (int)i);
+        if (report(c.who, "kvs_push", kvs_push(c.s, 1, &small, &a, 0)) ||
+            report(c.who, "kvs_pull", kvs_pull(c.s, 1, &small, &ao, 0)) ||
+            report(c.who, "kvs_wait_all", kvs_wait_all(c.s))) {
+            c.failed = 1;
+            break;
+        }
+        for (uint64_t i = 0; i < n; i++)
+            if (out[i] != v[i]) {
+                say(c.who, "round %d element %llu: got %g, expected %g", round,
+                    (unsigned long long)i, out[i], v[i]);
+                c.failed = 1;
+            }
+    }
+    if (!c.failed)
+        say(c.who, "enomem: KVS_ENOMEM answered, small key exact afterwards");
+    return close_store(&c) || c.failed;
 }
 
 /* ---- kvs_create failures ---- */
@@ -1488,7 +1647,13 @@ int main(int argc, char **argv)
         return scenario_victim(&o);
     if (strcmp(sc, "peer-dead") == 0)
         return scenario_peer_dead(&o);
+    if (strcmp(sc, "leave") == 0)
+        return scenario_leave(&o);
+    if (strcmp(sc, "too-big") == 0)
+        return scenario_too_big(&o);
     if (strcmp(sc, "create-error") == 0)
         return scenario_create_error(&o);
+    if (strcmp(sc, "enomem") == 0)
+        return scenario_enomem(&o);
     die("unknown scenario '%s'\n%s", sc, usage_text);
 }
