@@ -10,6 +10,7 @@
 #include <uv.h>
 #include <zmq.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/sizes.h"
 #include "net/link.h"
@@ -115,10 +116,30 @@ static bool cma_still_there(const srv_cma *c)
            memcmp(now, c->nonce, sizeof now) == 0;
 }
 
+/* A traced request (PROTO_F_TRACE): its timing on this server, just before
+ * its reply. */
+static void send_timing(srv *s, const uint8_t *ident, size_t ident_len, const proto_hdr *req)
+{
+    uint64_t now = clock_ns();
+    proto_hdr t = {.type = PROTO_TIMING, .sender = s->node_id, .req_id = req->req_id,
+                   .key = req->key, .part = req->part, .body_len = PROTO_TIMING_LEN};
+    zmq_msg_t body;
+    if (req->t_arrive_ns == 0 || zmq_msg_init_size(&body, PROTO_TIMING_LEN) != 0)
+        return;
+    uint8_t *b = zmq_msg_data(&body);
+    le_put64(b, now - req->t_arrive_ns);
+    le_put64(b + 8, req->sum_ns);
+    le_put64(b + 16, req->t_round_ns > req->t_arrive_ns ? req->t_round_ns - req->t_arrive_ns : 0);
+    net_send(s->data, ident, ident_len, &t, &body);
+    zmq_msg_close(&body);
+}
+
 static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const proto_hdr *req,
                        int status, const char *text, srv_buf *value, uint64_t round)
 {
     srv *s = arg;
+    if (req->flags & PROTO_F_TRACE)
+        send_timing(s, ident, ident_len, req);
     proto_hdr h = *req;
     h.type = PROTO_REPLY;
     h.sender = s->node_id;
@@ -299,6 +320,8 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
     }
     int wrank = (h.sender - 9) / 2;
     srv_met_request(&s->met, h.type);
+    if (h.flags & PROTO_F_TRACE)
+        h.t_arrive_ns = clock_ns();
     LOG(LOG_DEBUG, s->who, "net", "%s key %llu part %u round %llu from worker %d",
         proto_type_name(h.type), (unsigned long long)h.key, h.part,
         (unsigned long long)h.round, wrank);

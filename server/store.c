@@ -352,8 +352,10 @@ static void complete_round(srv_store *st, srv_entry *e)
     srv_req *r = e->waiting;
     e->waiting = NULL;
     e->waiting_tail = &e->waiting;
+    uint64_t now = clock_ns();
     while (r) {
         srv_req *n = r->next;
+        r->h.t_round_ns = now;
         reply_ok(st, r, e);
         req_free(r);
         r = n;
@@ -363,6 +365,7 @@ static void complete_round(srv_store *st, srv_entry *e)
         r = *pp;
         if (r->h.round <= e->round) {
             *pp = r->next;
+            r->h.t_round_ns = now;
             reply_ok(st, r, e);
             req_free(r);
         } else {
@@ -399,7 +402,9 @@ static bool add_push(srv_store *st, srv_entry *e, srv_req *r, const void *data,
     } else {
         red_add(st->pool, e->dtype, e->acc->data, data, e->count);
     }
-    met_observe(st->m_sum, (double)(clock_ns() - t0) / 1e9);
+    uint64_t t1 = clock_ns();
+    met_observe(st->m_sum, (double)(t1 - t0) / 1e9);
+    r->h.sum_ns = t1 - t0;
     st->bytes_summed += e->bytes;
     e->pushed[r->wrank] = 1;
     e->npushed++;

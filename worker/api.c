@@ -10,6 +10,7 @@
 #include "common/sizes.h"
 #include "worker/metrics.h"
 #include "tree/tree.h"
+#include "worker/trace.h"
 #include "worker/wrk_int.h"
 
 #define ZERO_COPY_MIN (64u << 10) /* bodies at least this big are sent without a copy */
@@ -24,6 +25,7 @@ void wrk_op_free(wrk_op *op)
     free(op->reqs);
     free(op->outptrs);
     free(op->tmp);
+    free(op->tleft);
     free(op);
 }
 
@@ -300,8 +302,10 @@ static int submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
         goto fail;
     }
 
-    size_t r = 0, o = 0;
+    size_t r = 0, o = 0, ku = 0;
     uint8_t *tmp = op->tmp;
+    if (s->trace && (op->tleft = calloc(op->nkeys ? op->nkeys : 1, sizeof *op->tleft)))
+        op->trace_id = ++s->trace_seq;
     wrk_part partbuf[64];
     for (size_t i = 0; i < n; i++) {
         if (first[i] != i)
@@ -342,10 +346,20 @@ static int submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
             goto fail;
         }
         wrk_route_chunks(&s->routing, keys[i], a->count, esz, wps);
+        if (op->trace_id) {
+            op->tleft[ku] = (uint32_t)parts;
+            wrk_tev ev = {.ts_ns = clock_ns(), .kind = TEV_QUEUED, .op = op->trace_id,
+                          .key = keys[i], .round = round,
+                          .optype = type == WRK_OP_INIT ? PROTO_INIT
+                                    : type == WRK_OP_PUSH ? PROTO_PUSH
+                                    : type == WRK_OP_PULL ? PROTO_PULL : PROTO_PUSHPULL};
+            wrk_trace_add(s->trace, &ev);
+        }
         for (uint64_t p = 0; p < parts; p++) {
             wrk_part wp = wps[p];
             wrk_req *q = &op->reqs[r++];
             q->op = op;
+            q->kidx = (uint32_t)ku;
             q->server = wp.server;
             q->h.type = (uint16_t)(type == WRK_OP_INIT ? PROTO_INIT
                                    : type == WRK_OP_PUSH ? PROTO_PUSH
@@ -374,6 +388,7 @@ static int submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
         }
         if (wps != partbuf)
             free(wps);
+        ku++;
     }
     op->pending = (int)op->nreqs;
     for (size_t i = 0; i < op->nreqs; i++)
@@ -492,6 +507,21 @@ static int parse_type(const char *type, int *kind, bool *async)
                    "'dist_async'", type);
 }
 
+/* KVS_TRACE: "%r" in the path becomes the rank (one file per worker). */
+static void trace_path(const char *tmpl, int rank, char *out, size_t len)
+{
+    size_t n = 0;
+    for (const char *p = tmpl; *p && n + 12 < len; p++) {
+        if (p[0] == '%' && p[1] == 'r') {
+            n += (size_t)snprintf(out + n, len - n, "%d", rank);
+            p++;
+        } else {
+            out[n++] = *p;
+        }
+    }
+    out[n] = '\0';
+}
+
 int kvs_create(const char *type, kvs_store **out)
 {
     kvs_store *s;
@@ -564,6 +594,16 @@ int kvs_create(const char *type, kvs_store **out)
     rc = wrk_io_start(s);
     if (rc)
         goto fail; /* wrk_io_start set the message */
+    if (s->c.trace_path[0]) {
+        char path[sizeof s->c.trace_path + 16];
+        trace_path(s->c.trace_path, s->rank, path, sizeof path);
+        rc = wrk_trace_open(path, s->rank, WRK_TRACE_RING, &s->trace, err, sizeof err);
+        if (rc) {
+            rc = err_set(rc == KVS_EINVAL ? KVS_ECONFIG : rc, "%s", err);
+            goto fail;
+        }
+        LOG(LOG_INFO, s->who, "trace", "writing the timeline to %s", path);
+    }
     *out = s;
     return 0;
 fail:
@@ -675,7 +715,13 @@ static int control_op(kvs_store *s, int type)
     list_append(s, op);
     wrk_io_submit(s, op);
     pthread_mutex_unlock(&s->mu);
-    return wait_op(s, op);
+    uint64_t t0 = clock_ns();
+    int rc = wait_op(s, op);
+    if (s->trace && type == WRK_OP_BARRIER) {
+        wrk_tev ev = {.ts_ns = t0, .kind = TEV_BARRIER, .a = clock_ns() - t0, .status = rc};
+        wrk_trace_add(s->trace, &ev);
+    }
+    return rc;
 }
 
 int kvs_barrier(kvs_store *s)
@@ -732,6 +778,13 @@ int kvs_close(kvs_store *s)
         wrk_io_stop(s);
         if (rc)
             err_set(rc, "%s", keep);
+    }
+    if (s->trace) {
+        if (wrk_trace_dropped(s->trace))
+            LOG(LOG_WARN, s->who, "trace", "%llu timeline events dropped (the writer could "
+                "not keep up)", (unsigned long long)wrk_trace_dropped(s->trace));
+        wrk_trace_close(s->trace);
+        s->trace = NULL;
     }
     /* free any op still listed (failed and never reported) */
     wrk_op *op = s->ops_head;

@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/sizes.h"
 #include "worker/metrics.h"
+#include "worker/trace.h"
 #include "worker/wrk_int.h"
 
 #define ZERO_COPY_MIN (64u << 10)
@@ -110,6 +111,28 @@ static void zc_free(void *data, void *hint)
     wrk_op_release(q->op->store, q->op, 0, NULL);
 }
 
+/* A timeline event about request q (KVS_TRACE). */
+static void trace_req(kvs_store *s, const wrk_req *q, int kind, uint64_t a, uint64_t b,
+                      uint64_t c, int status)
+{
+    wrk_tev ev = {.ts_ns = clock_ns(), .kind = (uint16_t)kind, .op = q->op->trace_id,
+                  .key = q->h.key, .round = q->h.round, .a = a, .b = b, .c = c,
+                  .server = q->server, .status = status, .part = q->h.part,
+                  .optype = q->h.type};
+    wrk_trace_add(s->trace, &ev);
+}
+
+/* The reply to traced request q arrived: "replied", and "done" when it was
+ * the last part of its key (I/O thread, before the op is released). */
+static void trace_replied(kvs_store *s, const wrk_req *q, int status)
+{
+    if (!s->trace || q->op == NULL || !q->op->trace_id)
+        return;
+    trace_req(s, q, TEV_REPLIED, 0, 0, 0, status);
+    if (q->op->tleft && --q->op->tleft[q->kidx] == 0)
+        trace_req(s, q, TEV_DONE, 0, 0, 0, status);
+}
+
 static void send_req(kvs_store *s, wrk_req *q)
 {
     char text[256];
@@ -137,6 +160,9 @@ static void send_req(kvs_store *s, wrk_req *q)
     }
     zmq_msg_t body, *bp = NULL;
     uint64_t bytes = q->h.count * kvs_dtype_size((kvs_dtype)q->h.dtype);
+    bool traced = s->trace && q->op && q->op->trace_id;
+    if (traced)
+        q->h.flags |= PROTO_F_TRACE; /* the server reports its timing */
     if (s->cma && s->cma[q->server] && bytes >= CMA_MIN &&
         (q->send || q->nouts > 0)) {
         /* same host: the server copies from and into our memory itself */
@@ -151,6 +177,8 @@ static void send_req(kvs_store *s, wrk_req *q)
         q->cma_out = q->nouts > 0;
         q->t_sent = clock_ns();
         wrk_met_sent(s, q, true, bytes);
+        if (traced)
+            trace_req(s, q, TEV_SENT, q->send ? bytes : 0, 1, 0, 0);
         if (net_send(s->servers[q->server], NULL, 0, &h, &body) != 0) {
             hmap_del(&s->reqs, q->req_id);
             snprintf(text, sizeof text, "send to server %d failed", q->server);
@@ -177,6 +205,8 @@ static void send_req(kvs_store *s, wrk_req *q)
         (unsigned long long)q->h.round, q->server);
     q->t_sent = clock_ns();
     wrk_met_sent(s, q, false, 0);
+    if (traced)
+        trace_req(s, q, TEV_SENT, bp ? q->h.body_len : 0, 0, 0, 0);
     if (net_send(s->servers[q->server], NULL, 0, &q->h, bp) != 0) {
         hmap_del(&s->reqs, q->req_id);
         snprintf(text, sizeof text, "send to server %d failed", q->server);
@@ -270,8 +300,16 @@ static void on_server(net_sock *sock, net_msg *m, void *arg)
                 proto_type_name(h.type), (unsigned long long)h.req_id);
         return;
     }
+    if (h.type == PROTO_TIMING) { /* a traced request's timing on its server */
+        if (s->trace && q->op && q->op->trace_id && h.sender == proto_server_id(q->server)) {
+            const uint8_t *b = (const uint8_t *)body;
+            trace_req(s, q, TEV_SERVER, le_get64(b), le_get64(b + 8), le_get64(b + 16), 0);
+        }
+        return;
+    }
     hmap_del(&s->reqs, h.req_id);
     wrk_met_reply(s, q, &h, h.type == PROTO_ERROR && h.status == 0 ? KVS_EPROTO : h.status);
+    trace_replied(s, q, h.type == PROTO_ERROR && h.status == 0 ? KVS_EPROTO : h.status);
     if (s->io_failed)
         close_idle_servers(s);
     if (q->op == NULL) { /* our HELLO */

@@ -69,6 +69,7 @@ typedef struct wrk_req {
     uint8_t **outs;      /* where reply data goes (each h.count elements) */
     bool cma_out;        /* (io) sent by reference: the server writes outs[0] itself */
     uint64_t t_sent;     /* (io) clock_ns() when sent (metrics, trace) */
+    uint32_t kidx;       /* index of its key in op->keys (trace) */
 } wrk_req;
 
 struct wrk_op {
@@ -87,6 +88,8 @@ struct wrk_op {
     wrk_req *reqs;
     uint8_t **outptrs;   /* storage behind reqs[].outs */
     void *tmp;           /* locally summed push data */
+    uint64_t trace_id;   /* KVS_TRACE: the op's number (0: not traced) */
+    uint32_t *tleft;     /* KVS_TRACE: per key, parts not yet replied (io) */
 };
 
 typedef struct wrk_key {
@@ -140,6 +143,8 @@ struct kvs_store {
     uint64_t next_req;
     char host[CFG_HOST_MAX];
     struct wrk_met *met;  /* metrics (worker/metrics.c); counters atomic */
+    struct wrk_trace *trace; /* KVS_TRACE timeline (worker/trace.c), or NULL */
+    uint64_t trace_seq;   /* (mu) last op number given */
     uv_timer_t met_timer; /* (io) heartbeat age, once a second */
 };
 

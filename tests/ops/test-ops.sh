@@ -74,7 +74,7 @@ for ((i = 0; i < S; i++)); do
 done
 WPIDS=()
 for ((i = 0; i < W; i++)); do
-    DMLC_ROLE=worker DMLC_PS_ROOT_PORT=$PORT DMLC_WORKER_ID=$i \
+    DMLC_ROLE=worker DMLC_PS_ROOT_PORT=$PORT DMLC_WORKER_ID=$i KVS_TRACE=$WORK/trace-%r.json \
         "$B/tests/kvs-opsworker" "$WORK" $R 2>"$WORK/worker$i.log" &
     PIDS+=($!) WPIDS+=($!)
 done
@@ -125,8 +125,9 @@ for ((w = 0; w < W; w++)); do
     check "worker $w and server 0 agree on the bytes copied directly" test "$wcma" = "$cma"
     check "server 0: direct-copy bytes to worker $w = R x 128 KiB" \
         test "$(val "$WORK/server0.prom" "kvs_sent_bytes_total{peer=\"worker $w\",path=\"cma\"}")" = $(( R * K2 ))
-    check "server 1: replies to worker $w = hello + init + R messages, values inline" eval \
-        '[[ $(val "$WORK/server1.prom" "kvs_sent_messages_total{peer=\"worker $w\",path=\"socket\"}") == $((2 + R)) && $(val "$WORK/server1.prom" "kvs_sent_bytes_total{peer=\"worker $w\",path=\"socket\"}") == $((88 + 88 + R * 4088)) ]]'
+    # the workers trace (KVS_TRACE): each traced request also gets a TIMING (88 + 24 bytes)
+    check "server 1: to worker $w: hello, init, R replies with values inline, 1 + R timings" eval \
+        '[[ $(val "$WORK/server1.prom" "kvs_sent_messages_total{peer=\"worker $w\",path=\"socket\"}") == $((2 + R + 1 + R)) && $(val "$WORK/server1.prom" "kvs_sent_bytes_total{peer=\"worker $w\",path=\"socket\"}") == $((88 + 88 + R * 4088 + (1 + R) * 112)) ]]'
     wf=$WORK/worker-$w.prom
     check "worker $w: kvs_metrics counts requests, latencies, bytes (mirror of the servers')" eval \
         '[[ $(val "$wf" "kvs_requests_total{type=\"pushpull\"}") == $((R * 2)) && $(val "$wf" "kvs_request_seconds_count{type=\"pushpull\"}") == $((R * 2)) && $(val "$wf" "kvs_received_bytes_total{peer=\"server 0\",path=\"cma\"}") == $((R * K2)) && $(val "$wf" "kvs_sent_bytes_total{peer=\"server 1\",path=\"socket\"}") == $(val "$WORK/server1.prom" "kvs_received_bytes_total{peer=\"worker $w\",path=\"socket\"}") ]]'
@@ -180,6 +181,23 @@ for ((i = 0; i <= S; i++)); do wait "${PIDS[i]}" || dend=1; done
 check "scheduler and servers exit 0 at the end of the job" test $dend = 0
 check "no daemon logged an error" eval '! grep -h " ERROR " "$WORK"/scheduler.log "$WORK"/server*.log'
 PIDS=()
+
+# ------------------------------------------------------------ the timelines (KVS_TRACE)
+for ((w = 0; w < W; w++)); do
+    check "worker $w: timeline is valid JSON with every key's events in order" \
+        $PY "$ROOT/tests/ops/check-trace.py" "$WORK/trace-$w.json" "$w" "$R"
+done
+"$B/kvs-trace" summary --top 3 "$WORK/trace-0.json" "$WORK/trace-1.json" >"$WORK/summary" 2>&1
+check "kvs-trace summary: every key operation complete, the split and the slowest keys" eval \
+    'grep -q "^key operations: $((W * (2 + 2 * R))) complete, 0 incomplete (queued but never done), 0 with errors; $((W * R)) barriers; 0 events dropped" "$WORK/summary" && grep -q "waiting for other workers" "$WORK/summary" && [[ $(grep -cE "^  [01] +(pushpull|init) +[12] " "$WORK/summary") == 3 ]]'
+"$B/kvs-trace" summary "$WORK/sched.prom" >"$WORK/summary2" 2>&1
+rc=$?
+check "kvs-trace summary of a file that is not a timeline -> exit 1, says so" eval \
+    '[[ $rc == 1 ]] && grep -q "not a kvsd timeline" "$WORK/summary2"'
+head -c 3000 "$WORK/trace-0.json" >"$WORK/cut.json"
+check "kvs-trace reads a file cut short (a worker that died)" eval \
+    '"$B/kvs-trace" summary "$WORK/cut.json" | grep -q "^key operations: "'
+if (( SHOW_LOGS )); then cat "$WORK/summary"; fi
 
 # ------------------------------------------------------------ configuration errors
 DMLC_ROLE=server DMLC_PS_ROOT_PORT=1 KVS_METRICS_PORT=abc "$B/kvs-server" 2>"$WORK/e1"
