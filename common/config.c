@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "config.h"
+#include "datapath.h"
 #include "kvs.h"
 #include "log.h"
 
@@ -226,7 +227,7 @@ int cfg_load(cfg *c, bool needs_job, char *err, size_t errlen)
     TRY(cfg_get_double("KVS_START_TIMEOUT", 120, 0.1, 86400, &c->start_timeout_s, err, errlen));
     TRY(cfg_get_u64("KVS_MAX_MESSAGE", 4ull << 30, 64, UINT64_MAX, &c->max_message, err,
                     errlen));
-    TRY(cfg_get_u64("KVS_CHUNK_BYTES", 4u << 20, 4096, 1ull << 40, &c->chunk_bytes, err,
+    TRY(cfg_get_u64("KVS_CHUNK_BYTES", DP_CHUNK_BYTES_DEFAULT, 4096, 1ull << 40, &c->chunk_bytes, err,
                     errlen));
     TRY(cfg_get_bool("KVS_CMA", true, &c->cma, err, errlen));
     TRY(cfg_get_bool("KVS_MALLOC_TUNE", true, &c->malloc_tune, err, errlen));

@@ -11,6 +11,7 @@
 #include <zmq.h>
 
 #include "common/clock.h"
+#include "common/datapath.h"
 #include "common/log.h"
 #include "common/sizes.h"
 #include "net/link.h"
@@ -91,15 +92,13 @@ static void cma_job_run(const void *arg, uint64_t lo, uint64_t hi)
     }
 }
 
-#define CMA_PAR_MIN (1u << 20)   /* copies from this size use the reduction pool */
-#define CMA_PAR_CHUNK (256u << 10)
 
 static int cma_copy(srv *s, const srv_cma *c, int dir, void *buf, uint64_t addr, uint64_t len)
 {
-    if (len < CMA_PAR_MIN || s->pool == NULL)
+    if (len < DP_CMA_PAR_MIN || s->pool == NULL)
         return cma_copy1(c, dir, buf, addr, len);
     struct cma_job j = {c, dir, buf, addr, 0};
-    red_pool_for(s->pool, len, CMA_PAR_CHUNK, cma_job_run, &j);
+    red_pool_for(s->pool, len, DP_CMA_PAR_CHUNK, cma_job_run, &j);
     if (atomic_load(&j.err)) {
         errno = atomic_load(&j.err);
         return -1;

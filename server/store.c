@@ -5,12 +5,12 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/datapath.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/sizes.h"
 #include "server/store.h"
 
-#define ADOPT_MIN (64u << 10) /* smaller pushes are copied into a reused buffer */
 
 struct srv_entry {
     srv_entry *next; /* same hash */
@@ -382,7 +382,7 @@ static bool add_push(srv_store *st, srv_entry *e, srv_req *r, const void *data,
     uint64_t t0 = clock_ns();
     if (e->npushed == 0)
         e->round_start_ns = t0;
-    if (e->npushed == 0 && msg && e->bytes >= ADOPT_MIN && zmq_msg_size(msg) == e->bytes) {
+    if (e->npushed == 0 && msg && e->bytes >= DP_ADOPT_MIN && zmq_msg_size(msg) == e->bytes) {
         /* the first push of a round becomes the round buffer: no copy */
         e->acc = srv_buf_adopt(msg);
         if (e->acc == NULL) {

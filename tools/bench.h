@@ -2,6 +2,8 @@
 #ifndef KVS_TOOLS_BENCH_H
 #define KVS_TOOLS_BENCH_H
 
+#include <stdbool.h>
+
 /* `kvs-bench reduce [options]`: reduction-engine bandwidth vs memcpy
  * (tools/bench_reduce.c).  argv[0] is "reduce".  Returns the exit code. */
 int bench_reduce_main(int argc, char **argv);
@@ -10,5 +12,10 @@ int bench_reduce_main(int argc, char **argv);
  * ZeroMQ DEALER -> ROUTER echo between two processes over loopback TCP, no
  * kvsd code on the path (tools/bench_zmq.c). */
 int bench_zmq_main(int argc, char **argv);
+
+/* `kvs-bench --keys N` / `kvs-bench --model NAME`: rounds of many keys
+ * (tools/bench_keys.c).  bench_keys_wanted: argv asks for that mode. */
+bool bench_keys_wanted(int argc, char **argv);
+int bench_keys_main(int argc, char **argv);
 
 #endif

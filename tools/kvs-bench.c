@@ -19,6 +19,7 @@ static const char usage[] =
     "                 [--warmup N] [--type dist_sync|dist_async|local] [--json]\n"
     "       kvs-bench reduce [--help]   (reduction engine vs memcpy)\n"
     "       kvs-bench zmq [--help]      (raw ZeroMQ echo: the transport floor)\n"
+    "       kvs-bench --keys N | --model resnet50|bert-base [--help]  (many keys)\n"
     "\n"
     "Runs as a worker of a job (start it with deploy/kvs-launch, or set DMLC_*).\n"
     "  --sizes   bytes per key, K/M/G suffixes (default 4K,256K,4M,64M)\n"
@@ -234,6 +235,8 @@ int main(int argc, char **argv)
         return bench_reduce_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "zmq"))
         return bench_zmq_main(argc - 1, argv + 1);
+    if (bench_keys_wanted(argc, argv))
+        return bench_keys_main(argc, argv);
     if (parse_opts(argc, argv, &o) != 0)
         return 2;
     rc = kvs_create(o.type, &s);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/datapath.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/memtune.h"
@@ -13,7 +14,6 @@
 #include "worker/trace.h"
 #include "worker/wrk_int.h"
 
-#define ZERO_COPY_MIN (64u << 10) /* bodies at least this big are sent without a copy */
 
 /* ---- operation bookkeeping ---- */
 
@@ -53,18 +53,57 @@ static void list_append(kvs_store *s, wrk_op *op)
     s->ops_tail = op;
 }
 
+/* (mu) An async op counts as unfinished for each of its keys until it
+ * completes: kvs_wait(key) waits on the key's count, not on a scan of every
+ * op.  Returns 0 or KVS_ENOMEM (nothing counted). */
+static int busy_add_locked(kvs_store *s, wrk_op *op)
+{
+    for (size_t i = 0; i < op->nkeys; i++) {
+        uintptr_t c = (uintptr_t)hmap_get(&s->busy, op->keys[i]);
+        if (hmap_put(&s->busy, op->keys[i], (void *)(c + 1)) != 0) {
+            while (i-- > 0) {
+                c = (uintptr_t)hmap_get(&s->busy, op->keys[i]);
+                if (c > 1)
+                    hmap_put(&s->busy, op->keys[i], (void *)(c - 1)); /* exists: no alloc */
+                else
+                    hmap_del(&s->busy, op->keys[i]);
+            }
+            return err_set(KVS_ENOMEM, "out of memory");
+        }
+    }
+    s->nbusy++;
+    return 0;
+}
+
+static void busy_done_locked(kvs_store *s, wrk_op *op)
+{
+    for (size_t i = 0; i < op->nkeys; i++) {
+        uintptr_t c = (uintptr_t)hmap_get(&s->busy, op->keys[i]);
+        if (c > 1)
+            hmap_put(&s->busy, op->keys[i], (void *)(c - 1)); /* exists: no alloc */
+        else
+            hmap_del(&s->busy, op->keys[i]);
+    }
+    s->nbusy--;
+}
+
 static void op_release_locked(kvs_store *s, wrk_op *op, int err, const char *text)
 {
     if (err != 0 && op->err == 0) {
         op->err = err;
         snprintf(op->errtext, sizeof op->errtext, "%s", text ? text : kvs_strerror(err));
     }
-    if (--op->pending > 0)
+    if (--op->pending > 0 || op->done)
         return;
     op->done = true;
-    if (op->err == 0 && !op->sync) {
-        list_remove(s, op);
-        wrk_op_free(op);
+    if (!op->sync) {
+        busy_done_locked(s, op);
+        if (op->err == 0) {
+            list_remove(s, op);
+            wrk_op_free(op);
+        } else {
+            s->nfailed++;
+        }
     }
     pthread_cond_broadcast(&s->cv);
 }
@@ -136,19 +175,29 @@ static int check_args(kvs_store *s, size_t n, const uint64_t *keys, const kvs_ar
     return 0;
 }
 
-/* Unique keys of keys[0..n): first[i] = index of the first occurrence of
- * keys[i].  Returns the number of unique keys or -1 (no memory). */
-static long uniq_keys(size_t n, const uint64_t *keys, size_t *first)
+/* The occurrences of each key in keys[0..n): first[i] = index of the first
+ * occurrence of keys[i]; for a first occurrence i, cnt[i] = how many there
+ * are and next[] chains them in order (NO_NEXT ends a chain).  O(n).
+ * Returns the number of unique keys or -1 (no memory). */
+#define NO_NEXT SIZE_MAX
+static long uniq_keys(size_t n, const uint64_t *keys, size_t *first, size_t *cnt,
+                      size_t *next, size_t *last)
 {
     hmap seen;
     long nu = 0;
     hmap_init(&seen);
     for (size_t i = 0; i < n; i++) {
         void *v = hmap_get(&seen, keys[i]);
+        next[i] = NO_NEXT;
         if (v) {
-            first[i] = (size_t)(uintptr_t)v - 1;
+            size_t f = (size_t)(uintptr_t)v - 1;
+            first[i] = f;
+            next[last[f]] = i;
+            last[f] = i;
+            cnt[f]++;
         } else {
-            first[i] = i;
+            first[i] = last[i] = i;
+            cnt[i] = 1;
             if (hmap_put(&seen, keys[i], (void *)(uintptr_t)(i + 1)) != 0) {
                 hmap_fini(&seen);
                 return -1;
@@ -187,21 +236,88 @@ static int shape_err(uint64_t key, const wrk_key *k, const kvs_array *a, const c
                    kvs_dtype_name(k->dtype));
 }
 
+/* Under mu: check the keys' shapes against their inits, create the keys of
+ * an INIT, and give every request its round (the key's pushes so far; a
+ * push or pushpull counts one more).  Requests of one key are adjacent. */
+static int plan_rounds_locked(kvs_store *s, wrk_op *op, int type)
+{
+    int rc = 0;
+    for (size_t r = 0; r < op->nreqs && rc == 0; r++) {
+        const proto_hdr *h = &op->reqs[r].h;
+        if (r > 0 && h->key == op->reqs[r - 1].h.key)
+            continue;
+        wrk_key *k = hmap_get(&s->keys, h->key);
+        kvs_array a = {NULL, h->total, (kvs_dtype)h->dtype, KVS_CPU};
+        if (k && (k->count != a.count || k->dtype != a.dtype))
+            rc = shape_err(h->key, k, &a, type == WRK_OP_INIT   ? "init"
+                                          : type == WRK_OP_PULL ? "pull output"
+                                                                : "push value");
+    }
+    for (size_t r = 0; r < op->nreqs && rc == 0 && type == WRK_OP_INIT; r++) {
+        const proto_hdr *h = &op->reqs[r].h;
+        if ((r > 0 && h->key == op->reqs[r - 1].h.key) || hmap_get(&s->keys, h->key))
+            continue;
+        wrk_key *k = calloc(1, sizeof *k);
+        if (k == NULL || hmap_put(&s->keys, h->key, k) != 0) {
+            free(k);
+            rc = err_set(KVS_ENOMEM, "out of memory");
+        } else {
+            k->count = h->total;
+            k->dtype = (kvs_dtype)h->dtype;
+        }
+    }
+    if (rc)
+        return rc;
+    uint64_t round = 0;
+    for (size_t r = 0; r < op->nreqs; r++) {
+        proto_hdr *h = &op->reqs[r].h;
+        if (r == 0 || h->key != op->reqs[r - 1].h.key) {
+            wrk_key *k = hmap_get(&s->keys, h->key);
+            round = k ? k->pushes : 0;
+            if ((type == WRK_OP_PUSH || type == WRK_OP_PUSHPULL) && k)
+                k->pushes++;
+        }
+        h->round = round;
+    }
+    return 0;
+}
+
+/* KVS_TRACE: "queued" for each key of op (its first part carries the round),
+ * at the time of the API call.  Called with mu held, before the I/O thread
+ * can see op. */
+static void trace_queued(kvs_store *s, const wrk_op *op, uint64_t t_call)
+{
+    for (size_t i = 0; i < op->nreqs; i++) {
+        const wrk_req *q = &op->reqs[i];
+        if (i > 0 && op->reqs[i - 1].kidx == q->kidx)
+            continue;
+        wrk_tev ev = {.ts_ns = t_call, .kind = TEV_QUEUED, .op = op->trace_id,
+                      .key = q->h.key, .round = q->h.round, .optype = q->h.type};
+        wrk_trace_add(s->trace, &ev);
+    }
+}
+
 /* Build and queue an op.  vals: data sent (push/pushpull/init); outs: where
- * replies go (pull/pushpull).  Called without mu. */
+ * replies go (pull/pushpull).  Called without mu: the requests are planned
+ * (routing, local sums) before the lock is taken, which then only checks
+ * shapes, numbers the rounds and queues. */
 static int submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
                   const kvs_array *vals, const kvs_array *outs, int priority, wrk_op **sync_op)
 {
     const kvs_array *shape = vals ? vals : outs;
-    size_t *first = NULL;
+    uint64_t t_call = clock_ns();
+    size_t *first = NULL, *cnt, *next, *last;
     long nu;
     int rc = 0;
     wrk_op *op = NULL;
 
-    first = malloc((n ? n : 1) * sizeof *first);
+    first = malloc((n ? n : 1) * 4 * sizeof *first);
     if (first == NULL)
         return err_set(KVS_ENOMEM, "out of memory");
-    nu = uniq_keys(n, keys, first);
+    cnt = first + (n ? n : 1);
+    next = cnt + (n ? n : 1);
+    last = next + (n ? n : 1);
+    nu = uniq_keys(n, keys, first, cnt, next, last);
     if (nu < 0) {
         free(first);
         return err_set(KVS_ENOMEM, "out of memory");
@@ -233,18 +349,16 @@ static int submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
     /* count the parts and output pointers */
     size_t nreqs = 0, nouts = 0, tmp_bytes = 0;
     for (size_t i = 0, u = 0; i < n; i++) {
-        size_t cnt = 0;
         if (first[i] != i)
             continue;
-        op->keys[u++] = keys[i];
+        if (op->keys)
+            op->keys[u++] = keys[i];
         uint64_t parts = wrk_route_chunks(&s->routing, keys[i], shape[i].count,
                                           kvs_dtype_size(shape[i].dtype), NULL);
         nreqs += parts;
-        for (size_t j = i; j < n; j++)
-            cnt += first[j] == i;
         if (outs)
-            nouts += parts * cnt;
-        if (vals && cnt > 1 && type != WRK_OP_INIT)
+            nouts += parts * cnt[i];
+        if (vals && cnt[i] > 1 && type != WRK_OP_INIT)
             tmp_bytes += ((shape[i].count * kvs_dtype_size(shape[i].dtype)) + 63) & ~(size_t)63;
     }
     op->nreqs = nreqs;
@@ -258,103 +372,47 @@ static int submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
         goto fail;
     }
 
-    pthread_mutex_lock(&s->mu);
-    if (s->fatal) {
-        rc = err_set(s->fatal, "%s", s->fatal_text);
-        pthread_mutex_unlock(&s->mu);
-        goto fail;
-    }
-    if (s->stop) {
-        rc = err_set(KVS_ECLOSED, "store is closing");
-        pthread_mutex_unlock(&s->mu);
-        goto fail;
-    }
-    /* check shapes against the keys' inits before changing anything */
-    for (size_t i = 0; i < n; i++) {
-        if (first[i] != i)
-            continue;
-        wrk_key *k = hmap_get(&s->keys, keys[i]);
-        if (type == WRK_OP_INIT) {
-            if (k && (k->count != shape[i].count || k->dtype != shape[i].dtype)) {
-                rc = shape_err(keys[i], k, &shape[i], "init");
-                break;
-            }
-        } else if (k && (k->count != shape[i].count || k->dtype != shape[i].dtype)) {
-            rc = shape_err(keys[i], k, &shape[i],
-                           type == WRK_OP_PULL ? "pull output" : "push value");
-            break;
-        }
-    }
-    for (size_t i = 0; i < n && rc == 0 && type == WRK_OP_INIT; i++) {
-        if (first[i] != i || hmap_get(&s->keys, keys[i]))
-            continue;
-        wrk_key *k = calloc(1, sizeof *k);
-        if (k == NULL || hmap_put(&s->keys, keys[i], k) != 0) {
-            free(k);
-            rc = err_set(KVS_ENOMEM, "out of memory");
-        } else {
-            k->count = shape[i].count;
-            k->dtype = shape[i].dtype;
-        }
-    }
-    if (rc) {
-        pthread_mutex_unlock(&s->mu);
-        goto fail;
-    }
-
     size_t r = 0, o = 0, ku = 0;
     uint8_t *tmp = op->tmp;
     if (s->trace && (op->tleft = calloc(op->nkeys ? op->nkeys : 1, sizeof *op->tleft)))
-        op->trace_id = ++s->trace_seq;
+        op->trace_id = __atomic_add_fetch(&s->trace_seq, 1, __ATOMIC_RELAXED);
     wrk_part partbuf[64];
     for (size_t i = 0; i < n; i++) {
         if (first[i] != i)
             continue;
         const kvs_array *a = &shape[i];
         size_t esz = kvs_dtype_size(a->dtype);
-        wrk_key *k = hmap_get(&s->keys, keys[i]);
-        uint64_t round = k ? k->pushes : 0;
         const uint8_t *src = vals ? vals[i].data : NULL;
-        if ((type == WRK_OP_PUSH || type == WRK_OP_PUSHPULL) && k)
-            k->pushes++;
-        if (vals && type != WRK_OP_INIT) {
-            size_t idx[64], *ix = idx, cnt = 0;
-            for (size_t j = i; j < n; j++)
-                cnt += first[j] == i;
-            if (cnt > 1) {
-                if (cnt > 64 && (ix = malloc(cnt * sizeof *ix)) == NULL) {
-                    pthread_mutex_unlock(&s->mu);
-                    rc = err_set(KVS_ENOMEM, "out of memory");
-                    goto fail;
-                }
-                for (size_t j = i, c = 0; j < n; j++)
-                    if (first[j] == i)
-                        ix[c++] = j;
-                wrk_sum_local(s, tmp, vals, ix, cnt);
-                if (ix != idx)
-                    free(ix);
-                src = tmp;
-                tmp += ((a->count * esz) + 63) & ~(size_t)63;
+        if (vals && type != WRK_OP_INIT && cnt[i] > 1) {
+            /* the same key twice in one call: push the local sum */
+            size_t idx[64], *ix = idx, c = 0;
+            if (cnt[i] > 64 && (ix = malloc(cnt[i] * sizeof *ix)) == NULL) {
+                rc = err_set(KVS_ENOMEM, "out of memory");
+                goto fail;
             }
+            for (size_t j = i; j != NO_NEXT; j = next[j])
+                ix[c++] = j;
+            rc = wrk_sum_local(s, tmp, vals, ix, cnt[i]);
+            if (ix != idx)
+                free(ix);
+            if (rc) {
+                rc = err_set(rc, "key %llu: summing %zu local values failed",
+                             (unsigned long long)keys[i], cnt[i]);
+                goto fail;
+            }
+            src = tmp;
+            tmp += ((a->count * esz) + 63) & ~(size_t)63;
         }
         wrk_part *wps = partbuf;
         uint64_t parts = wrk_route_chunks(&s->routing, keys[i], a->count, esz, NULL);
         if (parts > sizeof partbuf / sizeof partbuf[0] &&
             (wps = malloc(parts * sizeof *wps)) == NULL) {
-            pthread_mutex_unlock(&s->mu);
             rc = err_set(KVS_ENOMEM, "out of memory");
             goto fail;
         }
         wrk_route_chunks(&s->routing, keys[i], a->count, esz, wps);
-        if (op->trace_id) {
+        if (op->trace_id)
             op->tleft[ku] = (uint32_t)parts;
-            wrk_tev ev = {.ts_ns = clock_ns(), .kind = TEV_QUEUED, .op = op->trace_id,
-                          .key = keys[i], .round = round,
-                          .optype = type == WRK_OP_INIT ? PROTO_INIT
-                                    : type == WRK_OP_PUSH ? PROTO_PUSH
-                                    : type == WRK_OP_PULL ? PROTO_PULL : PROTO_PUSHPULL};
-            wrk_trace_add(s->trace, &ev);
-        }
         for (uint64_t p = 0; p < parts; p++) {
             wrk_part wp = wps[p];
             wrk_req *q = &op->reqs[r++];
@@ -372,7 +430,6 @@ static int submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
             q->h.offset = wp.offset;
             q->h.count = wp.count;
             q->h.total = a->count;
-            q->h.round = round;
             q->h.dtype = (uint32_t)a->dtype;
             if (src && (type != WRK_OP_INIT || s->rank == 0)) {
                 q->send = src + wp.offset * esz;
@@ -380,9 +437,8 @@ static int submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
             }
             if (outs) {
                 q->outs = &op->outptrs[o];
-                for (size_t j = i; j < n; j++)
-                    if (first[j] == i)
-                        op->outptrs[o++] = (uint8_t *)outs[j].data + wp.offset * esz;
+                for (size_t j = i; j != NO_NEXT; j = next[j])
+                    op->outptrs[o++] = (uint8_t *)outs[j].data + wp.offset * esz;
                 q->nouts = (int)(&op->outptrs[o] - q->outs);
             }
         }
@@ -392,11 +448,38 @@ static int submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
     }
     op->pending = (int)op->nreqs;
     for (size_t i = 0; i < op->nreqs; i++)
-        if (op->reqs[i].h.body_len >= ZERO_COPY_MIN)
+        if (op->reqs[i].h.body_len >= DP_ZERO_COPY_MIN)
             op->pending++; /* released by ZeroMQ when the frame is sent */
-    if (op->nreqs == 0) {
-        op->done = true;
+
+    pthread_mutex_lock(&s->mu);
+    if (s->fatal) {
+        rc = err_set(s->fatal, "%s", s->fatal_text);
+        pthread_mutex_unlock(&s->mu);
+        goto fail;
     }
+    if (s->stop) {
+        rc = err_set(KVS_ECLOSED, "store is closing");
+        pthread_mutex_unlock(&s->mu);
+        goto fail;
+    }
+    rc = plan_rounds_locked(s, op, type);
+    if (rc == 0 && !op->sync && op->nreqs > 0)
+        rc = busy_add_locked(s, op);
+    if (rc) {
+        pthread_mutex_unlock(&s->mu);
+        goto fail;
+    }
+    if (op->trace_id)
+        trace_queued(s, op, t_call);
+    if (op->nreqs == 0 && !op->sync) {
+        /* nothing to do (no keys) */
+        pthread_mutex_unlock(&s->mu);
+        wrk_op_free(op);
+        free(first);
+        return 0;
+    }
+    if (op->nreqs == 0)
+        op->done = true;
     list_append(s, op);
     if (op->nreqs > 0)
         wrk_io_submit(s, op);
@@ -446,21 +529,15 @@ static bool op_has_key(const wrk_op *op, uint64_t key)
 }
 
 /* Wait until no unfinished op matches; report and drop the matching failed
- * ops.  all: every op; else ops on key. */
+ * ops.  all: every op; else ops on key.  Waiting uses the per-key counts;
+ * only when some op failed are the listed ops scanned. */
 static int wait_ops(kvs_store *s, bool all, uint64_t key)
 {
     int rc = 0;
     pthread_mutex_lock(&s->mu);
-    for (;;) {
-        bool busy = false;
-        for (wrk_op *op = s->ops_head; op && !busy; op = op->next)
-            if (!op->done && !op->sync && (all || op_has_key(op, key)))
-                busy = true;
-        if (!busy)
-            break;
+    while (all ? s->nbusy > 0 : hmap_get(&s->busy, key) != NULL)
         pthread_cond_wait(&s->cv, &s->mu);
-    }
-    wrk_op *op = s->ops_head;
+    wrk_op *op = s->nfailed > 0 ? s->ops_head : NULL;
     while (op) {
         wrk_op *n = op->next;
         if (op->done && !op->sync && (all || op_has_key(op, key))) {
@@ -468,6 +545,7 @@ static int wait_ops(kvs_store *s, bool all, uint64_t key)
                 rc = op->err;
                 err_set(rc, "%s", op->errtext);
             }
+            s->nfailed -= op->err != 0;
             list_remove(s, op);
             wrk_op_free(op);
         }
@@ -543,6 +621,7 @@ int kvs_create(const char *type, kvs_store **out)
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     hmap_init(&s->keys);
+    hmap_init(&s->busy);
     hmap_init(&s->reqs);
     snprintf(s->who, sizeof s->who, "worker");
     if (cfg_load(&s->c, kind == WRK_DIST, err, sizeof err) != 0 ||
@@ -799,6 +878,7 @@ int kvs_close(kvs_store *s)
         if (s->keys.used[i] == 1)
             free(s->keys.vals[i]);
     hmap_fini(&s->keys);
+    hmap_fini(&s->busy);
     hmap_fini(&s->reqs);
     free(s->cma);
     free(s->hellos);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/datapath.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/sizes.h"
@@ -13,8 +14,6 @@
 #include "worker/trace.h"
 #include "worker/wrk_int.h"
 
-#define ZERO_COPY_MIN (64u << 10)
-#define CMA_MIN (64u << 10) /* smaller data travels inline even to a same-host server */
 
 static void io_fail(kvs_store *s, int err, const char *text, int dead_server, bool force);
 static void close_idle_servers(kvs_store *s);
@@ -163,7 +162,7 @@ static void send_req(kvs_store *s, wrk_req *q)
     bool traced = s->trace && q->op && q->op->trace_id;
     if (traced)
         q->h.flags |= PROTO_F_TRACE; /* the server reports its timing */
-    if (s->cma && s->cma[q->server] && bytes >= CMA_MIN &&
+    if (s->cma && s->cma[q->server] && bytes >= DP_CMA_MIN &&
         (q->send || q->nouts > 0)) {
         /* same host: the server copies from and into our memory itself */
         proto_hdr h = q->h;
@@ -173,7 +172,7 @@ static void send_req(kvs_store *s, wrk_req *q)
         le_put64(zmq_msg_data(&body), (uint64_t)(uintptr_t)q->send);
         le_put64((uint8_t *)zmq_msg_data(&body) + 8,
                  q->nouts > 0 ? (uint64_t)(uintptr_t)q->outs[0] : 0);
-        bool counted_zc = q->send && q->h.body_len >= ZERO_COPY_MIN;
+        bool counted_zc = q->send && q->h.body_len >= DP_ZERO_COPY_MIN;
         q->cma_out = q->nouts > 0;
         q->t_sent = clock_ns();
         wrk_met_sent(s, q, true, bytes);
@@ -190,7 +189,7 @@ static void send_req(kvs_store *s, wrk_req *q)
         return;
     }
     if (q->send && q->h.body_len > 0) {
-        if (q->h.body_len >= ZERO_COPY_MIN) {
+        if (q->h.body_len >= DP_ZERO_COPY_MIN) {
             zmq_msg_init_data(&body, (void *)q->send, q->h.body_len, zc_free, q);
         } else {
             zmq_msg_init_size(&body, q->h.body_len);

@@ -112,6 +112,9 @@ struct kvs_store {
     wrk_op *ops_head, *ops_tail; /* (mu) not done, or done with an unreported error */
     wrk_op *q_head, *q_tail;     /* (mu) waiting for the I/O thread */
     hmap keys;                   /* (mu) key -> wrk_key */
+    hmap busy;                   /* (mu) key -> unfinished async ops with it (uintptr_t) */
+    size_t nbusy;                /* (mu) unfinished async ops */
+    size_t nfailed;              /* (mu) listed async ops that failed, not yet reported */
     int fatal;                   /* (mu) job broken: every call fails with it */
     char fatal_text[512];        /* (mu) */
     bool registered;             /* (mu) */
@@ -144,7 +147,7 @@ struct kvs_store {
     char host[CFG_HOST_MAX];
     struct wrk_met *met;  /* metrics (worker/metrics.c); counters atomic */
     struct wrk_trace *trace; /* KVS_TRACE timeline (worker/trace.c), or NULL */
-    uint64_t trace_seq;   /* (mu) last op number given */
+    uint64_t trace_seq;   /* last op number given (atomic) */
     uv_timer_t met_timer; /* (io) heartbeat age, once a second */
 };
 

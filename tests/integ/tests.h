@@ -60,7 +60,11 @@
     X(too_big_local, 30) \
     /* test_security.c: refusals, secrets, bounded memory, proofs */           \
     X(refused_registration_1x1, 60)                                            \
-    X(server_enomem_1x1, 90)
+    X(server_enomem_1x1, 90)                                                   \
+    /* test_workload.c: many keys, huge key counts, fusion */                  \
+    X(many_keys_2x2, 180)                                                      \
+    X(many_keys_socket_3x2, 180)                                               \
+    X(huge_keys_2x2, 300)
 
 #define IT_TEST(name) void it_test_##name(it_ctx *t)
 

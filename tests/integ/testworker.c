@@ -51,6 +51,9 @@ static const char *usage_text =
     "      [--stores N] [--pause-file NAME] [--edge-keys] [--slow-rank R]\n"
     "                           init, then N rounds of push+pull (or pushpull) with\n"
     "                           exact sums checked element by element\n"
+    "  many [--keys N] [--dtype ...] [--split] [--dup] [--pushpull] [--rounds N]\n"
+    "                           N keys of mixed sizes in one call per round, exact\n"
+    "                           sums checked (huge key counts, fusion)\n"
     "  async [--rounds N]       dist_async: pushes accumulate; pull after a barrier\n"
     "  barrier [--rounds N]     files written before a barrier all exist after it\n"
     "  errors                   KVS_EINVAL, KVS_ENOKEY, KVS_ESHAPE; the job goes on\n"
@@ -461,6 +464,7 @@ typedef struct opts {
     int split;
     uint64_t counts[16];
     int ncounts;
+    uint64_t nkeys; /* many: --keys */
     int pushpull, dup, pipeline, threads, stores;
     int edge_keys; /* the first two keys are 0 and UINT64_MAX */
     int slow_rank; /* this rank waits 100 ms before each push (-1: none) */
@@ -555,6 +559,9 @@ static void parse_opts(opts *o, int argc, char **argv)
                 o->counts[o->ncounts++] = (uint64_t)parse_long(a, tok, 1, 1L << 40);
             }
             free(copy);
+        } else if (strcmp(a, "--keys") == 0) {
+            NEED();
+            o->nkeys = (uint64_t)parse_long(a, next, 1, 10000000);
         } else if (strcmp(a, "--pushpull") == 0) {
             o->pushpull = 1;
         } else if (strcmp(a, "--dup") == 0) {
@@ -948,6 +955,99 @@ static int scenario_sum(const opts *o)
         pthread_join(th[i], NULL);
         failed |= args[i].failed;
     }
+    return failed;
+}
+
+/* ---- many keys in one call ---- */
+
+/* Key i of `many`: sizes from 1 element to past the direct-copy and fusion
+ * thresholds (70001 elements), with --split every 97th key split over the
+ * servers; dtypes cycle through --dtype. */
+static void many_key(const opts *o, uint64_t i, keyspec *k)
+{
+    static const uint64_t counts[] = {1, 2, 3, 7, 16, 33, 100, 257, 1000, 4097, 17000, 70001};
+    k->key = 3 + i * 7919;
+    k->dtype = o->dtypes[i % (uint64_t)o->ndtypes];
+    k->count = counts[i % (sizeof counts / sizeof counts[0])];
+    if (o->nkeys > 2000) /* huge key counts: keep the round small */
+        k->count = counts[i % 7];
+    if (o->split && i % 97 == 5)
+        k->count = o->bound + 3 + i % 2;
+}
+
+/* init, then --rounds rounds of one push+pull (or pushpull) call with all
+ * --keys keys (with --dup every 10th key twice), each waited for with
+ * kvs_wait of a few keys and kvs_wait_all, every element checked. */
+static int scenario_many(const opts *o)
+{
+    wctx c;
+    uint64_t nk = o->nkeys ? o->nkeys : 1000, ndup = o->dup ? (nk + 9) / 10 : 0, n = nk + ndup;
+    keyspec *ks = xmalloc(sizeof *ks * (size_t)nk);
+    uint64_t *keys = xmalloc(sizeof *keys * (size_t)n);
+    kvs_array *v = xmalloc(sizeof *v * (size_t)n), *out = xmalloc(sizeof *out * (size_t)n);
+    char call[128];
+    if (open_store(&c, o, "dist_sync", 0) != 0)
+        return 1;
+    for (uint64_t i = 0; i < nk; i++) {
+        many_key(o, i, &ks[i]);
+        keys[i] = ks[i].key;
+        v[i] = arr(new_buf(ks[i].dtype, ks[i].count), ks[i].count, ks[i].dtype);
+        out[i] = arr(new_buf(ks[i].dtype, ks[i].count), ks[i].count, ks[i].dtype);
+        fill(ks[i].dtype, v[i].data, ks[i].count, c.rank == 0 ? INIT_W : INIT_W + c.rank,
+             ks[i].key, 0, 0);
+    }
+    for (uint64_t d = 0; d < ndup; d++) { /* the second copies: slot 1 */
+        const keyspec *k = &ks[d * 10];
+        keys[nk + d] = k->key;
+        v[nk + d] = arr(new_buf(k->dtype, k->count), k->count, k->dtype);
+        out[nk + d] = arr(new_buf(k->dtype, k->count), k->count, k->dtype);
+    }
+    c.failed |= report(c.who, "kvs_init", kvs_init(c.s, (size_t)nk, keys, v));
+    expect e = {EXPECT_ROUND, 0, c.W, 1};
+    for (int r = 0; r < o->rounds && !c.failed; r++) {
+        for (uint64_t i = 0; i < n; i++) {
+            const keyspec *k = &ks[i < nk ? i : (i - nk) * 10];
+            fill(k->dtype, v[i].data, k->count, c.rank, k->key, r, i < nk ? 0 : 1);
+        }
+        if (o->pushpull) {
+            snprintf(call, sizeof call, "round %d: kvs_pushpull(%llu keys)", r,
+                     (unsigned long long)n);
+            c.failed |= report(c.who, call, kvs_pushpull(c.s, (size_t)n, keys, v, out, r));
+        } else {
+            snprintf(call, sizeof call, "round %d: kvs_push(%llu keys)", r,
+                     (unsigned long long)n);
+            c.failed |= report(c.who, call, kvs_push(c.s, (size_t)n, keys, v, r));
+            snprintf(call, sizeof call, "round %d: kvs_pull(%llu keys)", r,
+                     (unsigned long long)n);
+            c.failed |= report(c.who, call, kvs_pull(c.s, (size_t)n, keys, out, r));
+        }
+        for (uint64_t i = 0; i < nk; i += nk / 7 + 1) {
+            snprintf(call, sizeof call, "round %d: kvs_wait(key %llu)", r,
+                     (unsigned long long)keys[i]);
+            c.failed |= report(c.who, call, kvs_wait(c.s, keys[i]));
+        }
+        c.failed |= report(c.who, "kvs_wait_all", kvs_wait_all(c.s));
+        e.round = r;
+        for (uint64_t i = 0; i < n && !c.failed; i++) {
+            const keyspec *k = &ks[i < nk ? i : (i - nk) * 10];
+            e.nslots = ndup && (i >= nk || i % 10 == 0) ? 2 : 1;
+            if (verify(c.who, i < nk ? "many" : "many (2nd copy)", k->key, k->dtype, k->count,
+                       out[i].data, &e))
+                c.failed = 1;
+        }
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        free(v[i].data);
+        free(out[i].data);
+    }
+    free(ks);
+    free(keys);
+    free(v);
+    free(out);
+    c.failed |= report(c.who, "final kvs_barrier", kvs_barrier(c.s));
+    int failed = close_store(&c);
+    say(c.who, "many: %llu keys: %s", (unsigned long long)nk,
+        failed ? "FAILED" : "all values exact");
     return failed;
 }
 
@@ -1639,6 +1739,8 @@ int main(int argc, char **argv)
         return scenario_sum(&o);
     if (strcmp(sc, "async") == 0)
         return scenario_async(&o);
+    if (strcmp(sc, "many") == 0)
+        return scenario_many(&o);
     if (strcmp(sc, "barrier") == 0)
         return scenario_barrier(&o);
     if (strcmp(sc, "errors") == 0)

@@ -1,0 +1,29 @@
+/* datapath.h - sizes that the worker and the server must agree on, or that
+ * several files of one side share.  One place, so they cannot drift apart.
+ * (KVS_CHUNK_BYTES, the message size large parts are cut into, is a run-time
+ * setting in common/config.h; its default is DP_CHUNK_BYTES_DEFAULT.) */
+#ifndef KVS_COMMON_DATAPATH_H
+#define KVS_COMMON_DATAPATH_H
+
+/* Worker: a body at least this big is handed to ZeroMQ by reference (zero
+ * copy; the op stays pending until ZeroMQ releases the frame); smaller
+ * bodies are copied into the message. */
+#define DP_ZERO_COPY_MIN (64u << 10)
+
+/* Worker and server: data at least this big goes by same-host direct copy
+ * (KVS_CMA) when the server proved it can; smaller data travels inline. */
+#define DP_CMA_MIN (64u << 10)
+
+/* Server: the first push of a round at least this big becomes the round
+ * buffer (no copy); smaller pushes are copied into a reused buffer. */
+#define DP_ADOPT_MIN (64u << 10)
+
+/* Server: direct copies from this size are split over the reduction pool in
+ * pieces of DP_CMA_PAR_CHUNK bytes. */
+#define DP_CMA_PAR_MIN (1u << 20)
+#define DP_CMA_PAR_CHUNK (256u << 10)
+
+/* Default of KVS_CHUNK_BYTES: parts above it travel as several messages. */
+#define DP_CHUNK_BYTES_DEFAULT (4u << 20)
+
+#endif

@@ -1,0 +1,49 @@
+/*
+ * test_workload.c - training-shaped workloads: many keys of mixed sizes and
+ * dtypes in one call (exact sums, split and unsplit keys, repeated keys,
+ * both data paths), huge key counts.  The checking is done by
+ * kvs-testworker's `many` scenario; these tests start the jobs and require
+ * every process to exit 0.
+ */
+#include "tests.h"
+
+#include <stddef.h>
+
+static void many_env(it_ctx *t, const char *cma)
+{
+    /* keys of 20000 elements and more are split over the servers */
+    it_setenv(t, "MXNET_KVSTORE_BIGARRAY_BOUND", "20000");
+    it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_setenv(t, "KVS_CMA", cma);
+}
+
+IT_TEST(many_keys_2x2)
+{
+    /* 3000 keys of 1 to 70001 elements, every dtype, every 97th key split,
+     * every 10th key twice in the call; same-host direct copies on */
+    static const char *const argv[] = {"many", "--keys", "3000", "--dtype", "all", "--split",
+                                       "--dup", "--pushpull", "--rounds", "3", NULL};
+    many_env(t, "1");
+    it_start_job(t, 2, 2, argv);
+    it_expect_job_ok(t, 150);
+}
+
+IT_TEST(many_keys_socket_3x2)
+{
+    /* the same with push then pull, every byte through the sockets */
+    static const char *const argv[] = {"many", "--keys", "3000", "--dtype", "all", "--split",
+                                       "--dup", "--rounds", "3", NULL};
+    many_env(t, "0");
+    it_start_job(t, 3, 2, argv);
+    it_expect_job_ok(t, 150);
+}
+
+IT_TEST(huge_keys_2x2)
+{
+    /* 100000 small keys in one call, twice */
+    static const char *const argv[] = {"many", "--keys", "100000", "--dtype", "f32,i64",
+                                       "--pushpull", "--rounds", "2", NULL};
+    many_env(t, "1");
+    it_start_job(t, 2, 2, argv);
+    it_expect_job_ok(t, 240);
+}
