@@ -45,6 +45,7 @@ if [ -x "$BUILD/fuzz/run-http" ]; then
     fi
 fi
 [ -x "$BUILD/tests/kvs-opsworker" ] && run ops bash tests/ops/test-ops.sh
+run install bash tests/ops/test-install.sh
 if [ -d "$BUILD/gpu" ] && ls "$BUILD"/gpu/* >/dev/null 2>&1; then
     run gpu sh tests/gpu/run.sh
 fi

@@ -509,6 +509,10 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    if (!strcmp(argv[1], "--version")) {
+        printf("kvs-topo (kvsd) %s\n", KVS_VERSION_STRING);
+        return 0;
+    }
     usage(stderr);
     return 2;
 }
