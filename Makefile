@@ -11,7 +11,7 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 KVS_CFLAGS  := -std=gnu11 -O2 -g -Wall -Wextra -fPIC -pthread -D_GNU_SOURCE \
                -Iinclude -I. -MMD -MP $(EXTRA_CFLAGS)
 KVS_LDFLAGS := -pthread $(EXTRA_LDFLAGS)
-LIBS        := -lzmq -luv -lm
+LIBS        := -lzmq -luv -lsodium -lm
 # evaluated when linking (after `make deps` has installed check)
 CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck_pic -lsubunit -lrt -lm -pthread)
 

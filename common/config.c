@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "datapath.h"
@@ -245,6 +248,9 @@ int cfg_load(cfg *c, bool needs_job, char *err, size_t errlen)
                        "an IPv4 address (0.0.0.0: every interface)");
     }
     TRY(get_str("KVS_TRACE", c->trace_path, sizeof c->trace_path, err, errlen));
+    TRY(cfg_get_double("KVS_HANDSHAKE_TIMEOUT", 10, 0.1, 3600, &c->handshake_timeout_s, err,
+                       errlen));
+    TRY(cfg_load_secret(c, err, errlen));
 
     if (needs_job) {
         if (c->root_uri[0] == '\0') {
@@ -286,6 +292,107 @@ int cfg_load(cfg *c, bool needs_job, char *err, size_t errlen)
     return 0;
 }
 
+const char *cfg_security_name(enum cfg_security sec)
+{
+    switch (sec) {
+    case CFG_SEC_AUTH: return "auth";
+    case CFG_SEC_CURVE: return "curve";
+    default: return "none";
+    }
+}
+
+static int read_secret_file(cfg *c, const char *path, char *err, size_t errlen)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    ssize_t n;
+    if (fd < 0) {
+        snprintf(err, errlen, "KVS_SECRET_FILE='%s': cannot open: %s", path, strerror(errno));
+        return KVS_ECONFIG;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "KVS_SECRET_FILE='%s': expected a regular file", path);
+        close(fd);
+        return KVS_ECONFIG;
+    }
+    if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+        snprintf(err, errlen, "KVS_SECRET_FILE='%s': mode %04o lets group or others read "
+                 "it; expected a file only its owner can read (chmod 600)", path,
+                 (unsigned)(st.st_mode & 07777));
+        close(fd);
+        return KVS_ECONFIG;
+    }
+    n = read(fd, c->secret, sizeof c->secret);
+    if (n == (ssize_t)sizeof c->secret) {
+        char more;
+        if (read(fd, &more, 1) == 1) {
+            snprintf(err, errlen, "KVS_SECRET_FILE='%s': longer than %d bytes", path,
+                     CFG_SECRET_MAX);
+            close(fd);
+            return KVS_ECONFIG;
+        }
+    }
+    close(fd);
+    if (n < 0) {
+        snprintf(err, errlen, "KVS_SECRET_FILE='%s': cannot read: %s", path, strerror(errno));
+        return KVS_ECONFIG;
+    }
+    while (n > 0 && (c->secret[n - 1] == '\n' || c->secret[n - 1] == '\r'))
+        n--;
+    c->secret_len = (size_t)n;
+    snprintf(c->secret_from, sizeof c->secret_from, "KVS_SECRET_FILE");
+    return 0;
+}
+
+int cfg_load_secret(cfg *c, char *err, size_t errlen)
+{
+    static const char *const modes[] = {"none", "auth", "curve", NULL};
+    const char *file = env_value("KVS_SECRET_FILE"), *val = env_value("KVS_SECRET");
+    int e;
+    c->secret_len = 0;
+    c->secret_from[0] = '\0';
+    if (file && val) {
+        snprintf(err, errlen, "KVS_SECRET_FILE and KVS_SECRET are both set: expected one "
+                 "of them (the file is safer: the value of a variable shows in /proc)");
+        return KVS_ECONFIG;
+    }
+    if (file) {
+        TRY(read_secret_file(c, file, err, errlen));
+    } else if (val) {
+        size_t n = strlen(val);
+        if (n > CFG_SECRET_MAX) {
+            snprintf(err, errlen, "KVS_SECRET: %zu bytes, at most %d allowed", n,
+                     CFG_SECRET_MAX);
+            return KVS_ECONFIG;
+        }
+        memcpy(c->secret, val, n);
+        c->secret_len = n;
+        snprintf(c->secret_from, sizeof c->secret_from, "KVS_SECRET");
+    }
+    if ((file || val) && c->secret_len < CFG_SECRET_MIN) {
+        snprintf(err, errlen, "%s: the secret has %zu bytes; expected at least %d (e.g. "
+                 "head -c 32 /dev/urandom | base64)", c->secret_from, c->secret_len,
+                 CFG_SECRET_MIN);
+        memset(c->secret, 0, sizeof c->secret);
+        c->secret_len = 0;
+        return KVS_ECONFIG;
+    }
+    TRY(cfg_get_enum("KVS_SECURITY", c->secret_len ? CFG_SEC_AUTH : CFG_SEC_NONE, modes, &e,
+                     err, errlen));
+    c->security = (enum cfg_security)e;
+    if (c->security != CFG_SEC_NONE && c->secret_len == 0) {
+        snprintf(err, errlen, "KVS_SECURITY='%s' needs the job secret: set KVS_SECRET_FILE "
+                 "(or KVS_SECRET)", cfg_security_name(c->security));
+        return KVS_ECONFIG;
+    }
+    if (c->security == CFG_SEC_NONE && c->secret_len) {
+        snprintf(err, errlen, "KVS_SECURITY='none' with %s set: expected 'auth' or "
+                 "'curve' (unset the secret to run an open job)", c->secret_from);
+        return KVS_ECONFIG;
+    }
+    return 0;
+}
+
 void cfg_log(const cfg *c, const char *who)
 {
     LOG(LOG_INFO, who, "cfg",
@@ -299,6 +406,12 @@ void cfg_log(const cfg *c, const char *who)
         (unsigned long long)c->bigarray_bound, c->reduction_nthreads,
         (unsigned long long)c->slice_threshold, c->start_timeout_s,
         (unsigned long long)c->max_message);
+    if (c->security == CFG_SEC_NONE)
+        LOG(LOG_WARN, who, "cfg", "no job secret (KVS_SECRET_FILE): this job is open to "
+            "anyone who can reach its ports");
+    else
+        LOG(LOG_INFO, who, "cfg", "security=%s (secret from %s)",
+            cfg_security_name(c->security), c->secret_from);
     if (c->resend)
         LOG(LOG_WARN, who, "cfg", "PS_RESEND=1: kvsd does not resend (TCP is reliable and "
             "dead peers are found by heartbeats); the setting has no effect");

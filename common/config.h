@@ -15,6 +15,13 @@
 
 enum cfg_role { CFG_ROLE_NONE = 0, CFG_ROLE_SCHEDULER, CFG_ROLE_SERVER, CFG_ROLE_WORKER };
 enum cfg_van { CFG_VAN_ZMQ = 0, CFG_VAN_P3 };
+/* KVS_SECURITY: none (open job, no secret), auth (every connection proves
+ * the job secret; data in clear), curve (ZeroMQ CURVE: authenticated and
+ * encrypted). */
+enum cfg_security { CFG_SEC_NONE = 0, CFG_SEC_AUTH, CFG_SEC_CURVE };
+
+#define CFG_SECRET_MIN 16   /* bytes: shorter secrets are refused */
+#define CFG_SECRET_MAX 4096
 
 #define CFG_HOST_MAX 256
 
@@ -51,6 +58,12 @@ typedef struct cfg {
     int metrics_port;               /* KVS_METRICS_PORT: Prometheus /metrics (0 = off) */
     char metrics_addr[64];          /* KVS_METRICS_ADDR: IPv4 address it listens on */
     char trace_path[4096];          /* KVS_TRACE (libkvs): Chrome trace file ("" = off) */
+    enum cfg_security security;     /* KVS_SECURITY (default: auth with a secret, else none) */
+    unsigned char secret[CFG_SECRET_MAX]; /* KVS_SECRET_FILE's content or KVS_SECRET */
+    size_t secret_len;              /* 0: no secret (open job) */
+    char secret_from[64];           /* which variable gave it, for messages */
+    double handshake_timeout_s;     /* KVS_HANDSHAKE_TIMEOUT: a peer must finish ZeroMQ's
+                                     * handshake (and prove the secret) within this */
 } cfg;
 
 /* Fill c with defaults, then with the environment.  needs_job: the DMLC_*
@@ -72,7 +85,15 @@ int cfg_get_bool(const char *name, bool def, bool *out, char *err, size_t errlen
 int cfg_get_enum(const char *name, int def, const char *const *words, int *out, char *err,
                  size_t errlen);
 
-/* Log every value at INFO (PS_VERBOSE >= 1). */
+/* Read the job secret from KVS_SECRET_FILE (a regular file that neither
+ * group nor others may read; trailing newlines are dropped) or KVS_SECRET
+ * into c, and KVS_SECURITY.  Called by cfg_load. */
+int cfg_load_secret(cfg *c, char *err, size_t errlen);
+
+const char *cfg_security_name(enum cfg_security sec);
+
+/* Log every value at INFO (PS_VERBOSE >= 1); without a job secret one
+ * warning line says that the job is open. */
 void cfg_log(const cfg *c, const char *who);
 
 /* The address this node advertises: DMLC_NODE_HOST, else the IPv4 address of

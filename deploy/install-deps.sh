@@ -5,7 +5,9 @@ set -eu
 need=""
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 # prometheus: promtool checks the /metrics text (tests/ops); gnuplot-nox: make bench plots
-for p in libzmq3-dev libuv1-dev check pkg-config prometheus gnuplot-nox python3; do
+# python3-*: the kvsd package (NumPy), its tests (pytest) and the PyTorch example
+for p in libzmq3-dev libuv1-dev libsodium-dev check pkg-config prometheus gnuplot-nox \
+         python3 python3-numpy python3-pytest python3-torch python3-sklearn; do
     have "$p" || need="$need $p"
 done
 [ -z "$need" ] && exit 0

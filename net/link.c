@@ -6,6 +6,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "net/auth.h"
 #include "net/link.h"
 #include "net/live.h"
 
@@ -13,6 +14,7 @@
 
 struct net_link {
     net_sock *sock;
+    net_mon *auth_mon; /* tells when the scheduler refuses our proof */
     uv_timer_t timer;
     const char *who;
     net_link_cbs cbs;
@@ -37,6 +39,17 @@ static void link_fail(net_link *l, int err, const char *why)
     l->failed = true;
     uv_timer_stop(&l->timer);
     l->cbs.on_fail(l->arg, err, why);
+}
+
+static void on_link_event(void *arg, int event, int value, const char *addr)
+{
+    char why[300];
+    (void)addr;
+    if (event != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        return;
+    snprintf(why, sizeof why, "the scheduler refused our proof of the job secret (status %d): "
+             "bad secret? every node needs the job's KVS_SECRET_FILE", value);
+    link_fail(arg, KVS_EAUTH, why);
 }
 
 static void on_timer(uv_timer_t *t)
@@ -118,16 +131,31 @@ int net_link_new(uv_loop_t *loop, void *zctx, const cfg *c, int role, const char
         return rc;
     }
     net_sock_set_max(l->sock, PROTO_TEXT_MAX); /* the node table */
-    /* A routing id unique in the job: role, host, pid and a random tag. */
-    snprintf(ident, sizeof ident, "%s-%s-%d-%08lx", cfg_role_name(role), host, (int)getpid(),
-             (unsigned long)(clock_ns() ^ (uintptr_t)l) & 0xffffffffUL);
+    /* A routing id unique in the job and unguessable: role, pid, random tag. */
+    uint8_t tag[8] = {0};
+    char why[256] = "cannot watch the connection (ZeroMQ monitor)";
+    net_random(tag, sizeof tag);
+    snprintf(ident, sizeof ident, "%s-%d-%02x%02x%02x%02x%02x%02x%02x%02x", cfg_role_name(role),
+             (int)getpid(), tag[0], tag[1], tag[2], tag[3], tag[4], tag[5], tag[6], tag[7]);
     zmq_setsockopt(net_sock_zmq(l->sock), ZMQ_ROUTING_ID, ident, strlen(ident));
     net_live_low_delay(net_sock_zmq(l->sock)); /* heartbeats pass bulk data in the qdisc */
     snprintf(addr, sizeof addr, "tcp://%s:%d", c->root_uri, c->root_port);
     snprintf(l->root, sizeof l->root, "%s", addr);
+    rc = net_auth_connect(c, net_sock_zmq(l->sock), cfg_role_name(role), -1, "scheduler", why,
+                          sizeof why);
+    if (rc == 0 && c->security != CFG_SEC_NONE)
+        rc = net_mon_new(loop, zctx, net_sock_zmq(l->sock), NET_AUTH_CLIENT_EVENTS,
+                         on_link_event, l, &l->auth_mon);
+    if (rc != 0) {
+        LOG(LOG_ERROR, who, "auth", "cannot prepare the connection to the scheduler: %s", why);
+        net_sock_free(l->sock);
+        free(l);
+        return rc;
+    }
     if (zmq_connect(net_sock_zmq(l->sock), addr) != 0) {
         LOG(LOG_ERROR, who, "net", "cannot connect to the scheduler at %s: %s", addr,
             zmq_strerror(zmq_errno()));
+        net_mon_free(l->auth_mon);
         net_sock_free(l->sock);
         free(l);
         return KVS_ENET;
@@ -171,6 +199,7 @@ void net_link_free(net_link *l)
 {
     if (l == NULL)
         return;
+    net_mon_free(l->auth_mon);
     net_sock_free(l->sock);
     uv_timer_stop(&l->timer);
     uv_close((uv_handle_t *)&l->timer, on_timer_closed);

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "net/http.h"
+#include "net/auth.h"
 #include "net/live.h"
 #include "net/net.h"
 #include "scheduler/sched.h"
@@ -40,6 +41,7 @@ typedef struct sched {
     uv_loop_t loop;
     void *zctx;
     net_sock *sock;
+    net_auth *auth;
     net_mon *mon;
     uv_timer_t timer;
     uv_signal_t sigint, sigterm;
@@ -283,7 +285,7 @@ static void refuse(sched *s, const void *ident, size_t ident_len, int status, co
 }
 
 static void on_register(sched *s, const void *ident, size_t ident_len, const proto_hdr *h,
-                        const char *body, int fd)
+                        const char *body, int fd, const char *peer)
 {
     int role, rank, js, jw;
     char endpoint[128], host[CFG_HOST_MAX], why[512];
@@ -297,6 +299,12 @@ static void on_register(sched *s, const void *ident, size_t ident_len, const pro
         return;
     }
     const char *rname = cfg_role_name(role);
+    if (s->c->security != CFG_SEC_NONE && !net_auth_peer_is(peer, rname, -1)) {
+        snprintf(why, sizeof why, "bad secret: registration as a %s from a connection that "
+                 "proved '%s'", rname, peer ? peer : "nothing");
+        refuse(s, ident, ident_len, KVS_EAUTH, rname, host, why);
+        return;
+    }
     if (s->fail_status) {
         refuse(s, ident, ident_len, s->fail_status, rname, host, s->dead_text);
         return;
@@ -476,6 +484,7 @@ static void on_monitor(void *arg, int event, int fd, const char *addr)
 {
     sched *s = arg;
     (void)addr;
+    net_auth_event(s->auth, event, fd);
     if (event != ZMQ_EVENT_DISCONNECTED || s->done || s->fail_status)
         return;
     for (int i = 0; i < s->nnodes; i++) {
@@ -531,7 +540,7 @@ static void on_recv(net_sock *sock, net_msg *m, void *arg)
     const char *body = bodymsg ? zmq_msg_data(bodymsg) : NULL;
     int fd = net_msg_fd(m);
     if (h.type == PROTO_REGISTER) {
-        on_register(s, ident, ident_len, &h, body, fd);
+        on_register(s, ident, ident_len, &h, body, fd, net_auth_peer(&m->frames[1]));
         return;
     }
     sched_node *n = find_node(s, ident, ident_len);
@@ -649,10 +658,20 @@ int sched_run(const cfg *c)
     }
     uv_loop_init(&s.loop);
     s.zctx = zmq_ctx_new();
+    net_raise_nofile(WHO);
+    if (net_auth_new(&s.loop, s.zctx, c, WHO, &s.auth) != 0) {
+        zmq_ctx_term(s.zctx);
+        return 1;
+    }
     if (net_sock_new(&s.loop, s.zctx, ZMQ_ROUTER, c->water_mark > 100000 ? c->water_mark
                                                                            : 100000,
                      on_recv, &s, &s.sock) != 0) {
         LOG(LOG_ERROR, WHO, "net", "cannot create a ZeroMQ socket");
+        return 1;
+    }
+    if (net_auth_listen(s.auth, net_sock_zmq(s.sock), "scheduler") != 0) {
+        LOG(LOG_ERROR, WHO, "auth", "cannot secure the scheduler's socket (KVS_SECURITY=%s)",
+            cfg_security_name(c->security));
         return 1;
     }
     net_live_heartbeats(net_sock_zmq(s.sock), c);
@@ -662,6 +681,7 @@ int sched_run(const cfg *c)
         LOG(LOG_ERROR, WHO, "net", "cannot bind %s (DMLC_PS_ROOT_PORT=%d): %s", addr,
             c->root_port, zmq_strerror(zmq_errno()));
         net_sock_free(s.sock);
+        net_auth_free(s.auth);
         zmq_ctx_term(s.zctx);
         return 1;
     }
@@ -672,6 +692,7 @@ int sched_run(const cfg *c)
             LOG(LOG_ERROR, WHO, "job", "cannot write KVS_PORT_FILE=%s: %s", c->port_file,
                 strerror(-rc));
             net_sock_free(s.sock);
+            net_auth_free(s.auth);
             zmq_ctx_term(s.zctx);
             return 1;
         }
@@ -690,7 +711,8 @@ int sched_run(const cfg *c)
         return 1;
     }
     net_sock_start(s.sock);
-    if (net_mon_new(&s.loop, s.zctx, net_sock_zmq(s.sock), ZMQ_EVENT_DISCONNECTED, on_monitor,
+    if (net_mon_new(&s.loop, s.zctx, net_sock_zmq(s.sock),
+                    ZMQ_EVENT_DISCONNECTED | NET_AUTH_LISTEN_EVENTS, on_monitor,
                     &s, &s.mon) != 0)
         LOG(LOG_WARN, WHO, "net", "no socket monitor: departures are found by heartbeats only");
     uv_timer_init(&s.loop, &s.timer);
@@ -714,6 +736,7 @@ int sched_run(const cfg *c)
     net_mon_free(s.mon);
     net_sock_free(s.sock);
     net_http_free(s.http);
+    net_auth_free(s.auth);
     uv_walk(&s.loop, close_walk, NULL);
     uv_run(&s.loop, UV_RUN_DEFAULT);
     uv_loop_close(&s.loop);

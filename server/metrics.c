@@ -44,12 +44,14 @@ static void count(void *arg, const void *ident, size_t len, uint64_t bytes, int 
     char id[16];
     int node = -1, wrank;
     const met_peer *p = &m->unknown;
-    if (len > 1 && len < sizeof id && ((const char *)ident)[0] == 'w') {
-        memcpy(id, (const char *)ident + 1, len - 1);
-        id[len - 1] = '\0';
+    /* "w<node id>" or "w<node id>-<random>" */
+    if (len > 1 && ((const char *)ident)[0] == 'w') {
+        size_t n = len - 1 < sizeof id - 1 ? len - 1 : sizeof id - 1;
+        memcpy(id, (const char *)ident + 1, n);
+        id[n] = '\0';
         char *end;
         long v = strtol(id, &end, 10);
-        if (*end == '\0' && v >= 9 && v % 2 == 1 && v < (1L << 20))
+        if (end != id && (*end == '\0' || *end == '-') && v >= 9 && v % 2 == 1 && v < (1L << 20))
             node = (int)v;
     }
     wrank = node >= 0 ? (node - 9) / 2 : -1;

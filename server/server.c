@@ -14,19 +14,22 @@
 #include "common/datapath.h"
 #include "common/log.h"
 #include "common/sizes.h"
+#include "net/auth.h"
 #include "net/link.h"
 #include "net/live.h"
 #include "net/net.h"
+#include "server/cma.h"
 #include "server/metrics.h"
 #include "server/server.h"
 #include "server/store.h"
 
-typedef struct srv_cma {
-    bool ok;
-    pid_t pid;
-    uint64_t nonce_addr;
-    uint8_t nonce[PROTO_NONCE_LEN];
-} srv_cma;
+/* The connection (ZeroMQ routing id) a worker rank is bound to: the first
+ * one that spoke for it (and, with a secret, proved it). */
+#define SRV_IDENT_MAX 64
+typedef struct srv_bind {
+    uint8_t ident[SRV_IDENT_MAX];
+    size_t len;
+} srv_bind;
 
 typedef struct srv {
     const cfg *c;
@@ -34,7 +37,10 @@ typedef struct srv {
     uv_loop_t loop;
     void *zctx;
     net_sock *data;
+    net_auth *auth;
+    net_mon *mon; /* accept failures (descriptors) of the data socket */
     net_link *link;
+    srv_bind *bind; /* per worker rank */
     uv_signal_t sigint, sigterm;
     red_pool *pool;
     srv_store store;
@@ -52,67 +58,6 @@ static void stop(srv *s, int code)
 {
     s->exit_code = code;
     uv_stop(&s->loop);
-}
-
-/* Copy between this process and a worker's memory: read (dir 0) len bytes
- * at addr into buf, or write (dir 1) buf to addr.  0, or -1 with errno. */
-static int cma_copy1(const srv_cma *c, int dir, uint8_t *p, uint64_t addr, uint64_t len)
-{
-    while (len > 0) {
-        size_t n = len > (1u << 30) ? (1u << 30) : (size_t)len;
-        struct iovec local = {p, n}, remote = {(void *)(uintptr_t)addr, n};
-        ssize_t r = dir ? process_vm_writev(c->pid, &local, 1, &remote, 1, 0)
-                        : process_vm_readv(c->pid, &local, 1, &remote, 1, 0);
-        if (r <= 0) {
-            if (r == 0)
-                errno = EFAULT;
-            return -1;
-        }
-        p += r;
-        addr += (uint64_t)r;
-        len -= (uint64_t)r;
-    }
-    return 0;
-}
-
-struct cma_job {
-    const srv_cma *c;
-    int dir;
-    uint8_t *buf;
-    uint64_t addr;
-    atomic_int err; /* first errno, 0 if none */
-};
-
-static void cma_job_run(const void *arg, uint64_t lo, uint64_t hi)
-{
-    struct cma_job *j = (struct cma_job *)arg;
-    if (cma_copy1(j->c, j->dir, j->buf + lo, j->addr + lo, hi - lo) != 0) {
-        int zero = 0;
-        atomic_compare_exchange_strong(&j->err, &zero, errno ? errno : EIO);
-    }
-}
-
-
-static int cma_copy(srv *s, const srv_cma *c, int dir, void *buf, uint64_t addr, uint64_t len)
-{
-    if (len < DP_CMA_PAR_MIN || s->pool == NULL)
-        return cma_copy1(c, dir, buf, addr, len);
-    struct cma_job j = {c, dir, buf, addr, 0};
-    red_pool_for(s->pool, len, DP_CMA_PAR_CHUNK, cma_job_run, &j);
-    if (atomic_load(&j.err)) {
-        errno = atomic_load(&j.err);
-        return -1;
-    }
-    return 0;
-}
-
-/* The worker behind c is still the process that proved itself (its pid was
- * not reused): its nonce is still where it was. */
-static bool cma_still_there(const srv_cma *c)
-{
-    uint8_t now[PROTO_NONCE_LEN];
-    return c->ok && cma_copy1(c, 0, now, c->nonce_addr, sizeof now) == 0 &&
-           memcmp(now, c->nonce, sizeof now) == 0;
 }
 
 /* A traced request (PROTO_F_TRACE): its timing on this server, just before
@@ -139,6 +84,7 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
     srv *s = arg;
     if (req->flags & PROTO_F_TRACE)
         send_timing(s, ident, ident_len, req);
+    int wrank = (req->sender - 9) / 2;
     proto_hdr h = *req;
     h.type = PROTO_REPLY;
     h.sender = s->node_id;
@@ -146,13 +92,12 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
     h.flags = 0;
     h.round = round;
     h.body_len = 0;
-    int wrank = (req->sender - 9) / 2;
     if (status != 0) {
         char buf[PROTO_ERRTEXT_MAX];
         snprintf(buf, sizeof buf, "%s", text ? text : "");
-        met_error(s->met.reg, status);
         LOG(LOG_DEBUG, s->who, "store", "reply %s to %s key %llu: %s", kvs_errname(status),
             proto_type_name(req->type), (unsigned long long)req->key, buf);
+        met_error(s->met.reg, status);
         net_send_text(s->data, ident, ident_len, &h, buf);
         return;
     }
@@ -165,8 +110,8 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
     if ((req->flags & PROTO_F_CMA) && req->cma_dst) {
         /* write the value straight into the worker's output */
         const srv_cma *c = &s->cma[(req->sender - 9) / 2];
-        if (!cma_still_there(c) ||
-            cma_copy(s, c, 1, value->data, req->cma_dst, h.body_len) != 0) {
+        if (!srv_cma_alive(c) ||
+            srv_cma_copy(s->pool, c, 1, value->data, req->cma_dst, h.body_len) != 0) {
             char text[200];
             snprintf(text, sizeof text, "cannot write the value into worker %d's memory: %s",
                      (req->sender - 9) / 2, strerror(errno));
@@ -193,38 +138,58 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
     zmq_msg_close(&body);
 }
 
-/* A worker offers direct memory access: prove it by reading its nonce. */
+/* A worker offers direct memory access (HELLO): challenge it.  Its answer
+ * (PROOF) is checked against the process it named (server/cma.h). */
 static void on_hello(srv *s, const uint8_t *ident, size_t ident_len, int wrank,
                      const proto_hdr *h, const uint8_t *body)
 {
-    srv_cma c = {.ok = true};
-    uint8_t seen[PROTO_NONCE_LEN];
     proto_hdr r = *h;
-    r.type = PROTO_REPLY;
+    char why[200];
+    uint8_t challenge[PROTO_NONCE_LEN];
+    zmq_msg_t m;
     r.sender = s->node_id;
     r.flags = 0;
     r.body_len = 0;
-    c.pid = (pid_t)le_get64(body);
-    c.nonce_addr = le_get64(body + 8);
-    memcpy(c.nonce, body + 16, PROTO_NONCE_LEN);
+    r.type = PROTO_REPLY;
     if (!s->c->cma) {
         r.status = KVS_ENOTSUP;
         net_send_text(s->data, ident, ident_len, &r, "KVS_CMA=0 on this server");
         return;
     }
-    if (c.pid <= 0 || cma_copy1(&c, 0, seen, c.nonce_addr, sizeof seen) != 0 ||
-        memcmp(seen, c.nonce, sizeof seen) != 0) {
-        char text[160];
-        snprintf(text, sizeof text, "cannot read worker %d's memory (another host, another "
-                 "pid namespace, or ptrace restrictions): using the socket path", wrank);
-        r.status = KVS_ENOTSUP;
-        LOG(LOG_INFO, s->who, "net", "%s", text);
-        net_send_text(s->data, ident, ident_len, &r, text);
+    int rc = srv_cma_hello(&s->cma[wrank], h->req_id, body, challenge, why, sizeof why);
+    if (rc != 0) {
+        r.status = rc;
+        net_send_text(s->data, ident, ident_len, &r, why);
         return;
     }
-    s->cma[wrank] = c;
-    LOG(LOG_INFO, s->who, "net", "worker %d (pid %d) is on this host: direct memory copies",
-        wrank, (int)c.pid);
+    r.type = PROTO_CHALLENGE;
+    r.body_len = PROTO_NONCE_LEN;
+    if (zmq_msg_init_size(&m, PROTO_NONCE_LEN) != 0)
+        return;
+    memcpy(zmq_msg_data(&m), challenge, PROTO_NONCE_LEN);
+    net_send(s->data, ident, ident_len, &r, &m);
+    zmq_msg_close(&m);
+}
+
+static void on_proof(srv *s, const uint8_t *ident, size_t ident_len, int wrank,
+                     const proto_hdr *h, const uint8_t *body)
+{
+    proto_hdr r = *h;
+    char why[200];
+    r.type = PROTO_REPLY;
+    r.sender = s->node_id;
+    r.flags = 0;
+    r.body_len = 0;
+    int rc = srv_cma_proof(&s->cma[wrank], h->req_id, body, why, sizeof why);
+    if (rc != 0) {
+        LOG(rc == KVS_EAUTH ? LOG_WARN : LOG_INFO, s->who, "net",
+            "worker %d: no direct copies: %s", wrank, why);
+        r.status = rc;
+        net_send_text(s->data, ident, ident_len, &r, why);
+        return;
+    }
+    LOG(LOG_INFO, s->who, "net", "worker %d (pid %d) proved it is on this host: direct memory "
+        "copies", wrank, (int)s->cma[wrank].pid);
     net_send(s->data, ident, ident_len, &r, NULL);
 }
 
@@ -240,7 +205,7 @@ static void on_cma_request(srv *s, const uint8_t *ident, size_t ident_len, int w
     e.type = PROTO_REPLY;
     e.sender = s->node_id;
     e.flags = 0;
-    if (!c->ok) {
+    if (!srv_cma_alive(c)) {
         e.status = KVS_EPROTO;
         net_send_text(s->data, ident, ident_len, &e,
                       "data by reference from a worker that did not prove it is on this host");
@@ -261,7 +226,7 @@ static void on_cma_request(srv *s, const uint8_t *ident, size_t ident_len, int w
         net_send_text(s->data, ident, ident_len, &e, "server out of memory");
         return;
     }
-    if (cma_copy(s, c, 0, zmq_msg_data(&data), h->cma_src, bytes) != 0) {
+    if (srv_cma_copy(s->pool, c, 0, zmq_msg_data(&data), h->cma_src, bytes) != 0) {
         snprintf(text, sizeof text, "cannot read %llu bytes of worker %d's memory: %s",
                  (unsigned long long)bytes, wrank, strerror(errno));
         zmq_msg_close(&data);
@@ -274,6 +239,38 @@ static void on_cma_request(srv *s, const uint8_t *ident, size_t ident_len, int w
     h->body_len = bytes;
     srv_store_handle(&s->store, ident, ident_len, wrank, h, zmq_msg_data(&data), &data);
     zmq_msg_close(&data);
+}
+
+/* A header cannot speak for another connection's worker.  A worker's data
+ * connection carries the routing id "w<node id>-<random>" (set by libkvs;
+ * ZeroMQ refuses a second connection with the same id); with a secret the
+ * connection also proved "worker <node id>" in its handshake.  The first
+ * connection that speaks for a worker is bound to it: a second one is
+ * refused and the real worker keeps working. */
+static int check_sender(srv *s, net_msg *m, const uint8_t *ident, size_t ident_len, int sender,
+                        char *why, size_t whylen)
+{
+    char want[24];
+    int n = snprintf(want, sizeof want, "w%d-", sender);
+    int wrank = (sender - 9) / 2;
+    if (ident_len <= (size_t)n || ident_len > SRV_IDENT_MAX || memcmp(want, ident, (size_t)n)) {
+        snprintf(why, whylen, "sender %d does not match its connection", sender);
+        return KVS_EPROTO;
+    }
+    if (s->c->security != CFG_SEC_NONE &&
+        !net_auth_peer_is(net_auth_peer(&m->frames[1]), "worker", sender)) {
+        snprintf(why, whylen, "sender %d did not prove that it is worker %d", sender, wrank);
+        return KVS_EAUTH;
+    }
+    srv_bind *b = &s->bind[wrank];
+    if (b->len == 0) {
+        memcpy(b->ident, ident, ident_len);
+        b->len = ident_len;
+    } else if (b->len != ident_len || memcmp(b->ident, ident, ident_len) != 0) {
+        snprintf(why, whylen, "worker %d is already bound to another connection", wrank);
+        return KVS_EAUTH;
+    }
+    return 0;
 }
 
 static void on_data(net_sock *sock, net_msg *m, void *arg)
@@ -292,19 +289,10 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
         snprintf(why, sizeof why, "sender %d is not a worker of this job", h.sender);
         rc = KVS_EPROTO;
     }
-    if (rc == 0) {
-        /* a worker's data connection carries the routing id "w<node id>" (set
-         * by libkvs; ZeroMQ refuses a second connection with the same id), so
-         * a header cannot speak for another connection's worker */
-        char want[24];
-        int n = snprintf(want, sizeof want, "w%d", h.sender);
-        if ((size_t)n != ident_len || memcmp(want, ident, ident_len) != 0) {
-            snprintf(why, sizeof why, "sender %d does not match its connection", h.sender);
-            rc = KVS_EPROTO;
-        }
-    }
+    if (rc == 0)
+        rc = check_sender(s, m, ident, ident_len, h.sender, why, sizeof why);
     if (rc == 0 && h.type != PROTO_INIT && h.type != PROTO_PUSH && h.type != PROTO_PULL &&
-        h.type != PROTO_PUSHPULL && h.type != PROTO_HELLO) {
+        h.type != PROTO_PUSHPULL && h.type != PROTO_HELLO && h.type != PROTO_PROOF) {
         snprintf(why, sizeof why, "%s is not a data request", proto_type_name(h.type));
         rc = KVS_EPROTO;
     }
@@ -326,6 +314,10 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
         (unsigned long long)h.round, wrank);
     if (h.type == PROTO_HELLO) {
         on_hello(s, ident, ident_len, wrank, &h, zmq_msg_data(bodymsg));
+        return;
+    }
+    if (h.type == PROTO_PROOF) {
+        on_proof(s, ident, ident_len, wrank, &h, zmq_msg_data(bodymsg));
         return;
     }
     if (h.flags & PROTO_F_CMA) {
@@ -394,9 +386,8 @@ static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t
 static void on_link_fail(void *arg, int err, const char *why)
 {
     srv *s = arg;
-    (void)err;
     LOG(LOG_ERROR, s->who, "job", "%s", why);
-    stop(s, 1);
+    stop(s, err == KVS_EAUTH ? 2 : 1); /* another secret than the job's: configuration */
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -411,6 +402,13 @@ static void close_walk(uv_handle_t *h, void *arg)
     (void)arg;
     if (!uv_is_closing(h))
         uv_close(h, NULL);
+}
+
+static void on_data_event(void *arg, int event, int value, const char *addr)
+{
+    srv *s = arg;
+    (void)addr;
+    net_auth_event(s->auth, event, value);
 }
 
 static int bind_data(srv *s, const char *host)
@@ -467,20 +465,36 @@ int srv_run(const cfg *c)
         return 1;
     }
     s->cma = calloc((size_t)c->num_worker, sizeof *s->cma);
-    if (s->cma == NULL) {
+    s->bind = calloc((size_t)c->num_worker, sizeof *s->bind);
+    for (int i = 0; s->cma && i < c->num_worker; i++)
+        srv_cma_init(&s->cma[i]);
+    if (s->cma == NULL || s->bind == NULL) {
         red_pool_free(s->pool);
+        free(s->cma);
+        free(s->bind);
         free(s);
         return 1;
     }
     srv_store_init(&s->store, c->num_worker, s->pool, send_reply, s);
     uv_loop_init(&s->loop);
     s->zctx = zmq_ctx_new();
+    net_raise_nofile(s->who);
+    if (net_auth_new(&s->loop, s->zctx, c, s->who, &s->auth) != 0)
+        goto out;
     if (net_sock_new(&s->loop, s->zctx, ZMQ_ROUTER, c->water_mark, on_data, s, &s->data) != 0)
         goto out;
     net_live_heartbeats(net_sock_zmq(s->data), c);
     net_sock_set_max(s->data, c->max_message);
+    if (net_auth_listen(s->auth, net_sock_zmq(s->data), NULL) != 0) {
+        LOG(LOG_ERROR, s->who, "auth", "cannot secure the data socket (KVS_SECURITY=%s)",
+            cfg_security_name(c->security));
+        goto out;
+    }
     if (bind_data(s, host) != 0)
         goto out;
+    net_auth_set_target(s->auth, s->endpoint); /* workers prove against the table's entry */
+    net_mon_new(&s->loop, s->zctx, net_sock_zmq(s->data), NET_AUTH_LISTEN_EVENTS, on_data_event,
+                s, &s->mon);
     net_sock_start(s->data);
     if (srv_met_init(&s->met, c, &s->loop, &s->store, &s->data, &s->link, s->who, err,
                      sizeof err) != 0) {
@@ -510,7 +524,9 @@ int srv_run(const cfg *c)
 out:
     srv_met_stop(&s->met);
     net_link_free(s->link);
+    net_mon_free(s->mon);
     net_sock_free(s->data);
+    net_auth_free(s->auth);
     uv_walk(&s->loop, close_walk, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
@@ -518,7 +534,10 @@ out:
     srv_met_fini(&s->met);
     zmq_ctx_term(s->zctx);
     red_pool_free(s->pool);
+    for (int i = 0; i < c->num_worker; i++)
+        srv_cma_reset(&s->cma[i]);
     free(s->cma);
+    free(s->bind);
     free(s);
     return code;
 }

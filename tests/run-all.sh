@@ -27,6 +27,7 @@ export CK_DEFAULT_TIMEOUT=${CK_DEFAULT_TIMEOUT:-60}
 run unit "$BUILD/test-unit"
 [ -x "$BUILD/test-integ" ] && run integ "$BUILD/test-integ"
 run launch bash tests/launch/test-launch.sh
+run python sh tests/python/run.sh
 run symbols sh tests/symbols/check-exports.sh
 # the proto fuzz corpus plus 200k random inputs: one check
 if [ -x "$BUILD/fuzz/run-corpus" ]; then

@@ -883,6 +883,7 @@ int kvs_close(kvs_store *s)
     free(s->cma);
     free(s->hellos);
     wrk_met_free(s);
+    free(s->nonces);
     free(s->connected);
     free(s->server_ep);
     free(s->mon_args);

@@ -12,6 +12,7 @@
 #include "common/sizes.h"
 #include "worker/metrics.h"
 #include "worker/trace.h"
+#include "net/auth.h"
 #include "worker/wrk_int.h"
 
 
@@ -274,6 +275,24 @@ void wrk_io_submit(kvs_store *s, wrk_op *op)
     uv_async_send(&s->wake);
 }
 
+/* Server q->server challenged our HELLO: write the challenge into our own
+ * memory where the HELLO said, and tell it to look (PROOF). */
+static void answer_challenge(kvs_store *s, wrk_req *q, const uint8_t *challenge)
+{
+    uint8_t *where = s->nonces + (size_t)q->server * PROTO_NONCE_LEN;
+    zmq_msg_t body;
+    memcpy(where, challenge, PROTO_NONCE_LEN);
+    q->h.type = PROTO_PROOF;
+    if (zmq_msg_init_size(&body, PROTO_HELLO_LEN) != 0)
+        return;
+    uint8_t *b = zmq_msg_data(&body);
+    le_put64(b, (uint64_t)getpid());
+    le_put64(b + 8, (uint64_t)(uintptr_t)where);
+    memcpy(b + 16, challenge, PROTO_NONCE_LEN);
+    net_send(s->servers[q->server], NULL, 0, &q->h, &body);
+    zmq_msg_close(&body);
+}
+
 /* A reply from a server. */
 static void on_server(net_sock *sock, net_msg *m, void *arg)
 {
@@ -293,6 +312,10 @@ static void on_server(net_sock *sock, net_msg *m, void *arg)
             (int)h.body_len, body ? body : "");
     }
     wrk_req *q = hmap_get(&s->reqs, h.req_id);
+    if (q && q->op == NULL && h.type == PROTO_CHALLENGE) {
+        answer_challenge(s, q, (const uint8_t *)body);
+        return;
+    }
     if (q == NULL) {
         if (h.type != PROTO_ERROR)
             LOG(LOG_INFO, s->who, "net", "dropped a %s for unknown request %llu",
@@ -387,7 +410,12 @@ static void on_server_event(void *arg, int event, int value, const char *addr)
     int r = ((mon_arg *)arg)->r;
     (void)value;
     (void)addr;
-    if (event == ZMQ_EVENT_CONNECTED) {
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+        char why[200];
+        snprintf(why, sizeof why, "server %d refused our proof of the job secret (status %d): "
+                 "bad secret? every node needs the job's KVS_SECRET_FILE", r, value);
+        io_fail_all(s, KVS_EAUTH, why);
+    } else if (event == ZMQ_EVENT_CONNECTED) {
         s->connected[r] = true;
     } else if (event == ZMQ_EVENT_DISCONNECTED) {
         char why[160];
@@ -442,7 +470,13 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
     s->node_id = (int)h->key;
     s->rank = (s->node_id - 9) / 2;
     snprintf(s->who, sizeof s->who, "worker %d", s->rank);
-    snprintf(ident, sizeof ident, "w%d", s->node_id);
+    /* "w<node id>-<random>": the server checks the prefix; nobody can take
+     * the connection id before us */
+    uint8_t tag[8] = {0};
+    net_random(tag, sizeof tag);
+    snprintf(ident, sizeof ident, "w%d-%02x%02x%02x%02x%02x%02x%02x%02x", s->node_id, tag[0],
+             tag[1], tag[2], tag[3], tag[4], tag[5], tag[6], tag[7]);
+
     for (int i = 0; i < n && rc == 0; i++) {
         if (nodes[i].role != CFG_ROLE_SERVER)
             continue;
@@ -457,24 +491,31 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
             break;
         net_sock_set_max(sock, s->c.max_message);
         zmq_setsockopt(net_sock_zmq(sock), ZMQ_ROUTING_ID, ident, strlen(ident));
+        s->servers[r] = sock;
+        rc = net_auth_connect(&s->c, net_sock_zmq(sock), "worker", s->node_id,
+                              nodes[i].endpoint, why, sizeof why);
+        if (rc != 0) {
+            free(nodes);
+            io_fail_all(s, rc, why);
+            return;
+        }
         net_live_heartbeats(net_sock_zmq(sock), &s->c);
         s->mon_args[r] = (mon_arg){s, r};
         snprintf(s->server_ep[r], sizeof s->server_ep[r], "%s", nodes[i].endpoint);
         if (net_mon_new(&s->loop, s->zctx, net_sock_zmq(sock),
-                        ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED, on_server_event,
+                        ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED |
+                            ZMQ_EVENT_HANDSHAKE_FAILED_AUTH, on_server_event,
                         &s->mon_args[r], &s->mons[r]) != 0)
             s->connected[r] = true; /* no monitor: heartbeats to the scheduler only */
         if (zmq_connect(net_sock_zmq(sock), nodes[i].endpoint) != 0) {
             snprintf(why, sizeof why, "cannot connect to server %d at %s: %s", r,
                      nodes[i].endpoint, zmq_strerror(zmq_errno()));
-            net_sock_free(sock);
             free(nodes);
             io_fail_all(s, KVS_ENET, why);
             return;
         }
         net_sock_start(sock);
         wrk_met_watch(s, sock, r);
-        s->servers[r] = sock;
         LOG(LOG_INFO, s->who, "net", "server %d is at %s", r, nodes[i].endpoint);
     }
     free(nodes);
@@ -485,10 +526,11 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
         io_fail_all(s, rc, "the scheduler's node table is inconsistent");
         return;
     }
-    s->cma = calloc((size_t)s->c.num_server, sizeof *s->cma);
-    s->hellos = calloc((size_t)s->c.num_server, sizeof *s->hellos);
-    if (s->c.cma && s->cma && s->hellos &&
-        getrandom(s->nonce, sizeof s->nonce, 0) == (ssize_t)sizeof s->nonce) {
+    size_t ns = (unsigned)s->c.num_server; /* >= 1 (cfg_load) */
+    s->cma = calloc(ns, sizeof *s->cma);
+    s->hellos = calloc(ns, sizeof *s->hellos);
+    s->nonces = calloc(ns, PROTO_NONCE_LEN);
+    if (s->c.cma && s->cma && s->hellos && s->nonces) {
         for (int r = 0; r < s->c.num_server; r++) {
             wrk_req *q = &s->hellos[r];
             zmq_msg_t body;
@@ -501,8 +543,8 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
             zmq_msg_init_size(&body, PROTO_HELLO_LEN);
             uint8_t *b = zmq_msg_data(&body);
             le_put64(b, (uint64_t)getpid());
-            le_put64(b + 8, (uint64_t)(uintptr_t)s->nonce);
-            memcpy(b + 16, s->nonce, PROTO_NONCE_LEN);
+            le_put64(b + 8, (uint64_t)(uintptr_t)(s->nonces + (size_t)r * PROTO_NONCE_LEN));
+            memset(b + 16, 0, PROTO_NONCE_LEN); /* the server sends the challenge */
             net_send(s->servers[r], NULL, 0, &q->h, &body);
             zmq_msg_close(&body);
         }

@@ -133,7 +133,8 @@ struct kvs_store {
     hmap reqs;       /* req_id -> wrk_req */
     bool *cma;       /* per server: it copies our memory directly (HELLO accepted) */
     wrk_req *hellos; /* per server: the HELLO request (op NULL) */
-    uint8_t nonce[PROTO_NONCE_LEN]; /* proves to a server that it can read us */
+    uint8_t *nonces; /* per server: PROTO_NONCE_LEN bytes where we write its challenge, so
+                      * that it can prove we are the process we named (server/cma.h) */
     uv_timer_t grace;  /* fails direct-copy requests a live server never answered */
     bool grace_on;
     net_mon **mons;    /* per server: connection events of its socket */

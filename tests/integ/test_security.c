@@ -8,10 +8,17 @@
 #include "tests.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
 
 /* Wait up to secs for proc idx's log to contain needle. */
 static int wait_log(it_ctx *t, int idx, const char *needle, double secs)
@@ -114,4 +121,345 @@ IT_TEST(server_enomem_1x1)
     it_start_worker(t, 0, argv, (const char *const[]){"KVS_CHUNK_BYTES=1073741824", NULL});
     it_expect_job_ok(t, 60);
     IT_ASSERT(t, it_log_has(t, t->worker[0], "returned KVS_ENOMEM", 0), "no KVS_ENOMEM");
+}
+
+/* ---- the job secret ---- */
+
+/* Write a 0600 secret file into the test directory; KVS_SECRET_FILE for
+ * every process started afterwards.  mode: the file's mode. */
+static void set_secret(it_ctx *t, const char *name, const char *secret, mode_t mode)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", t->dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    IT_ASSERT(t, fd >= 0, "create %s: %s", path, strerror(errno));
+    IT_ASSERT(t, write(fd, secret, strlen(secret)) == (ssize_t)strlen(secret), "write %s", path);
+    IT_ASSERT(t, fchmod(fd, mode) == 0 && close(fd) == 0, "chmod/close %s", path);
+    it_setenv(t, "KVS_SECRET_FILE", "%s", path);
+}
+
+static const char *const sum_rounds[] = {"sum", "--split", "--rounds", "3", NULL};
+
+IT_TEST(secret_auth_sum_2x2)
+{
+    sec_env(t);
+    set_secret(t, "secret", "correct horse battery staple 42\n", 0600);
+    it_start_job(t, 2, 2, sum_rounds);
+    it_expect_job_ok(t, 60);
+    IT_ASSERT(t, it_log_has(t, t->sched, "security=auth", 0), "the scheduler did not run auth");
+    IT_ASSERT(t, !it_log_has(t, t->sched, "job is open", 0), "the open-job warning with a secret");
+}
+
+IT_TEST(secret_curve_sum_2x2)
+{
+    sec_env(t);
+    set_secret(t, "secret", "correct horse battery staple 42", 0600);
+    it_setenv(t, "KVS_SECURITY", "curve");
+    it_start_job(t, 2, 2, sum_rounds);
+    it_expect_job_ok(t, 60);
+    IT_ASSERT(t, it_log_has(t, t->server[0], "security=curve", 0), "server0 did not run curve");
+}
+
+/* Bad secrets: a world-readable file, a short secret, security without a
+ * secret: exit 2 / KVS_ECONFIG naming the variable.  A node with another
+ * secret than the job's stops at once with KVS_EAUTH (not after the start
+ * timeout), and the job still completes with the right nodes. */
+IT_TEST(secret_refusals_1x1)
+{
+    char bad[PATH_MAX + 32], weak[PATH_MAX + 32];
+    sec_env(t);
+    set_secret(t, "world", "0123456789abcdef0123", 0644);
+    snprintf(bad, sizeof bad, "KVS_SECRET_FILE=%s/world", t->dir);
+    set_secret(t, "weak", "short", 0600);
+    snprintf(weak, sizeof weak, "KVS_SECRET_FILE=%s/weak", t->dir);
+    set_secret(t, "secret", "the job's own secret, 32 bytes!!", 0600);
+    int s1 = it_spawn(t, "sched-world", t->sched_bin, NULL,
+                      (const char *const[]){"DMLC_ROLE=scheduler", "DMLC_PS_ROOT_URI=127.0.0.1",
+                                            "DMLC_PS_ROOT_PORT=0", "DMLC_NUM_SERVER=1",
+                                            "DMLC_NUM_WORKER=1", bad, NULL});
+    it_expect_exit(t, s1, 2, 10);
+    IT_ASSERT(t, it_log_has(t, s1, "chmod 600", 0), "no hint about the mode");
+    int s2 = it_spawn(t, "sched-weak", t->sched_bin, NULL,
+                      (const char *const[]){"DMLC_ROLE=scheduler", "DMLC_PS_ROOT_URI=127.0.0.1",
+                                            "DMLC_PS_ROOT_PORT=0", "DMLC_NUM_SERVER=1",
+                                            "DMLC_NUM_WORKER=1", weak, NULL});
+    it_expect_exit(t, s2, 2, 10);
+    IT_ASSERT(t, it_log_has(t, s2, "at least 16", 0), "no minimum length named");
+    int s3 = it_spawn(t, "sched-nosecret", t->sched_bin, NULL,
+                      (const char *const[]){"DMLC_ROLE=scheduler", "DMLC_PS_ROOT_URI=127.0.0.1",
+                                            "DMLC_PS_ROOT_PORT=0", "DMLC_NUM_SERVER=1",
+                                            "DMLC_NUM_WORKER=1", "KVS_SECRET_FILE",
+                                            "KVS_SECURITY=curve", NULL});
+    it_expect_exit(t, s3, 2, 10);
+    IT_ASSERT(t, it_log_has(t, s3, "KVS_SECURITY", 0), "KVS_SECURITY not named");
+
+    it_start_scheduler(t, 1, 1, NULL);
+    static const char *const eauth[] = {"create-error", "KVS_EAUTH", "secret", NULL};
+    double t0 = it_now();
+    int w = it_spawn(t, "worker-wrong", t->worker_bin, eauth,
+                     (const char *const[]){"DMLC_ROLE=worker", "KVS_SECRET_FILE",
+                                           "KVS_SECRET=not the job's secret at all", NULL});
+    it_expect_exit(t, w, 0, 10);
+    int srv = it_spawn(t, "server-wrong", t->server_bin, NULL,
+                       (const char *const[]){"DMLC_ROLE=server", "KVS_SECRET_FILE",
+                                             "KVS_SECRET=not the job's secret at all", NULL});
+    it_expect_exit(t, srv, 2, 10);
+    IT_ASSERT(t, it_log_has(t, srv, "bad secret", 0), "the server did not name the secret");
+    IT_ASSERT(t, it_now() - t0 < 10 * it_slow, "refusals took too long");
+    IT_ASSERT(t, it_log_has(t, t->sched, "refused a connection", 0),
+              "the scheduler did not log the refused proofs");
+    it_start_server(t, 0, NULL);
+    it_start_worker(t, 0, sum_rounds, NULL);
+    it_expect_job_ok(t, 60);
+}
+
+/* ---- outsiders ---- */
+
+#define HDR_SIZE 88
+
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* A kvsd header (proto/proto.h layout). */
+static void fake_header(uint8_t out[HDR_SIZE], int type, int sender, uint64_t key,
+                        uint64_t count, uint64_t round, uint64_t body_len)
+{
+    memset(out, 0, HDR_SIZE);
+    put_le(out, 0x3153564Bu, 4);
+    put_le(out + 4, 1, 2);
+    put_le(out + 6, (uint64_t)type, 2);
+    put_le(out + 12, (uint64_t)(uint32_t)sender, 4);
+    put_le(out + 24, 777, 8);
+    put_le(out + 32, key, 8);
+    put_le(out + 48, count, 8);
+    put_le(out + 56, count, 8);
+    put_le(out + 64, round, 8);
+    put_le(out + 80, body_len, 8);
+}
+
+enum { T_REGISTER = 1, T_PUSH = 12, T_HELLO = 17 };
+
+/* An outside DEALER to 127.0.0.1:port: mechanism NULL (plain == NULL) or
+ * PLAIN with these credentials; routing id ident (or none). */
+static void *outsider(it_ctx *t, void *ctx, int port, const char *user, const char *pass,
+                      const char *ident)
+{
+    char ep[64];
+    int linger = 0;
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    IT_ASSERT(t, s != NULL, "zmq_socket: %s", zmq_strerror(zmq_errno()));
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    if (ident)
+        zmq_setsockopt(s, ZMQ_ROUTING_ID, ident, strlen(ident));
+    if (user) {
+        zmq_setsockopt(s, ZMQ_PLAIN_USERNAME, user, strlen(user));
+        zmq_setsockopt(s, ZMQ_PLAIN_PASSWORD, pass, strlen(pass));
+    }
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    IT_ASSERT(t, zmq_connect(s, ep) == 0, "zmq_connect %s: %s", ep, zmq_strerror(zmq_errno()));
+    return s;
+}
+
+static void send2(void *s, const uint8_t *hdr, const void *body, size_t len)
+{
+    /* queued until the handshake succeeds, which it never does */
+    zmq_send(s, hdr, HDR_SIZE, len ? ZMQ_SNDMORE | ZMQ_DONTWAIT : ZMQ_DONTWAIT);
+    if (len)
+        zmq_send(s, body, len, ZMQ_DONTWAIT);
+}
+
+static void outsider_register(void *s, const char *text)
+{
+    uint8_t h[HDR_SIZE];
+    fake_header(h, T_REGISTER, 0, 0, 0, 0, strlen(text));
+    send2(s, h, text, strlen(text));
+}
+
+static void outsider_push(void *s, int round)
+{
+    uint8_t h[HDR_SIZE];
+    float v[7] = {1e6f, 1e6f, 1e6f, 1e6f, 1e6f, 1e6f, 1e6f};
+    fake_header(h, T_PUSH, 9, 17, 1, (uint64_t)round, 4);
+    send2(s, h, v, 4);
+    fake_header(h, T_PUSH, 9, 18, 7, (uint64_t)round, 28);
+    send2(s, h, v, 28);
+}
+
+/* An outside process without the secret registers as a worker and as a
+ * server, takes worker 0's connection id at every server before worker 0
+ * connects, and pushes as worker 0 in the middle of the job: the sums stay
+ * exact, nobody blocks, and the outsider receives nothing. */
+IT_TEST(outsider_2x2)
+{
+    static const char *const argv[] = {"sum", "--dtype", "f32", "--counts", "1,7", "--rounds",
+                                       "3", "--pause-file", "go", NULL};
+    void *o[16];
+    int no = 0, sport[2];
+    const char *bogus = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    sec_env(t);
+    set_secret(t, "secret", "the job's own secret, 32 bytes!!", 0600);
+    it_start_scheduler(t, 2, 2, NULL);
+    for (int i = 0; i < 2; i++)
+        sport[i] = start_server_port(t, i, NULL);
+    void *ctx = zmq_ctx_new();
+    /* registrations: no mechanism; PLAIN with a made-up proof */
+    o[no] = outsider(t, ctx, t->port, NULL, NULL, NULL);
+    outsider_register(o[no++], "role=worker endpoint=- rank=0 host=127.0.0.1");
+    o[no] = outsider(t, ctx, t->port, "kvs1 server -1 00112233445566778899aabbccddeeff", bogus,
+                     NULL);
+    outsider_register(o[no++], "role=server endpoint=tcp://127.0.0.1:9 rank=0 host=127.0.0.1");
+    o[no] = outsider(t, ctx, t->port, "kvs1 worker -1 00112233445566778899aabbccddeeff", bogus,
+                     NULL);
+    outsider_register(o[no++], "role=worker endpoint=- rank=1 host=127.0.0.1");
+    /* worker 0's connection id at the servers, before worker 0 exists */
+    for (int i = 0; i < 2; i++) {
+        o[no] = outsider(t, ctx, sport[i], NULL, NULL, "w9");
+        outsider_push(o[no++], 0);
+        o[no] = outsider(t, ctx, sport[i], NULL, NULL, "w9-0000000000000000");
+        outsider_push(o[no++], 0);
+        o[no] = outsider(t, ctx, sport[i], "kvs1 worker 9 00112233445566778899aabbccddeeff",
+                         bogus, "w9-0000000000000001");
+        outsider_push(o[no++], 0);
+    }
+    for (int i = 0; i < 2; i++)
+        it_start_worker(t, i, argv, NULL);
+    for (int i = 0; i < 2; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "paused-w%d", i);
+        IT_ASSERT(t, it_wait_file(t, name, 30, t->worker[i]), "worker%d did not finish round 0", i);
+    }
+    for (int i = 0; i < 2; i++) { /* in the middle of the job: round 1 as worker 0 */
+        o[no] = outsider(t, ctx, sport[i], NULL, NULL, "w9-0000000000000002");
+        outsider_push(o[no++], 1);
+    }
+    it_write_file(t, "go", "go\n");
+    it_expect_job_ok(t, 40);
+    for (int i = 0; i < no; i++) {
+        char buf[256];
+        int n = zmq_recv(o[i], buf, sizeof buf, ZMQ_DONTWAIT);
+        IT_CHECK(t, n < 0, "outsider socket %d received %d bytes", i, n);
+        zmq_close(o[i]);
+    }
+    zmq_ctx_term(ctx);
+    IT_ASSERT(t, it_log_has(t, t->sched, "refused a connection", 0),
+              "the scheduler did not log the made-up proofs");
+    IT_ASSERT(t, it_log_has(t, t->server[0], "refused a connection", 0),
+              "server0 did not log the made-up proof");
+    IT_ASSERT(t, t->failures == 0, "%d check(s) failed", t->failures);
+}
+
+/* ---- direct copies need proof of ownership ---- */
+
+enum { T_REPLY = 15, T_CHALLENGE = 33, T_PROOF = 34 };
+#define KVS_EAUTH_ (-20)
+#define KVS_EPROTO_ (-10)
+#define KVS_ENOTSUP_ (-4)
+
+static uint8_t my_slot[16]; /* where this process writes a challenge it answers */
+
+/* Receive one message on s within secs: the header into hdr, the body (if
+ * any) into body (up to cap bytes).  Returns the body length, or -1. */
+static int recv_msg(it_ctx *t, void *s, uint8_t hdr[HDR_SIZE], uint8_t *body, size_t cap,
+                    double secs)
+{
+    zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&it, 1, (long)(secs * 1000 * it_slow)) <= 0)
+        return -1;
+    IT_ASSERT(t, zmq_recv(s, hdr, HDR_SIZE, 0) == HDR_SIZE, "short header");
+    int more = 0;
+    size_t ml = sizeof more;
+    zmq_getsockopt(s, ZMQ_RCVMORE, &more, &ml);
+    if (!more)
+        return 0;
+    return zmq_recv(s, body, cap, 0);
+}
+
+static int hdr_type(const uint8_t *h)
+{
+    return h[6] | h[7] << 8;
+}
+
+static int hdr_status(const uint8_t *h)
+{
+    return (int32_t)((uint32_t)h[16] | (uint32_t)h[17] << 8 | (uint32_t)h[18] << 16 |
+                     (uint32_t)h[19] << 24);
+}
+
+/* HELLO naming (pid, addr) as worker node 11, then the PROOF; write_slot:
+ * write the challenge into my_slot first (we are pid).  Returns the final
+ * REPLY's status. */
+static int prove(it_ctx *t, void *s, pid_t pid, uint64_t addr, int write_slot, uint64_t req)
+{
+    uint8_t h[HDR_SIZE], b[32] = {0}, body[256];
+    put_le(b, (uint64_t)pid, 8);
+    put_le(b + 8, addr, 8);
+    fake_header(h, T_HELLO, 11, 0, 0, 0, 32);
+    put_le(h + 24, req, 8);
+    send2(s, h, b, 32);
+    int n = recv_msg(t, s, h, body, sizeof body, 10);
+    IT_ASSERT(t, n == 16 && hdr_type(h) == T_CHALLENGE,
+              "HELLO: expected a 16-byte CHALLENGE, got type %d, %d bytes", hdr_type(h), n);
+    if (write_slot)
+        memcpy(my_slot, body, 16);
+    memcpy(b + 16, body, 16);
+    fake_header(h, T_PROOF, 11, 0, 0, 0, 32);
+    put_le(h + 24, req, 8);
+    send2(s, h, b, 32);
+    n = recv_msg(t, s, h, body, sizeof body, 10);
+    IT_ASSERT(t, n >= 0 && hdr_type(h) == T_REPLY, "PROOF: no REPLY (type %d)", hdr_type(h));
+    if (n > 0)
+        it_info(t, "PROOF for pid %d: status %d: %.*s", (int)pid, hdr_status(h), n, body);
+    return hdr_status(h);
+}
+
+/* A peer asks a server for direct copies naming another process (one it
+ * cannot write into): refused, and its requests by reference are refused;
+ * the same peer naming itself (writing the challenge into its own memory)
+ * proves it. */
+IT_TEST(cma_other_process_1x2)
+{
+    sec_env(t);
+    it_start_scheduler(t, 1, 2, NULL);
+    int sport = start_server_port(t, 0, NULL);
+    int victim = it_spawn(t, "victim", "/bin/sleep", (const char *const[]){"60", NULL}, NULL);
+    pid_t vpid = t->proc[victim].pid;
+    void *ctx = zmq_ctx_new();
+    void *s = outsider(t, ctx, sport, NULL, NULL, "w11-00000000deadbeef");
+    /* another program: the address does not even exist there */
+    int st = prove(t, s, vpid, (uint64_t)(uintptr_t)my_slot, 0, 1000);
+    IT_ASSERT(t, st == KVS_ENOTSUP_, "naming another program: status %d, expected KVS_ENOTSUP",
+              st);
+    /* a copy of this process (fork): my_slot exists there, readable, but
+     * the challenge is not in it */
+    pid_t twin = fork();
+    IT_ASSERT(t, twin >= 0, "fork: %s", strerror(errno));
+    if (twin == 0) {
+        for (;;)
+            pause();
+    }
+    st = prove(t, s, twin, (uint64_t)(uintptr_t)my_slot, 0, 1001);
+    kill(twin, SIGKILL);
+    waitpid(twin, NULL, 0);
+    IT_ASSERT(t, st == KVS_EAUTH_, "naming another process: status %d, expected KVS_EAUTH", st);
+    /* a PUSH by reference after the refused proof */
+    uint8_t h[HDR_SIZE], d[16], body[256];
+    put_le(d, (uint64_t)(uintptr_t)my_slot, 8);
+    put_le(d + 8, 0, 8);
+    fake_header(h, T_PUSH, 11, 5, 4096 * 4, 0, 16);
+    h[8] = 2; /* PROTO_F_CMA */
+    send2(s, h, d, 16);
+    int n = recv_msg(t, s, h, body, sizeof body, 10);
+    IT_ASSERT(t, n >= 0 && hdr_type(h) == T_REPLY && hdr_status(h) == KVS_EPROTO_,
+              "a push by reference without proof: type %d status %d", hdr_type(h),
+              hdr_status(h));
+    /* naming ourselves and writing the challenge where we said: proven */
+    st = prove(t, s, getpid(), (uint64_t)(uintptr_t)my_slot, 1, 1002);
+    IT_ASSERT(t, st == 0, "naming ourselves: status %d, expected 0", st);
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    IT_ASSERT(t, it_log_has(t, t->server[0], "not the sender's process", 0),
+              "the server did not log the refused proof");
 }

@@ -61,6 +61,11 @@
     /* test_security.c: refusals, secrets, bounded memory, proofs */           \
     X(refused_registration_1x1, 60)                                            \
     X(server_enomem_1x1, 90)                                                   \
+    X(secret_auth_sum_2x2, 60)                                                 \
+    X(secret_curve_sum_2x2, 60)                                                \
+    X(secret_refusals_1x1, 90)                                                 \
+    X(outsider_2x2, 90)                                                        \
+    X(cma_other_process_1x2, 60)                                               \
     /* test_workload.c: many keys, huge key counts, fusion */                  \
     X(many_keys_2x2, 180)                                                      \
     X(many_keys_socket_3x2, 180)                                               \

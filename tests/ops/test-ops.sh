@@ -108,26 +108,29 @@ check "servers: round and sum histograms count every round / push" eval \
 # Worker 0's init of key 2 travels by direct copy, or inline when it left
 # before the server accepted the worker's HELLO: either way the bytes add up.
 K2=131072
+# The direct-copy handshake with each server: HELLO and PROOF from the worker
+# (88 + 32 bytes each), a challenge (88 + 16) and an acknowledgement (88) back.
+HS_IN=240 HS_OUT=192 HS_MSGS=2
 for ((w = 0; w < W; w++)); do
     init1=$(( 88 + (w == 0 ? 4000 : 0) ))
-    check "server 1: socket bytes from worker $w exact (hello, init, $R x 4088)" \
-        test "$(val "$WORK/server1.prom" "kvs_received_bytes_total{peer=\"worker $w\",path=\"socket\"}")" = $(( 120 + init1 + R * 4088 ))
+    check "server 1: socket bytes from worker $w exact (handshake, init, $R x 4088)" \
+        test "$(val "$WORK/server1.prom" "kvs_received_bytes_total{peer=\"worker $w\",path=\"socket\"}")" = $(( HS_IN + init1 + R * 4088 ))
     sock=$(val "$WORK/server0.prom" "kvs_received_bytes_total{peer=\"worker $w\",path=\"socket\"}")
     cma=$(val "$WORK/server0.prom" "kvs_received_bytes_total{peer=\"worker $w\",path=\"cma\"}")
     wcma=$(val "$WORK/worker-$w.prom" "kvs_sent_bytes_total{peer=\"server 0\",path=\"cma\"}")
     if (( w == 0 )); then
         check "server 0: worker 0's bytes exact: hello, init (copied or inline), $R descriptors, $R x 128 KiB copied" eval \
-            '(( (cma == (R + 1) * K2 && sock == 120 + 104 + R * 104) || (cma == R * K2 && sock == 120 + 88 + K2 + R * 104) ))'
+            '(( (cma == (R + 1) * K2 && sock == HS_IN + 104 + R * 104) || (cma == R * K2 && sock == HS_IN + 88 + K2 + R * 104) ))'
     else
         check "server 0: worker $w's bytes exact: hello, init, $R descriptors, $R x 128 KiB copied" eval \
-            '(( cma == R * K2 && sock == 120 + 88 + R * 104 ))'
+            '(( cma == R * K2 && sock == HS_IN + 88 + R * 104 ))'
     fi
     check "worker $w and server 0 agree on the bytes copied directly" test "$wcma" = "$cma"
     check "server 0: direct-copy bytes to worker $w = R x 128 KiB" \
         test "$(val "$WORK/server0.prom" "kvs_sent_bytes_total{peer=\"worker $w\",path=\"cma\"}")" = $(( R * K2 ))
     # the workers trace (KVS_TRACE): each traced request also gets a TIMING (88 + 24 bytes)
-    check "server 1: to worker $w: hello, init, R replies with values inline, 1 + R timings" eval \
-        '[[ $(val "$WORK/server1.prom" "kvs_sent_messages_total{peer=\"worker $w\",path=\"socket\"}") == $((2 + R + 1 + R)) && $(val "$WORK/server1.prom" "kvs_sent_bytes_total{peer=\"worker $w\",path=\"socket\"}") == $((88 + 88 + R * 4088 + (1 + R) * 112)) ]]'
+    check "server 1: to worker $w: handshake, init, R replies with values inline, 1 + R timings" eval \
+        '[[ $(val "$WORK/server1.prom" "kvs_sent_messages_total{peer=\"worker $w\",path=\"socket\"}") == $((HS_MSGS + 1 + R + 1 + R)) && $(val "$WORK/server1.prom" "kvs_sent_bytes_total{peer=\"worker $w\",path=\"socket\"}") == $((HS_OUT + 88 + R * 4088 + (1 + R) * 112)) ]]'
     wf=$WORK/worker-$w.prom
     check "worker $w: kvs_metrics counts requests, latencies, bytes (mirror of the servers')" eval \
         '[[ $(val "$wf" "kvs_requests_total{type=\"pushpull\"}") == $((R * 2)) && $(val "$wf" "kvs_request_seconds_count{type=\"pushpull\"}") == $((R * 2)) && $(val "$wf" "kvs_received_bytes_total{peer=\"server 0\",path=\"cma\"}") == $((R * K2)) && $(val "$wf" "kvs_sent_bytes_total{peer=\"server 1\",path=\"socket\"}") == $(val "$WORK/server1.prom" "kvs_received_bytes_total{peer=\"worker $w\",path=\"socket\"}") ]]'

@@ -1,0 +1,25 @@
+# The kvsd Python package (python/kvsd, pure Python over libkvs with ctypes).
+# `make install` also puts it in $(PREFIX)/lib/python3/site-packages/kvsd,
+# where it finds $(PREFIX)/lib/libkvs.so by itself.
+
+PY_SITE := lib/python3/site-packages
+PY_SRC  := $(wildcard python/kvsd/*.py)
+PYTHON3 ?= /usr/bin/python3
+
+.PHONY: install-python demo-python
+install: install-python
+install-python:
+	install -d $(DESTDIR)$(PREFIX)/$(PY_SITE)/kvsd
+	install -m 644 $(PY_SRC) $(DESTDIR)$(PREFIX)/$(PY_SITE)/kvsd/
+
+# A small CNN trained data-parallel by 2 workers through kvsd (a few epochs).
+demo-python: deps all
+	@BUILD=$(BUILD) PYTHON3=$(PYTHON3) sh examples/demo-python.sh
+
+.PHONY: uninstall-python
+uninstall: uninstall-python
+uninstall-python:
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/$(PY_SITE)/kvsd/,$(notdir $(PY_SRC)))
+	rm -rf $(DESTDIR)$(PREFIX)/$(PY_SITE)/kvsd/__pycache__
+	-rmdir $(DESTDIR)$(PREFIX)/$(PY_SITE)/kvsd $(DESTDIR)$(PREFIX)/$(PY_SITE) \
+	    $(DESTDIR)$(PREFIX)/lib/python3 2>/dev/null || true

@@ -1,0 +1,155 @@
+/* cma.c - see cma.h. */
+#include <errno.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "common/datapath.h"
+#include "common/sizes.h"
+#include "net/auth.h"
+#include "server/cma.h"
+
+void srv_cma_init(srv_cma *c)
+{
+    memset(c, 0, sizeof *c);
+    c->pidfd = -1;
+}
+
+void srv_cma_reset(srv_cma *c)
+{
+    if (c->pidfd >= 0)
+        close(c->pidfd);
+    srv_cma_init(c);
+}
+
+static int copy1(const srv_cma *c, int dir, uint8_t *p, uint64_t addr, uint64_t len)
+{
+    while (len > 0) {
+        size_t n = len > (1u << 30) ? (1u << 30) : (size_t)len;
+        struct iovec local = {p, n}, remote = {(void *)(uintptr_t)addr, n};
+        ssize_t r = dir ? process_vm_writev(c->pid, &local, 1, &remote, 1, 0)
+                        : process_vm_readv(c->pid, &local, 1, &remote, 1, 0);
+        if (r <= 0) {
+            if (r == 0)
+                errno = EFAULT;
+            return -1;
+        }
+        p += r;
+        addr += (uint64_t)r;
+        len -= (uint64_t)r;
+    }
+    return 0;
+}
+
+struct cma_job {
+    const srv_cma *c;
+    int dir;
+    uint8_t *buf;
+    uint64_t addr;
+    atomic_int err; /* first errno, 0 if none */
+};
+
+static void job_run(const void *arg, uint64_t lo, uint64_t hi)
+{
+    struct cma_job *j = (struct cma_job *)arg;
+    if (copy1(j->c, j->dir, j->buf + lo, j->addr + lo, hi - lo) != 0) {
+        int zero = 0;
+        atomic_compare_exchange_strong(&j->err, &zero, errno ? errno : EIO);
+    }
+}
+
+int srv_cma_copy(red_pool *pool, const srv_cma *c, int dir, void *buf, uint64_t addr,
+                 uint64_t len)
+{
+    if (!c->ok) {
+        errno = EPERM;
+        return -1;
+    }
+    if (len < DP_CMA_PAR_MIN || pool == NULL)
+        return copy1(c, dir, buf, addr, len);
+    struct cma_job j = {c, dir, buf, addr, 0};
+    red_pool_for(pool, len, DP_CMA_PAR_CHUNK, job_run, &j);
+    if (atomic_load(&j.err)) {
+        errno = atomic_load(&j.err);
+        return -1;
+    }
+    return 0;
+}
+
+/* The process behind the pidfd has not exited (its pid cannot have been
+ * given to another process). */
+static bool pid_alive(const srv_cma *c)
+{
+    if (c->pidfd < 0)
+        return true; /* no pidfd: the challenge read-back below is the check */
+    struct pollfd p = {c->pidfd, POLLIN, 0};
+    return poll(&p, 1, 0) == 0; /* readable = exited */
+}
+
+bool srv_cma_alive(const srv_cma *c)
+{
+    uint8_t now[PROTO_NONCE_LEN];
+    return c->ok && pid_alive(c) && copy1(c, 0, now, c->nonce_addr, sizeof now) == 0 &&
+           memcmp(now, c->nonce, sizeof now) == 0;
+}
+
+int srv_cma_hello(srv_cma *c, uint64_t req_id, const uint8_t *body,
+                  uint8_t challenge[PROTO_NONCE_LEN], char *why, size_t whylen)
+{
+    srv_cma_reset(c);
+    c->pid = (pid_t)le_get64(body);
+    c->nonce_addr = le_get64(body + 8);
+    c->req_id = req_id;
+    if (c->pid <= 0 || (uint64_t)c->pid != le_get64(body) || c->nonce_addr == 0) {
+        snprintf(why, whylen, "HELLO names pid %llu at %#llx",
+                 (unsigned long long)le_get64(body), (unsigned long long)c->nonce_addr);
+        srv_cma_init(c);
+        return KVS_EINVAL;
+    }
+    if (net_random(c->nonce, sizeof c->nonce) != 0) {
+        snprintf(why, whylen, "no random bytes for a challenge");
+        srv_cma_init(c);
+        return KVS_EINTERNAL;
+    }
+    memcpy(challenge, c->nonce, PROTO_NONCE_LEN);
+    c->challenged = true;
+    return 0;
+}
+
+int srv_cma_proof(srv_cma *c, uint64_t req_id, const uint8_t *body, char *why, size_t whylen)
+{
+    uint8_t seen[PROTO_NONCE_LEN];
+    if (!c->challenged || req_id != c->req_id || (uint64_t)c->pid != le_get64(body) ||
+        c->nonce_addr != le_get64(body + 8) || memcmp(body + 16, c->nonce, PROTO_NONCE_LEN)) {
+        snprintf(why, whylen, "a PROOF that does not answer this connection's challenge");
+        srv_cma_init(c);
+        return KVS_EAUTH;
+    }
+    c->challenged = false;
+#ifdef SYS_pidfd_open
+    c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
+    if (c->pidfd < 0 && errno != ENOSYS) {
+        snprintf(why, whylen, "pid %d: %s", (int)c->pid, strerror(errno));
+        srv_cma_init(c);
+        return KVS_ENOTSUP;
+    }
+#endif
+    if (copy1(c, 0, seen, c->nonce_addr, sizeof seen) != 0) {
+        snprintf(why, whylen, "cannot read pid %d's memory (another host, another pid "
+                 "namespace, or ptrace restrictions): %s", (int)c->pid, strerror(errno));
+        srv_cma_reset(c);
+        return KVS_ENOTSUP;
+    }
+    if (memcmp(seen, c->nonce, sizeof seen) != 0 || !pid_alive(c)) {
+        snprintf(why, whylen, "pid %d does not hold this connection's challenge: it is "
+                 "not the sender's process", (int)c->pid);
+        srv_cma_reset(c);
+        return KVS_EAUTH;
+    }
+    c->ok = true;
+    return 0;
+}
