@@ -1,33 +1,54 @@
 #!/bin/sh
 # make bench: the benchmarks recorded in bench/RESULTS.md.  Everything it
-# prints also goes to bench/last-run.txt.  Run it on a quiet machine: every
-# number here is CPU-bound on 2 cores.
+# prints also goes to bench/last-run.txt, row by row as each is measured;
+# the numbers behind the plots go to bench/data/*.dat and the plots to
+# bench/plots/*.svg (bench/plot.sh, gnuplot).  Run it on a quiet machine:
+# every number here is CPU-bound on 2 cores.
+#   BENCH_QUICK=1  small sizes and few keys only (a minute; for trying it out)
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 out=bench/last-run.txt
+data=bench/data
+mkdir -p "$data"
 : > "$out"
+# run LABEL CMD...: the command's rank-0 output, line by line as it comes, to
+# the terminal, bench/last-run.txt and bench/data/LABEL.txt (the plots' input)
 run() {
+    label=$1; shift
     echo "\$ $*" | tee -a "$out"
-    "$@" 2>&1 | grep -v '^\[worker [1-9]' | sed 's/^\[worker 0\] //' | tee -a "$out"
+    : > "$data/$label.txt"
+    # other workers' rows and the daemons' INFO/WARN log lines are left out
+    "$@" 2>&1 | grep --line-buffered -v -E '^\[worker [1-9]|^[0-9-]{10}T[0-9:.]{12}Z \[[a-z 0-9]*\] [^ ]* (INFO|WARN|DEBUG) ' |
+        sed -u 's/^\[worker 0\] //' | tee -a "$out" "$data/$label.txt"
     echo | tee -a "$out"
 }
 export KVS_BIN_DIR="$BUILD"
 launch="bash deploy/kvs-launch"
-sizes=4K,256K,4M,64M
+if [ "${BENCH_QUICK:-0}" = 1 ]; then
+    sizes=4K,64K,1M keycounts="1 16 64" iters="--iters 20"
+else
+    sizes=4K,64K,256K,1M,4M,16M,64M keycounts="1 4 16 64 256 1024" iters=
+fi
 # the floor: raw ZeroMQ echo between two processes
-run "$BUILD/kvs-bench" zmq --sizes $sizes
+run zmq "$BUILD/kvs-bench" zmq --sizes $sizes
 # kvsd, default (same-host direct copies for data >= 64 KiB)
-run $launch -n 1 -s 1 -- "$BUILD/kvs-bench" --sizes $sizes
-run $launch -n 2 -s 2 -- "$BUILD/kvs-bench" --sizes $sizes
+run cma-1x1 $launch -n 1 -s 1 -- "$BUILD/kvs-bench" --sizes $sizes $iters
+run cma-2x2 $launch -n 2 -s 2 -- "$BUILD/kvs-bench" --sizes $sizes $iters
 # kvsd with every byte through the sockets (as between hosts)
-run $launch -n 1 -s 1 --env KVS_CMA=0 -- "$BUILD/kvs-bench" --sizes $sizes --ops pushpull
-run $launch -n 2 -s 2 --env KVS_CMA=0 -- "$BUILD/kvs-bench" --sizes $sizes --ops pushpull
-# the reduction engine against memcpy
-run "$BUILD/kvs-bench" reduce --dtypes float32,float16,bfloat16 --sizes 256K,4M,64M --threads 1,2
+run sock-1x1 $launch -n 1 -s 1 --env KVS_CMA=0 -- "$BUILD/kvs-bench" --sizes $sizes --ops pushpull $iters
+run sock-2x2 $launch -n 2 -s 2 --env KVS_CMA=0 -- "$BUILD/kvs-bench" --sizes $sizes --ops pushpull $iters
+# the reduction engine against memcpy (memcpy: the floor of any copy)
+run reduce "$BUILD/kvs-bench" reduce --dtypes float32,float16,bfloat16 --sizes 256K,4M,64M --threads 1,2
+run memcpy "$BUILD/kvs-bench" reduce --dtypes float32 --sizes $sizes --threads 1 --inputs 1 --json
+# round time by key count: N keys of 64 KiB in one call, 2 workers, 2 servers
+for n in $keycounts; do
+    run "keys-$n" $launch -n 2 -s 2 -- "$BUILD/kvs-bench" --keys "$n" --sizes 64K --no-ref --json
+done
 # the tree planner on the example topologies
 if [ -x "$BUILD/kvs-topo" ]; then
     "$BUILD/kvs-topo" plan --topologies tests/tree/examples.json --json > "$BUILD/trees.json" || true
-    run "$BUILD/kvs-topo" score --topologies tests/tree/examples.json --trees "$BUILD/trees.json"
+    run trees "$BUILD/kvs-topo" score --topologies tests/tree/examples.json --trees "$BUILD/trees.json"
 fi
-echo "bench: results in $out"
+KEYCOUNTS="$keycounts" sh bench/plot.sh
+echo "bench: results in $out, plots in bench/plots/"

@@ -47,6 +47,7 @@ if [ -x "$BUILD/fuzz/run-http" ]; then
 fi
 [ -x "$BUILD/tests/kvs-opsworker" ] && run ops bash tests/ops/test-ops.sh
 run install bash tests/ops/test-install.sh
+run deploy bash tests/ops/test-deploy.sh
 if [ -d "$BUILD/gpu" ] && ls "$BUILD"/gpu/* >/dev/null 2>&1; then
     run gpu sh tests/gpu/run.sh
 fi

@@ -257,6 +257,8 @@ int main(int argc, char **argv)
     struct opts o;
     kvs_store *s;
     int rc, failures = 0, first = 1;
+    /* one row per line as it is measured, also into a pipe (make bench) */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc > 1 && !strcmp(argv[1], "reduce"))
         return bench_reduce_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "zmq"))

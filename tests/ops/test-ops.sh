@@ -105,8 +105,10 @@ check "servers: round and sum histograms count every round / push" eval \
 # Key 1 (1000 float32) lives on server (1 * 9973) % 2 = 1 and travels inline;
 # key 2 (128 KiB) on server 0, by direct copy.  Bytes per message: the
 # 88-byte header plus the body (HELLO 32 bytes, a copy descriptor 16).
-# Worker 0's init of key 2 travels by direct copy, or inline when it left
-# before the server accepted the worker's HELLO: either way the bytes add up.
+# Key 2's data goes by direct copy once the worker proved it shares this
+# host (HELLO, challenge, PROOF, ack); a request sent before that travels
+# inline.  Either way every byte is accounted for: with k requests copied
+# (k = copied bytes / 128 KiB) the rest went inline (88 + 128 KiB each).
 K2=131072
 # The direct-copy handshake with each server: HELLO and PROOF from the worker
 # (88 + 32 bytes each), a challenge (88 + 16) and an acknowledgement (88) back.
@@ -117,23 +119,22 @@ for ((w = 0; w < W; w++)); do
         test "$(val "$WORK/server1.prom" "kvs_received_bytes_total{peer=\"worker $w\",path=\"socket\"}")" = $(( HS_IN + init1 + R * 4088 ))
     sock=$(val "$WORK/server0.prom" "kvs_received_bytes_total{peer=\"worker $w\",path=\"socket\"}")
     cma=$(val "$WORK/server0.prom" "kvs_received_bytes_total{peer=\"worker $w\",path=\"cma\"}")
-    wcma=$(val "$WORK/worker-$w.prom" "kvs_sent_bytes_total{peer=\"server 0\",path=\"cma\"}")
-    if (( w == 0 )); then
-        check "server 0: worker 0's bytes exact: hello, init (copied or inline), $R descriptors, $R x 128 KiB copied" eval \
-            '(( (cma == (R + 1) * K2 && sock == HS_IN + 104 + R * 104) || (cma == R * K2 && sock == HS_IN + 88 + K2 + R * 104) ))'
-    else
-        check "server 0: worker $w's bytes exact: hello, init, $R descriptors, $R x 128 KiB copied" eval \
-            '(( cma == R * K2 && sock == HS_IN + 88 + R * 104 ))'
-    fi
-    check "worker $w and server 0 agree on the bytes copied directly" test "$wcma" = "$cma"
-    check "server 0: direct-copy bytes to worker $w = R x 128 KiB" \
-        test "$(val "$WORK/server0.prom" "kvs_sent_bytes_total{peer=\"worker $w\",path=\"cma\"}")" = $(( R * K2 ))
-    # the workers trace (KVS_TRACE): each traced request also gets a TIMING (88 + 24 bytes)
+    out_sock=$(val "$WORK/server0.prom" "kvs_sent_bytes_total{peer=\"worker $w\",path=\"socket\"}")
+    out_cma=$(val "$WORK/server0.prom" "kvs_sent_bytes_total{peer=\"worker $w\",path=\"cma\"}")
+    ndata=$(( R + (w == 0 ? 1 : 0) ))   # key 2 messages with data: pushpulls, rank 0's init
+    k=$(( cma / K2 )) j=$(( out_cma / K2 ))
+    check "server 0: worker $w's bytes exact: handshake, init, $R pushpulls ($k of $ndata copied directly)" eval \
+        '(( cma % K2 == 0 && k <= ndata && sock == HS_IN + (w == 0 ? 0 : 88) + k * 104 + (ndata - k) * (88 + K2) ))'
+    check "server 0: to worker $w: handshake, init reply, $R replies ($j written directly), 1 + R timings" eval \
+        '(( out_cma % K2 == 0 && j <= R && out_sock == HS_OUT + 88 + j * 88 + (R - j) * (88 + K2) + (1 + R) * 112 ))'
+    check "server 0: the last rounds of worker $w went by direct copy" eval '(( k >= 1 && j >= 1 ))'
+    check "worker $w and server 0 agree on every byte, both ways and both paths" eval \
+        '[[ $(val "$WORK/worker-$w.prom" "kvs_sent_bytes_total{peer=\"server 0\",path=\"cma\"}") == $cma && $(val "$WORK/worker-$w.prom" "kvs_received_bytes_total{peer=\"server 0\",path=\"cma\"}") == $out_cma && $(val "$WORK/worker-$w.prom" "kvs_sent_bytes_total{peer=\"server 0\",path=\"socket\"}") == $sock && $(val "$WORK/worker-$w.prom" "kvs_received_bytes_total{peer=\"server 0\",path=\"socket\"}") == $out_sock ]]'
     check "server 1: to worker $w: handshake, init, R replies with values inline, 1 + R timings" eval \
         '[[ $(val "$WORK/server1.prom" "kvs_sent_messages_total{peer=\"worker $w\",path=\"socket\"}") == $((HS_MSGS + 1 + R + 1 + R)) && $(val "$WORK/server1.prom" "kvs_sent_bytes_total{peer=\"worker $w\",path=\"socket\"}") == $((HS_OUT + 88 + R * 4088 + (1 + R) * 112)) ]]'
     wf=$WORK/worker-$w.prom
     check "worker $w: kvs_metrics counts requests, latencies, bytes (mirror of the servers')" eval \
-        '[[ $(val "$wf" "kvs_requests_total{type=\"pushpull\"}") == $((R * 2)) && $(val "$wf" "kvs_request_seconds_count{type=\"pushpull\"}") == $((R * 2)) && $(val "$wf" "kvs_received_bytes_total{peer=\"server 0\",path=\"cma\"}") == $((R * K2)) && $(val "$wf" "kvs_sent_bytes_total{peer=\"server 1\",path=\"socket\"}") == $(val "$WORK/server1.prom" "kvs_received_bytes_total{peer=\"worker $w\",path=\"socket\"}") ]]'
+        '[[ $(val "$wf" "kvs_requests_total{type=\"pushpull\"}") == $((R * 2)) && $(val "$wf" "kvs_request_seconds_count{type=\"pushpull\"}") == $((R * 2)) && $(val "$wf" "kvs_sent_bytes_total{peer=\"server 1\",path=\"socket\"}") == $(val "$WORK/server1.prom" "kvs_received_bytes_total{peer=\"worker $w\",path=\"socket\"}") ]]'
 done
 check "servers: no errors counted, queues empty between rounds" eval \
     '! grep -q "^kvs_errors_total" "${SP[@]}" && [[ $(sumval "kvs_queue_depth{queue=\"round_pushes\"}" "${SP[@]}") == 0 && $(val "$WORK/server0.prom" "kvs_queue_depth{queue=\"keys\"}") == 1 ]]'
