@@ -233,6 +233,13 @@ int cfg_load(cfg *c, bool needs_job, char *err, size_t errlen)
     TRY(cfg_get_u64("KVS_CHUNK_BYTES", DP_CHUNK_BYTES_DEFAULT, 4096, 1ull << 40, &c->chunk_bytes, err,
                     errlen));
     TRY(cfg_get_bool("KVS_CMA", true, &c->cma, err, errlen));
+    TRY(cfg_get_u64("KVS_FUSE_BYTES", DP_FUSE_BYTES_DEFAULT, 0, 1u << 30, &c->fuse_bytes, err,
+                    errlen));
+    if (c->fuse_bytes > 0 && c->fuse_bytes < 4096) {
+        snprintf(err, errlen, "KVS_FUSE_BYTES='%llu': expected 0 (no fusion) or 4096 to "
+                 "1073741824", (unsigned long long)c->fuse_bytes);
+        return KVS_ECONFIG;
+    }
     TRY(cfg_get_bool("KVS_MALLOC_TUNE", true, &c->malloc_tune, err, errlen));
     TRY(cfg_get_int("KVS_PORT", 0, 0, 65535, &v, err, errlen));
     c->port = (int)v;

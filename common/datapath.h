@@ -23,6 +23,15 @@
 #define DP_CMA_PAR_MIN (1u << 20)
 #define DP_CMA_PAR_CHUNK (256u << 10)
 
+/* Worker: key parts smaller than this (to one server, in one wake-up of the
+ * I/O thread) are fused into PROTO_FUSED messages of at most KVS_FUSE_BYTES
+ * (default DP_FUSE_BYTES_DEFAULT).  Equal to DP_CMA_MIN and DP_ZERO_COPY_MIN:
+ * a fused part is always copied into its message. */
+#define DP_FUSE_MAX (64u << 10)
+#define DP_FUSE_BYTES_DEFAULT (256u << 10)
+/* Server: a FUSED_REPLY being collected is sent once it holds this much. */
+#define DP_FUSE_REPLY_FLUSH (1u << 20)
+
 /* Default of KVS_CHUNK_BYTES: parts above it travel as several messages. */
 #define DP_CHUNK_BYTES_DEFAULT (4u << 20)
 

@@ -301,6 +301,10 @@ int net_send(net_sock *s, const void *ident, size_t ident_len, const proto_hdr *
     }
     o->nframes = n;
     count_frames(s, o->frames, n, 1);
+    if (!s->in_drain)
+        /* a send outside our drain may take the edge of ZMQ_FD that announced
+         * input (edge-triggered): drain on the next turn instead of waiting */
+        uv_idle_start(&s->idle, on_idle);
     if (s->q_head == NULL) {
         rc = out_try(s, o);
         if (rc == 0) {

@@ -116,6 +116,7 @@ int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
     }
     h.cma_src = h.cma_dst = 0;
     h.t_arrive_ns = h.sum_ns = h.t_round_ns = 0;
+    h.fuse = 0;
     if (h.flags & PROTO_F_CMA) {
         bool req = is_data_request(h.type);
         if (!req && h.type != PROTO_REPLY)
@@ -160,6 +161,15 @@ int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
             return fail(why, whylen, KVS_ETOOBIG,
                         "body of %llu bytes > KVS_MAX_MESSAGE (%llu)",
                         (unsigned long long)h.body_len, (unsigned long long)lim->max_message);
+    } else if (h.type == PROTO_FUSED || h.type == PROTO_FUSED_REPLY) {
+        uint64_t least;
+        if (h.count == 0 || !size_mul(h.count, PROTO_HDR_SIZE, &least) || least > h.body_len)
+            return fail(why, whylen, KVS_EPROTO, "%s of %llu records in %llu bytes",
+                        proto_type_name(h.type), (unsigned long long)h.count,
+                        (unsigned long long)h.body_len);
+        if (h.body_len > lim->max_message)
+            return fail(why, whylen, KVS_ETOOBIG, "body of %llu bytes > KVS_MAX_MESSAGE (%llu)",
+                        (unsigned long long)h.body_len, (unsigned long long)lim->max_message);
     } else if (h.type == PROTO_PULL && h.body_len != 0) {
         return fail(why, whylen, KVS_EPROTO, "PULL with a body");
     } else if (h.type == PROTO_REPLY || h.type == PROTO_ERROR || h.type == PROTO_REFUSED) {
@@ -171,6 +181,52 @@ int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
                     proto_type_name(h.type), (unsigned long long)h.body_len, PROTO_TEXT_MAX);
     }
     *out = h;
+    return 0;
+}
+
+uint64_t proto_fused_put(uint8_t *out, const proto_hdr *h, const void *data)
+{
+    uint64_t n = proto_fused_rec_len(h->body_len);
+    proto_encode(h, out);
+    if (h->body_len > 0)
+        memcpy(out + PROTO_HDR_SIZE, data, h->body_len);
+    memset(out + PROTO_HDR_SIZE + h->body_len, 0, n - PROTO_HDR_SIZE - h->body_len);
+    return n;
+}
+
+int proto_fused_next(int outer, int sender, const uint8_t *body, uint64_t len, uint64_t *off,
+                     const proto_limits *lim, proto_hdr *rec, const uint8_t **data, char *why,
+                     size_t whylen)
+{
+    char inner[200];
+    uint64_t at = *off, blen, need;
+    if (at > len || len - at < PROTO_HDR_SIZE)
+        return fail(why, whylen, KVS_EPROTO, "%s: record at byte %llu runs past the body "
+                    "(%llu bytes)", proto_type_name(outer), (unsigned long long)at,
+                    (unsigned long long)len);
+    blen = le_get64(body + at + 80);
+    if (blen > len - at - PROTO_HDR_SIZE ||
+        (need = proto_fused_rec_len(blen)) > len - at)
+        return fail(why, whylen, KVS_EPROTO, "%s: record at byte %llu declares %llu body "
+                    "bytes, past the body (%llu bytes)", proto_type_name(outer),
+                    (unsigned long long)at, (unsigned long long)blen, (unsigned long long)len);
+    int rc = proto_decode(body + at, PROTO_HDR_SIZE, blen ? 2 : 1, blen, lim, rec, inner,
+                          sizeof inner);
+    if (rc)
+        return fail(why, whylen, rc, "%s: record at byte %llu: %s", proto_type_name(outer),
+                    (unsigned long long)at, inner);
+    if (outer == PROTO_FUSED ? !is_data_request(rec->type) : rec->type != PROTO_REPLY)
+        return fail(why, whylen, KVS_EPROTO, "%s: record at byte %llu is a %s",
+                    proto_type_name(outer), (unsigned long long)at,
+                    proto_type_name(rec->type));
+    if (rec->flags & PROTO_F_CMA)
+        return fail(why, whylen, KVS_EPROTO, "%s: record at byte %llu is by reference",
+                    proto_type_name(outer), (unsigned long long)at);
+    if (rec->sender != sender)
+        return fail(why, whylen, KVS_EPROTO, "%s from %d: record at byte %llu says sender %d",
+                    proto_type_name(outer), sender, (unsigned long long)at, rec->sender);
+    *data = blen ? body + at + PROTO_HDR_SIZE : NULL;
+    *off = at + need;
     return 0;
 }
 
@@ -200,6 +256,8 @@ const char *proto_type_name(int type)
         [PROTO_CHALLENGE] = "CHALLENGE",
         [PROTO_PROOF] = "PROOF",
         [PROTO_TIMING] = "TIMING",
+        [PROTO_FUSED] = "FUSED",
+        [PROTO_FUSED_REPLY] = "FUSED_REPLY",
     };
     if (type < 0 || type >= PROTO_TYPE_MAX || !names[type])
         return "?";

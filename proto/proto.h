@@ -79,6 +79,14 @@ enum proto_type {
                            * fresh random bytes the worker must write into its memory */
     PROTO_PROOF = 34,     /* worker -> server: the challenge is at nonce_addr now; body =
                            * proto_hello (pid, nonce_addr, the challenge) */
+    /* 64-71: workloads */
+    PROTO_FUSED = 64,       /* worker -> server: several small data requests (INIT, PUSH,
+                             * PULL, PUSHPULL) in one message; count = records; body =
+                             * records (proto_fused_next).  Each record is handled as if
+                             * it had come alone; its answer is a record of a FUSED_REPLY. */
+    PROTO_FUSED_REPLY = 65, /* server -> worker: REPLY records answering records of FUSED
+                             * requests (req_id = the FUSED's; records of one FUSED may
+                             * come in several FUSED_REPLYs, as their rounds complete) */
     PROTO_TYPE_MAX = 96 /* every type is below this */
 };
 
@@ -123,6 +131,8 @@ typedef struct proto_hdr {
     uint64_t cma_src, cma_dst;
     /* not on the wire: a server's timing of a request (PROTO_F_TRACE) */
     uint64_t t_arrive_ns, sum_ns, t_round_ns;
+    /* not on the wire: the server's batch of a record of a FUSED request (0: none) */
+    uintptr_t fuse;
 } proto_hdr;
 
 typedef struct proto_limits {
@@ -140,6 +150,34 @@ void proto_encode(const proto_hdr *h, uint8_t out[PROTO_HDR_SIZE]);
  * KVS_ETOOBIG with a reason in why. */
 int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
                  const proto_limits *lim, proto_hdr *out, char *why, size_t whylen);
+
+/* ---- fused bodies (PROTO_FUSED, PROTO_FUSED_REPLY) ----
+ * A body is `count` records back to back; a record is a PROTO_HDR_SIZE
+ * header (the same layout as a message header; its body_len says how many
+ * bytes follow) and its body, padded with zeros to a multiple of 8 bytes. */
+
+/* Bytes a record whose body has body_len bytes takes (body_len below
+ * KVS_MAX_MESSAGE, so no overflow). */
+static inline uint64_t proto_fused_rec_len(uint64_t body_len)
+{
+    return PROTO_HDR_SIZE + ((body_len + 7) & ~(uint64_t)7);
+}
+
+/* Write one record at out (proto_fused_rec_len(h->body_len) bytes): the
+ * header h and h->body_len bytes of data (data may be NULL when body_len is
+ * 0).  Returns the bytes written. */
+uint64_t proto_fused_put(uint8_t *out, const proto_hdr *h, const void *data);
+
+/* Decode the record at *off of a fused body of len bytes from a message of
+ * type outer (PROTO_FUSED or PROTO_FUSED_REPLY) and advance *off past it.
+ * The record is validated as proto_decode validates a message, and must be a
+ * data request (FUSED) or a REPLY (FUSED_REPLY) not sent by reference, from
+ * the message's sender.  *data points at the record's body inside body (NULL
+ * when it has none).  Returns 0, or KVS_EPROTO / KVS_ETOOBIG with why (a
+ * record that runs past len included). */
+int proto_fused_next(int outer, int sender, const uint8_t *body, uint64_t len, uint64_t *off,
+                     const proto_limits *lim, proto_hdr *rec, const uint8_t **data, char *why,
+                     size_t whylen);
 
 /* True if a message of this type and status carries array data in frame 2. */
 bool proto_has_data(const proto_hdr *h);

@@ -21,6 +21,7 @@
 #include "server/cma.h"
 #include "server/metrics.h"
 #include "server/server.h"
+#include "server/fuse.h"
 #include "server/store.h"
 
 /* The connection (ZeroMQ routing id) a worker rank is bound to: the first
@@ -52,6 +53,7 @@ typedef struct srv {
     char endpoint[640];
     srv_cma *cma; /* per worker rank: direct memory access, once proven */
     srv_met met;  /* metrics (served at KVS_METRICS_PORT) */
+    srv_fuser fuser; /* answers to FUSED requests */
 } srv;
 
 static void stop(srv *s, int code)
@@ -92,6 +94,10 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
     h.flags = 0;
     h.round = round;
     h.body_len = 0;
+    if (req->fuse) { /* a record of a FUSED request: its answer is a record too */
+        srv_fuse_answer(&s->fuser, &h, text, value && req->count ? value->data : NULL);
+        return;
+    }
     if (status != 0) {
         char buf[PROTO_ERRTEXT_MAX];
         snprintf(buf, sizeof buf, "%s", text ? text : "");
@@ -292,7 +298,8 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
     if (rc == 0)
         rc = check_sender(s, m, ident, ident_len, h.sender, why, sizeof why);
     if (rc == 0 && h.type != PROTO_INIT && h.type != PROTO_PUSH && h.type != PROTO_PULL &&
-        h.type != PROTO_PUSHPULL && h.type != PROTO_HELLO && h.type != PROTO_PROOF) {
+        h.type != PROTO_PUSHPULL && h.type != PROTO_HELLO && h.type != PROTO_PROOF &&
+        h.type != PROTO_FUSED) {
         snprintf(why, sizeof why, "%s is not a data request", proto_type_name(h.type));
         rc = KVS_EPROTO;
     }
@@ -322,6 +329,19 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
     }
     if (h.flags & PROTO_F_CMA) {
         on_cma_request(s, ident, ident_len, wrank, &h, zmq_msg_data(bodymsg));
+        return;
+    }
+    if (h.type == PROTO_FUSED) {
+        rc = srv_fuse_request(&s->fuser, &s->store, ident, ident_len, wrank, &h,
+                              zmq_msg_data(bodymsg), &lim, why, sizeof why);
+        if (rc != 0) {
+            s->dropped++;
+            LOG(LOG_WARN, s->who, "net", "refused a FUSED message from worker %d (%llu bad "
+                "messages so far): %s", wrank, (unsigned long long)s->dropped, why);
+            proto_hdr e = {.type = PROTO_ERROR, .status = rc, .sender = s->node_id,
+                           .req_id = h.req_id};
+            net_send_text(s->data, ident, ident_len, &e, why);
+        }
         return;
     }
     srv_store_handle(&s->store, ident, ident_len, wrank, &h,
@@ -501,6 +521,7 @@ int srv_run(const cfg *c)
         LOG(LOG_ERROR, s->who, "metrics", "%s", err);
         goto out;
     }
+    srv_fuser_init(&s->fuser, &s->loop, s->data, &s->node_id);
     if (net_check_host(c->root_uri, "DMLC_PS_ROOT_URI", err, sizeof err) != 0) {
         LOG(LOG_ERROR, s->who, "net", "%s", err);
         goto out;
@@ -532,6 +553,7 @@ out:
     uv_loop_close(&s->loop);
     srv_store_fini(&s->store);
     srv_met_fini(&s->met);
+    srv_fuser_fini(&s->fuser);
     zmq_ctx_term(s->zctx);
     red_pool_free(s->pool);
     for (int i = 0; i < c->num_worker; i++)

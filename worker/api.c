@@ -623,6 +623,7 @@ int kvs_create(const char *type, kvs_store **out)
     hmap_init(&s->keys);
     hmap_init(&s->busy);
     hmap_init(&s->reqs);
+    hmap_init(&s->batches);
     snprintf(s->who, sizeof s->who, "worker");
     if (cfg_load(&s->c, kind == WRK_DIST, err, sizeof err) != 0 ||
         tree_env_check(err, sizeof err) != 0) {
@@ -880,6 +881,10 @@ int kvs_close(kvs_store *s)
     hmap_fini(&s->keys);
     hmap_fini(&s->busy);
     hmap_fini(&s->reqs);
+    hmap_fini(&s->batches);
+    for (int r = 0; s->fuse && r < s->num_servers; r++)
+        free(s->fuse[r].reqs);
+    free(s->fuse);
     free(s->cma);
     free(s->hellos);
     wrk_met_free(s);

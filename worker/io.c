@@ -50,6 +50,8 @@ static void io_fail(kvs_store *s, int err, const char *text, int dead_server, bo
     wrk_fail_all_locked(s, err, text);
     hmap reqs = s->reqs;
     hmap_init(&s->reqs);
+    hmap_fini(&s->batches); /* every record is failed below */
+    hmap_init(&s->batches);
     pthread_mutex_unlock(&s->mu);
     for (size_t i = 0; i < reqs.cap; i++) {
         if (reqs.used[i] != 1)
@@ -216,6 +218,155 @@ static void send_req(kvs_store *s, wrk_req *q)
         zmq_msg_close(bp);
 }
 
+/* ---- fusion: small parts for one server leave together ----
+ * Parts below DP_FUSE_MAX bytes queued in one wake-up are collected per
+ * server and sent as FUSED messages of at most KVS_FUSE_BYTES.  Each part
+ * keeps its own req_id (the FUSED's req_id + 1, + 2, ...) and its answer
+ * comes back as a record of a FUSED_REPLY, handled like a lone REPLY. */
+
+static bool fusable(const kvs_store *s, const wrk_req *q)
+{
+    return s->c.fuse_bytes > 0 && q->op != NULL && q->server >= 0 &&
+           q->server < s->num_servers &&
+           q->h.count * kvs_dtype_size((kvs_dtype)q->h.dtype) < DP_FUSE_MAX;
+}
+
+static uint64_t fused_len(const wrk_req *q)
+{
+    return proto_fused_rec_len(q->send ? q->h.body_len : 0);
+}
+
+static void fuse_fail(kvs_store *s, wrk_req **reqs, size_t n, int err, const char *text)
+{
+    for (size_t i = 0; i < n; i++)
+        wrk_op_release(s, reqs[i]->op, err, text);
+}
+
+static void fuse_flush(kvs_store *s, int r)
+{
+    wrk_fuse *f = &s->fuse[r];
+    size_t n = f->n, k;
+    uint64_t bytes = f->bytes, off = 0, cid;
+    char text[128];
+    zmq_msg_t body;
+    f->n = 0;
+    f->bytes = 0;
+    if (n == 0)
+        return;
+    if (n == 1) {
+        send_req(s, f->reqs[0]);
+        return;
+    }
+    if (s->servers == NULL || s->servers[r] == NULL) {
+        snprintf(text, sizeof text, "no connection to server %d", r);
+        fuse_fail(s, f->reqs, n, KVS_ENET, text);
+        return;
+    }
+    cid = ++s->next_req;
+    if (zmq_msg_init_size(&body, bytes) != 0) {
+        fuse_fail(s, f->reqs, n, KVS_ENOMEM, "out of memory");
+        return;
+    }
+    if (hmap_put(&s->batches, cid, (void *)(uintptr_t)(((uint64_t)n << 32) | n)) != 0) {
+        zmq_msg_close(&body);
+        fuse_fail(s, f->reqs, n, KVS_ENOMEM, "out of memory");
+        return;
+    }
+    uint8_t *p = zmq_msg_data(&body);
+    int prio = f->reqs[0]->h.priority;
+    for (k = 0; k < n; k++) {
+        wrk_req *q = f->reqs[k];
+        q->req_id = ++s->next_req;
+        q->h.req_id = q->req_id;
+        q->h.sender = s->node_id;
+        q->batch = cid;
+        if (q->send == NULL)
+            q->h.body_len = 0;
+        if (hmap_put(&s->reqs, q->req_id, q) != 0)
+            break;
+        off += proto_fused_put(p + off, &q->h, q->send);
+        if (q->h.priority > prio)
+            prio = q->h.priority;
+        /* metrics and timeline (a fused part gets no server timing) */
+        q->t_sent = clock_ns();
+        wrk_met_sent(s, q, false, 0);
+        if (s->trace && q->op->trace_id)
+            trace_req(s, q, TEV_SENT, q->send ? q->h.body_len : 0, 0, 0, 0);
+    }
+    proto_hdr h = {.type = PROTO_FUSED, .sender = s->node_id, .req_id = cid, .priority = prio,
+                   .count = n, .body_len = off};
+    if (k < n || off != bytes || net_send(s->servers[r], NULL, 0, &h, &body) != 0) {
+        for (size_t j = 0; j < k; j++)
+            hmap_del(&s->reqs, f->reqs[j]->req_id);
+        hmap_del(&s->batches, cid);
+        snprintf(text, sizeof text, k < n ? "out of memory" : "send to server %d failed", r);
+        fuse_fail(s, f->reqs, n, k < n ? KVS_ENOMEM : KVS_ENET, text);
+    }
+    zmq_msg_close(&body);
+}
+
+static void fuse_flush_all(kvs_store *s)
+{
+    for (int r = 0; s->fuse && r < s->num_servers; r++)
+        fuse_flush(s, r);
+}
+
+/* Send q now, or keep it for this server's next FUSED message. */
+static void dispatch(kvs_store *s, wrk_req *q)
+{
+    if (!fusable(s, q)) {
+        /* p3: a part never overtakes a fused one queued before it */
+        if (s->routing.p3 && s->fuse && q->server >= 0 && q->server < s->num_servers)
+            fuse_flush(s, q->server);
+        send_req(s, q);
+        return;
+    }
+    if (s->fuse == NULL && (s->fuse = calloc((size_t)s->num_servers, sizeof *s->fuse)) == NULL) {
+        send_req(s, q);
+        return;
+    }
+    wrk_fuse *f = &s->fuse[q->server];
+    uint64_t len = fused_len(q);
+    if (f->n > 0 && f->bytes + len > s->c.fuse_bytes)
+        fuse_flush(s, q->server);
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? 2 * f->cap : 64;
+        wrk_req **nr = realloc(f->reqs, cap * sizeof *nr);
+        if (nr == NULL) {
+            send_req(s, q);
+            return;
+        }
+        f->reqs = nr;
+        f->cap = cap;
+    }
+    f->reqs[f->n++] = q;
+    f->bytes += len;
+}
+
+/* A record of a FUSED message was answered (or failed). */
+static void batch_done(kvs_store *s, uint64_t cid)
+{
+    uintptr_t v = (uintptr_t)hmap_get(&s->batches, cid);
+    if (v == 0)
+        return;
+    if ((v & 0xffffffffu) <= 1)
+        hmap_del(&s->batches, cid);
+    else
+        hmap_put(&s->batches, cid, (void *)(v - 1)); /* exists: no allocation */
+}
+
+/* A server refused a whole FUSED message: fail the records still waiting. */
+static void batch_fail(kvs_store *s, uint64_t cid, int err, const char *text)
+{
+    uintptr_t v = (uintptr_t)hmap_del(&s->batches, cid);
+    uint64_t n = (uint64_t)v >> 32;
+    for (uint64_t id = cid + 1; id <= cid + n; id++) {
+        wrk_req *q = hmap_del(&s->reqs, id);
+        if (q && q->op)
+            wrk_op_release(s, q->op, err, text);
+    }
+}
+
 static int cmp_prio(const void *a, const void *b)
 {
     const wrk_req *x = *(wrk_req *const *)a, *y = *(wrk_req *const *)b;
@@ -247,7 +398,7 @@ static void on_wake(uv_async_t *h)
                     all[k++] = &op->reqs[i];
             qsort(all, n, sizeof *all, cmp_prio);
             for (size_t i = 0; i < n; i++)
-                send_req(s, all[i]);
+                dispatch(s, all[i]);
             free(all);
             ops = NULL;
         }
@@ -257,9 +408,10 @@ static void on_wake(uv_async_t *h)
         size_t nreqs = ops->nreqs;
         wrk_req *reqs = ops->reqs;
         for (size_t i = 0; i < nreqs; i++)
-            send_req(s, &reqs[i]);
+            dispatch(s, &reqs[i]);
         ops = next;
     }
+    fuse_flush_all(s);
     if (stop)
         uv_stop(&s->loop);
 }
@@ -293,20 +445,11 @@ static void answer_challenge(kvs_store *s, wrk_req *q, const uint8_t *challenge)
     zmq_msg_close(&body);
 }
 
-/* A reply from a server. */
-static void on_server(net_sock *sock, net_msg *m, void *arg)
+/* One answer (a lone REPLY or ERROR, or a record of a FUSED_REPLY). */
+static void on_reply(kvs_store *s, const proto_hdr *hp, const char *body)
 {
-    kvs_store *s = arg;
-    proto_hdr h;
+    proto_hdr h = *hp;
     char why[256];
-    proto_limits lim = {s->c.max_message};
-    (void)sock;
-    zmq_msg_t *bodymsg;
-    if (net_msg_decode(m, false, &lim, &h, &bodymsg, why, sizeof why) != 0) {
-        LOG(LOG_WARN, s->who, "net", "dropped a malformed message from a server: %s", why);
-        return;
-    }
-    const char *body = bodymsg ? zmq_msg_data(bodymsg) : NULL;
     if (h.type == PROTO_ERROR) {
         LOG(LOG_WARN, s->who, "net", "server %d rejected a message: %.*s", (h.sender - 8) / 2,
             (int)h.body_len, body ? body : "");
@@ -314,6 +457,14 @@ static void on_server(net_sock *sock, net_msg *m, void *arg)
     wrk_req *q = hmap_get(&s->reqs, h.req_id);
     if (q && q->op == NULL && h.type == PROTO_CHALLENGE) {
         answer_challenge(s, q, (const uint8_t *)body);
+        return;
+    }
+    if (q == NULL && hmap_get(&s->batches, h.req_id) != NULL) {
+        char text[PROTO_ERRTEXT_MAX + 64];
+        int st = h.status ? h.status : KVS_EPROTO;
+        snprintf(text, sizeof text, "server %d: %.*s", (h.sender - 8) / 2, (int)h.body_len,
+                 body ? body : kvs_strerror(st));
+        batch_fail(s, h.req_id, st, text);
         return;
     }
     if (q == NULL) {
@@ -345,6 +496,8 @@ static void on_server(net_sock *sock, net_msg *m, void *arg)
         }
         return;
     }
+    if (q->batch)
+        batch_done(s, q->batch);
     if (h.type == PROTO_ERROR || h.status != 0) {
         char text[PROTO_ERRTEXT_MAX + 64];
         int st = h.status ? h.status : KVS_EPROTO;
@@ -379,6 +532,40 @@ static void on_server(net_sock *sock, net_msg *m, void *arg)
             memcpy(q->outs[i], body, h.body_len);
     }
     wrk_op_release(s, q->op, 0, NULL);
+}
+
+/* A message from a server: a lone answer or a FUSED_REPLY of several. */
+static void on_server(net_sock *sock, net_msg *m, void *arg)
+{
+    kvs_store *s = arg;
+    proto_hdr h, rec;
+    char why[256];
+    proto_limits lim = {s->c.max_message};
+    (void)sock;
+    zmq_msg_t *bodymsg;
+    if (net_msg_decode(m, false, &lim, &h, &bodymsg, why, sizeof why) != 0) {
+        LOG(LOG_WARN, s->who, "net", "dropped a malformed message from a server: %s", why);
+        return;
+    }
+    const char *body = bodymsg ? zmq_msg_data(bodymsg) : NULL;
+    if (h.type != PROTO_FUSED_REPLY) {
+        on_reply(s, &h, body);
+        return;
+    }
+    uint64_t off = 0;
+    for (uint64_t i = 0; i < h.count; i++) {
+        const uint8_t *data;
+        if (proto_fused_next(PROTO_FUSED_REPLY, h.sender, (const uint8_t *)body, h.body_len,
+                             &off, &lim, &rec, &data, why, sizeof why) != 0) {
+            LOG(LOG_WARN, s->who, "net", "dropped the rest of a malformed message from a "
+                "server: %s", why);
+            return;
+        }
+        on_reply(s, &rec, (const char *)data);
+    }
+    if (off != h.body_len)
+        LOG(LOG_WARN, s->who, "net", "a FUSED_REPLY from a server has %llu bytes after its "
+            "%llu records", (unsigned long long)(h.body_len - off), (unsigned long long)h.count);
 }
 
 /* The data connection to server r is gone (or never came up): fail the job

@@ -70,7 +70,15 @@ typedef struct wrk_req {
     bool cma_out;        /* (io) sent by reference: the server writes outs[0] itself */
     uint64_t t_sent;     /* (io) clock_ns() when sent (metrics, trace) */
     uint32_t kidx;       /* index of its key in op->keys (trace) */
+    uint64_t batch;      /* (io) req_id of the FUSED message that carried it, or 0 */
 } wrk_req;
+
+/* (io) Small parts for one server waiting to leave as one FUSED message. */
+typedef struct wrk_fuse {
+    wrk_req **reqs;
+    size_t n, cap;
+    uint64_t bytes; /* body of the FUSED message so far */
+} wrk_fuse;
 
 struct wrk_op {
     kvs_store *store;
@@ -131,6 +139,8 @@ struct kvs_store {
     net_link *link;
     net_sock **servers;
     hmap reqs;       /* req_id -> wrk_req */
+    hmap batches;    /* FUSED req_id -> records (high 32 bits) and unanswered (low 32) */
+    wrk_fuse *fuse;  /* per server: parts to fuse at the end of this wake-up */
     bool *cma;       /* per server: it copies our memory directly (HELLO accepted) */
     wrk_req *hellos; /* per server: the HELLO request (op NULL) */
     uint8_t *nonces; /* per server: PROTO_NONCE_LEN bytes where we write its challenge, so

@@ -47,3 +47,28 @@ IT_TEST(huge_keys_2x2)
     it_start_job(t, 2, 2, argv);
     it_expect_job_ok(t, 240);
 }
+
+IT_TEST(many_keys_small_fuse_2x3)
+{
+    /* fused messages of at most 4 KiB: a call's small parts are spread over
+     * many FUSED messages (and single parts that go alone) */
+    static const char *const argv[] = {"many", "--keys", "800", "--dtype", "f16,i32,f64",
+                                       "--split", "--dup", "--pushpull", "--rounds", "3", NULL};
+    many_env(t, "1");
+    it_setenv(t, "KVS_FUSE_BYTES", "4096");
+    it_start_job(t, 2, 3, argv);
+    it_expect_job_ok(t, 150);
+}
+
+IT_TEST(many_keys_p3_2x2)
+{
+    /* p3: every key cut into slices of 3000 elements, fused parts keep
+     * their place in the priority order */
+    static const char *const argv[] = {"many", "--keys", "800", "--dtype", "f32,bf16",
+                                       "--split", "--dup", "--rounds", "3", NULL};
+    many_env(t, "0");
+    it_setenv(t, "DMLC_PS_VAN_TYPE", "p3");
+    it_setenv(t, "MXNET_KVSTORE_SLICE_THRESHOLD", "3000");
+    it_start_job(t, 2, 2, argv);
+    it_expect_job_ok(t, 150);
+}

@@ -21,7 +21,7 @@ static const char *const all_vars[] = {
     "PS_HEARTBEAT_TIMEOUT", "PS_RESEND", "PS_RESEND_TIMEOUT", "MXNET_KVSTORE_BIGARRAY_BOUND",
     "MXNET_KVSTORE_REDUCTION_NTHREADS", "MXNET_KVSTORE_SLICE_THRESHOLD",
     "MXNET_KVSTORE_USETREE", "MXNET_UPDATE_ON_KVSTORE", "KVS_START_TIMEOUT",
-    "KVS_MAX_MESSAGE", "KVS_CHUNK_BYTES", "KVS_PORT", "KVS_PORT_FILE", NULL};
+    "KVS_MAX_MESSAGE", "KVS_CHUNK_BYTES", "KVS_FUSE_BYTES", "KVS_PORT", "KVS_PORT_FILE", NULL};
 
 static void clear_env(void)
 {
@@ -489,6 +489,21 @@ START_TEST(test_u64_vars)
     expect_bad("KVS_CHUNK_BYTES", "4095");
     expect_bad("KVS_CHUNK_BYTES", "1099511627777");
     expect_bad("KVS_CHUNK_BYTES", "4M");
+
+    clear_env();
+    load_ok(&c, false);
+    ck_assert_uint_eq(c.fuse_bytes, 256u << 10);
+    setenv("KVS_FUSE_BYTES", "0", 1);
+    load_ok(&c, false);
+    ck_assert_uint_eq(c.fuse_bytes, 0);
+    setenv("KVS_FUSE_BYTES", "4096", 1);
+    load_ok(&c, false);
+    ck_assert_uint_eq(c.fuse_bytes, 4096);
+    expect_bad("KVS_FUSE_BYTES", "4095");
+    expect_bad("KVS_FUSE_BYTES", "1");
+    expect_bad("KVS_FUSE_BYTES", "1073741825");
+    expect_bad("KVS_FUSE_BYTES", "256K");
+    unsetenv("KVS_FUSE_BYTES");
     expect_bad("KVS_MAX_MESSAGE", "1GiB");
     expect_bad("KVS_MAX_MESSAGE", "-64");
 }

@@ -858,6 +858,119 @@ START_TEST(test_parse_rejects_nul_and_empty)
 }
 END_TEST
 
+/* A FUSED body of three records (PUSH of 3 floats, PULL, INIT of 1 int64)
+ * round-trips through proto_fused_put / proto_fused_next; every way a body
+ * can lie is refused with a reason. */
+START_TEST(test_fused)
+{
+    uint8_t body[1024];
+    float v[3] = {1, 2, 3};
+    int64_t one = 7;
+    proto_hdr r[3], out, h;
+    const uint8_t *data;
+    uint64_t off = 0, len = 0;
+    r[0] = push_hdr();
+    r[0].count = r[0].total = 3;
+    r[0].body_len = 12;
+    r[1] = push_hdr();
+    r[1].type = PROTO_PULL;
+    r[1].key = 4;
+    r[1].body_len = 0;
+    r[2] = push_hdr();
+    r[2].type = PROTO_INIT;
+    r[2].key = 5;
+    r[2].count = r[2].total = 1;
+    r[2].dtype = KVS_INT64;
+    r[2].body_len = 8;
+    ck_assert_uint_eq(proto_fused_rec_len(12), PROTO_HDR_SIZE + 16);
+    ck_assert_uint_eq(proto_fused_rec_len(0), PROTO_HDR_SIZE);
+    len += proto_fused_put(body + len, &r[0], v);
+    len += proto_fused_put(body + len, &r[1], NULL);
+    len += proto_fused_put(body + len, &r[2], &one);
+    ck_assert_uint_eq(len, 3 * PROTO_HDR_SIZE + 16 + 8);
+    ck_assert_uint_eq(body[PROTO_HDR_SIZE + 12], 0); /* padding is zero */
+
+    /* the container header */
+    memset(&h, 0, sizeof h);
+    h.type = PROTO_FUSED;
+    h.sender = 9;
+    h.count = 3;
+    h.body_len = len;
+    expect_ok(&h);
+    h.count = 0;
+    expect_err(&h, 2, len, KVS_EPROTO);
+    h.count = len / PROTO_HDR_SIZE + 1; /* more records than could fit */
+    expect_err(&h, 2, len, KVS_EPROTO);
+    h.count = UINT64_MAX / 2; /* count * header size overflows */
+    expect_err(&h, 2, len, KVS_EPROTO);
+    h.count = 1;
+    h.body_len = 2u << 20; /* above the limit (1 MiB here) */
+    expect_err(&h, 2, 2u << 20, KVS_ETOOBIG);
+
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(proto_fused_next(PROTO_FUSED, 9, body, len, &off, &lim, &out, &data,
+                                          why, sizeof why), 0);
+        ck_assert_int_eq(out.type, r[i].type);
+        ck_assert_uint_eq(out.key, r[i].key);
+        ck_assert_uint_eq(out.body_len, r[i].body_len);
+        ck_assert_uint_eq(out.fuse, 0);
+        ck_assert(i == 1 ? data == NULL : data != NULL);
+    }
+    ck_assert_uint_eq(off, len);
+    off = 0;
+    proto_fused_next(PROTO_FUSED, 9, body, len, &off, &lim, &out, &data, why, sizeof why);
+    ck_assert(memcmp(data, v, sizeof v) == 0);
+
+    /* past the end: no record left, a record cut short, a body_len too long */
+    uint64_t at = len;
+    ck_assert_int_eq(proto_fused_next(PROTO_FUSED, 9, body, len, &at, &lim, &out, &data, why,
+                                      sizeof why), KVS_EPROTO);
+    ck_assert_uint_eq(at, len);
+    at = 0;
+    ck_assert_int_eq(proto_fused_next(PROTO_FUSED, 9, body, PROTO_HDR_SIZE + 8, &at, &lim, &out,
+                                      &data, why, sizeof why), KVS_EPROTO);
+    ck_assert_uint_eq(at, 0);
+    at = 0;
+    ck_assert_int_eq(proto_fused_next(PROTO_FUSED, 9, body, 50, &at, &lim, &out, &data, why,
+                                      sizeof why), KVS_EPROTO);
+    /* another sender's record, a reply inside a request, a request inside a
+     * reply, a record by reference, a bad dtype inside */
+    at = 0;
+    ck_assert_int_eq(proto_fused_next(PROTO_FUSED, 11, body, len, &at, &lim, &out, &data, why,
+                                      sizeof why), KVS_EPROTO);
+    ck_assert(strstr(why, "sender") != NULL);
+    ck_assert_int_eq(proto_fused_next(PROTO_FUSED_REPLY, 9, body, len, &at, &lim, &out, &data,
+                                      why, sizeof why), KVS_EPROTO);
+    uint8_t bad[256];
+    proto_hdr b = push_hdr();
+    b.body_len = 0;
+    b.type = PROTO_REPLY;
+    proto_fused_put(bad, &b, NULL);
+    at = 0;
+    ck_assert_int_eq(proto_fused_next(PROTO_FUSED, 9, bad, PROTO_HDR_SIZE, &at, &lim, &out,
+                                      &data, why, sizeof why), KVS_EPROTO);
+    at = 0;
+    ck_assert_int_eq(proto_fused_next(PROTO_FUSED_REPLY, 9, bad, PROTO_HDR_SIZE, &at, &lim,
+                                      &out, &data, why, sizeof why), 0);
+    b = push_hdr();
+    b.type = PROTO_PUSH;
+    b.flags = PROTO_F_CMA;
+    b.body_len = PROTO_CMA_LEN;
+    proto_fused_put(bad, &b, "0123456789abcdef");
+    at = 0;
+    ck_assert_int_eq(proto_fused_next(PROTO_FUSED, 9, bad, sizeof bad, &at, &lim, &out, &data,
+                                      why, sizeof why), KVS_EPROTO);
+    b = r[0];
+    b.dtype = 99;
+    proto_fused_put(bad, &b, v);
+    at = 0;
+    ck_assert_int_eq(proto_fused_next(PROTO_FUSED, 9, bad, sizeof bad, &at, &lim, &out, &data,
+                                      why, sizeof why), KVS_EPROTO);
+    ck_assert_str_eq(proto_type_name(PROTO_FUSED), "FUSED");
+    ck_assert_str_eq(proto_type_name(PROTO_FUSED_REPLY), "FUSED_REPLY");
+}
+END_TEST
+
 Suite *proto_suite(void)
 {
     Suite *s = suite_create("proto");
@@ -878,6 +991,7 @@ Suite *proto_suite(void)
     tcase_add_test(t, test_parse_register);
     tcase_add_test(t, test_parse_rejects_nul_and_empty);
     tcase_add_test(t, test_cma_flag);
+    tcase_add_test(t, test_fused);
     suite_add_tcase(s, t);
     return s;
 }

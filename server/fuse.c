@@ -1,0 +1,193 @@
+/* fuse.c - see fuse.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/datapath.h"
+#include "common/log.h"
+#include "server/fuse.h"
+
+struct srv_fuse {
+    srv_fuse *next, *prev; /* fuser->all */
+    srv_fuse *dnext;       /* fuser->dirty */
+    bool dirty;
+    bool handing;          /* records are still being handed to the store */
+    uint8_t ident[64];
+    size_t ident_len;
+    uint64_t req_id;       /* the FUSED message's */
+    uint64_t left;         /* records not answered yet */
+    uint64_t nout;         /* answers collected, not sent */
+    uint8_t *out;          /* the collected answer records */
+    uint64_t len, cap;
+};
+
+static void batch_free(srv_fuser *f, srv_fuse *b)
+{
+    if (b->prev)
+        b->prev->next = b->next;
+    else
+        f->all = b->next;
+    if (b->next)
+        b->next->prev = b->prev;
+    free(b->out);
+    free(b);
+}
+
+static void free_body(void *data, void *hint)
+{
+    (void)hint;
+    free(data);
+}
+
+/* Send what b collected as one FUSED_REPLY. */
+static void batch_send(srv_fuser *f, srv_fuse *b)
+{
+    zmq_msg_t body;
+    if (b->nout == 0)
+        return;
+    proto_hdr h = {.type = PROTO_FUSED_REPLY, .sender = *f->node_id, .req_id = b->req_id,
+                   .count = b->nout, .body_len = b->len};
+    if (zmq_msg_init_data(&body, b->out, b->len, free_body, NULL) != 0) {
+        /* cannot happen for a non-NULL buffer; the records are lost: log it */
+        LOG(LOG_ERROR, "server", "fuse", "cannot send %llu answers: out of memory",
+            (unsigned long long)b->nout);
+        free(b->out);
+    } else {
+        net_send(f->sock, b->ident, b->ident_len, &h, &body);
+        zmq_msg_close(&body);
+    }
+    b->out = NULL;
+    b->len = b->cap = b->nout = 0;
+}
+
+static void on_idle(uv_idle_t *h)
+{
+    srv_fuser *f = h->data;
+    srv_fuse *b = f->dirty;
+    f->dirty = NULL;
+    uv_idle_stop(&f->idle);
+    while (b) {
+        srv_fuse *n = b->dnext;
+        b->dirty = false;
+        b->dnext = NULL;
+        batch_send(f, b);
+        if (b->left == 0 && !b->handing)
+            batch_free(f, b);
+        b = n;
+    }
+}
+
+void srv_fuser_init(srv_fuser *f, uv_loop_t *loop, net_sock *sock, const int *node_id)
+{
+    memset(f, 0, sizeof *f);
+    uv_idle_init(loop, &f->idle);
+    f->idle.data = f;
+    f->sock = sock;
+    f->node_id = node_id;
+}
+
+void srv_fuser_fini(srv_fuser *f)
+{
+    while (f->all)
+        batch_free(f, f->all);
+    f->dirty = NULL;
+}
+
+int srv_fuse_request(srv_fuser *f, srv_store *st, const uint8_t *ident, size_t ident_len,
+                     int wrank, const proto_hdr *h, const uint8_t *body,
+                     const proto_limits *lim, char *why, size_t whylen)
+{
+    proto_hdr rec;
+    const uint8_t *data;
+    uint64_t off = 0;
+    int rc;
+    for (uint64_t i = 0; i < h->count; i++)
+        if ((rc = proto_fused_next(PROTO_FUSED, h->sender, body, h->body_len, &off, lim, &rec,
+                                   &data, why, whylen)) != 0)
+            return rc;
+    if (off != h->body_len) {
+        snprintf(why, whylen, "FUSED: %llu bytes after its %llu records",
+                 (unsigned long long)(h->body_len - off), (unsigned long long)h->count);
+        return KVS_EPROTO;
+    }
+    srv_fuse *b = calloc(1, sizeof *b);
+    if (b == NULL || ident_len > sizeof b->ident) {
+        free(b);
+        snprintf(why, whylen, b ? "routing id of %zu bytes" : "server out of memory",
+                 ident_len);
+        return b ? KVS_EPROTO : KVS_ENOMEM;
+    }
+    memcpy(b->ident, ident, ident_len);
+    b->ident_len = ident_len;
+    b->req_id = h->req_id;
+    b->left = h->count;
+    b->handing = true;
+    b->next = f->all;
+    if (f->all)
+        f->all->prev = b;
+    f->all = b;
+    f->batches++;
+    f->records += h->count;
+    off = 0;
+    for (uint64_t i = 0; i < h->count; i++) {
+        proto_fused_next(PROTO_FUSED, h->sender, body, h->body_len, &off, lim, &rec, &data, why,
+                         whylen);
+        rec.fuse = (uintptr_t)b;
+        srv_store_handle(st, ident, ident_len, wrank, &rec, data, NULL);
+    }
+    b->handing = false;
+    if (b->left == 0 && !b->dirty)
+        batch_free(f, b); /* everything answered and already sent */
+    return 0;
+}
+
+/* Room for one more record of n bytes in b->out (sending what b holds when
+ * it is full).  false: out of memory. */
+static bool reserve(srv_fuser *f, srv_fuse *b, uint64_t n)
+{
+    if (b->nout > 0 && b->len + n > DP_FUSE_REPLY_FLUSH)
+        batch_send(f, b);
+    if (b->len + n <= b->cap)
+        return true;
+    uint64_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + n)
+        cap *= 2;
+    uint8_t *p = realloc(b->out, cap);
+    if (p == NULL)
+        return false;
+    b->out = p;
+    b->cap = cap;
+    return true;
+}
+
+void srv_fuse_answer(srv_fuser *f, proto_hdr *reply, const char *text, const void *data)
+{
+    srv_fuse *b = (srv_fuse *)reply->fuse;
+    char buf[PROTO_ERRTEXT_MAX];
+    if (reply->status != 0) {
+        snprintf(buf, sizeof buf, "%s", text ? text : "");
+        reply->body_len = strlen(buf);
+        data = buf;
+    } else if (data == NULL) {
+        reply->body_len = 0;
+    } else {
+        reply->body_len = reply->count * kvs_dtype_size((kvs_dtype)reply->dtype);
+    }
+    reply->fuse = 0;
+    if (!reserve(f, b, proto_fused_rec_len(reply->body_len))) {
+        /* no memory to collect it: the record is answered alone */
+        reply->status = KVS_ENOMEM;
+        net_send_text(f->sock, b->ident, b->ident_len, reply,
+                      "server out of memory answering a fused request");
+    } else {
+        b->len += proto_fused_put(b->out + b->len, reply, data);
+        b->nout++;
+    }
+    b->left--;
+    if (!b->dirty) {
+        b->dirty = true;
+        b->dnext = f->dirty;
+        f->dirty = b;
+        uv_idle_start(&f->idle, on_idle);
+    }
+}

@@ -1,0 +1,59 @@
+/* fuse.h - the server's side of fused requests (PROTO_FUSED).
+ *
+ * A FUSED message carries several small data requests of one worker.  Every
+ * record is validated before any is handled; then each goes to the store as
+ * if it had come alone, marked with its batch (proto_hdr.fuse).  The store's
+ * answers to marked records are collected per batch and leave as
+ * FUSED_REPLY messages once per turn of the loop (an idle handle: the
+ * answers may be produced in any phase of the loop, and an idle handle
+ * keeps the next poll from blocking), so the
+ * records whose rounds complete together are answered in one message and a
+ * record never waits for another one's round.  A collected reply is sent at
+ * once when it reaches DP_FUSE_REPLY_FLUSH bytes.
+ *
+ * Threads: the server's loop thread only (ZeroMQ's thread frees sent reply
+ * bodies with free()).
+ */
+#ifndef KVS_SERVER_FUSE_H
+#define KVS_SERVER_FUSE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "net/net.h"
+#include "proto/proto.h"
+#include "server/store.h"
+
+typedef struct srv_fuse srv_fuse;
+
+typedef struct srv_fuser {
+    uv_idle_t idle;        /* sends the collected answers on the next turn */
+    net_sock *sock;        /* the data socket (ROUTER) */
+    const int *node_id;    /* this server's node id (set at registration) */
+    srv_fuse *all;         /* every batch still open */
+    srv_fuse *dirty;       /* batches with answers to send */
+    uint64_t batches, records;
+} srv_fuser;
+
+/* Start on loop; answers leave through sock.  The idle handle is closed by
+ * the loop's owner (uv_walk) like every other handle. */
+void srv_fuser_init(srv_fuser *f, uv_loop_t *loop, net_sock *sock, const int *node_id);
+/* Free every batch still open (after the loop stopped; the store's waiting
+ * requests that point at them must be gone or never be answered). */
+void srv_fuser_fini(srv_fuser *f);
+
+/* A validated FUSED message h with its body from worker wrank (connection
+ * ident): check every record (proto_fused_next), then hand each to the
+ * store.  Returns 0, or KVS_EPROTO / KVS_ETOOBIG / KVS_ENOMEM with why and
+ * nothing handled: the caller answers the whole message with an ERROR. */
+int srv_fuse_request(srv_fuser *f, srv_store *st, const uint8_t *ident, size_t ident_len,
+                     int wrank, const proto_hdr *h, const uint8_t *body,
+                     const proto_limits *lim, char *why, size_t whylen);
+
+/* The store's answer to a record of batch reply->fuse: reply is the REPLY
+ * header (req_id, key, part, status, round, count, dtype set; body_len is
+ * set here); the body is text (status != 0) or count elements at data. */
+void srv_fuse_answer(srv_fuser *f, proto_hdr *reply, const char *text, const void *data);
+
+#endif
