@@ -45,6 +45,19 @@ run memcpy "$BUILD/kvs-bench" reduce --dtypes float32 --sizes $sizes --threads 1
 for n in $keycounts; do
     run "keys-$n" $launch -n 2 -s 2 -- "$BUILD/kvs-bench" --keys "$n" --sizes 64K --no-ref --json
 done
+# many keys (one call per round, against one key of the same bytes), both
+# data paths; huge key counts; model profiles in backward order
+if [ "${BENCH_QUICK:-0}" != 1 ]; then
+    for cma in 1 0; do
+        run "keys200-cma$cma-1x1" $launch -n 1 -s 1 --env KVS_CMA=$cma -- "$BUILD/kvs-bench" --keys 200 --sizes 4K-1M
+        run "keys200-cma$cma-2x2" $launch -n 2 -s 2 --env KVS_CMA=$cma -- "$BUILD/kvs-bench" --keys 200 --sizes 4K-1M
+    done
+    run keys100000 $launch -n 2 -s 2 -- "$BUILD/kvs-bench" --keys 100000 --sizes 64 --iters 5 --no-ref
+    run resnet50 $launch -n 2 -s 2 -- "$BUILD/kvs-bench" --model resnet50 --iters 10
+    run bert-base $launch -n 2 -s 2 -- "$BUILD/kvs-bench" --model bert-base --iters 5
+    # P3 under a 1 Gbit link between two network namespaces (root only)
+    run p3-netns bash bench/p3-netns.sh
+fi
 # the tree planner on the example topologies
 if [ -x "$BUILD/kvs-topo" ]; then
     "$BUILD/kvs-topo" plan --topologies tests/tree/examples.json --json > "$BUILD/trees.json" || true

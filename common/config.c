@@ -235,6 +235,8 @@ int cfg_load(cfg *c, bool needs_job, char *err, size_t errlen)
     TRY(cfg_get_bool("KVS_CMA", true, &c->cma, err, errlen));
     TRY(cfg_get_u64("KVS_FUSE_BYTES", DP_FUSE_BYTES_DEFAULT, 0, 1u << 30, &c->fuse_bytes, err,
                     errlen));
+    TRY(cfg_get_u64("KVS_P3_CREDIT", DP_P3_CREDIT_DEFAULT, 0, 1ull << 40, &c->p3_credit, err,
+                    errlen));
     if (c->fuse_bytes > 0 && c->fuse_bytes < 4096) {
         snprintf(err, errlen, "KVS_FUSE_BYTES='%llu': expected 0 (no fusion) or 4096 to "
                  "1073741824", (unsigned long long)c->fuse_bytes);

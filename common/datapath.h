@@ -32,6 +32,10 @@
 /* Server: a FUSED_REPLY being collected is sent once it holds this much. */
 #define DP_FUSE_REPLY_FLUSH (1u << 20)
 
+/* Worker, p3: default of KVS_P3_CREDIT, the bytes a worker lets ZeroMQ hold
+ * for one server before a later (higher-priority) request can overtake. */
+#define DP_P3_CREDIT_DEFAULT (2u << 20)
+
 /* Default of KVS_CHUNK_BYTES: parts above it travel as several messages. */
 #define DP_CHUNK_BYTES_DEFAULT (4u << 20)
 

@@ -885,6 +885,10 @@ int kvs_close(kvs_store *s)
     for (int r = 0; s->fuse && r < s->num_servers; r++)
         free(s->fuse[r].reqs);
     free(s->fuse);
+    for (int r = 0; s->pq && r < s->num_servers; r++)
+        wrk_pq_fini(&s->pq[r]);
+    free(s->pq);
+    free((void *)s->inflight);
     free(s->cma);
     free(s->hellos);
     wrk_met_free(s);

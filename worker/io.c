@@ -67,6 +67,11 @@ static void io_fail(kvs_store *s, int err, const char *text, int dead_server, bo
         wrk_op_release(q->op->store, q->op, err, text);
     }
     hmap_fini(&reqs);
+    for (int r = 0; s->pq && r < s->num_servers; r++) {
+        wrk_req *q;
+        while ((q = wrk_pq_pop(&s->pq[r])) != NULL)
+            wrk_op_release(s, q->op, err, text);
+    }
     s->reqs = keep;
     wrk_met_depth(s);
     if (err != KVS_ECLOSED) {
@@ -105,12 +110,66 @@ static void io_fail_all(kvs_store *s, int err, const char *text)
     io_fail(s, err, text, -1, false);
 }
 
+/* ---- p3 credits ----
+ * With DMLC_PS_VAN_TYPE=p3 and KVS_P3_CREDIT > 0, a worker hands ZeroMQ at
+ * most KVS_P3_CREDIT bytes for one server that ZeroMQ has not yet written to
+ * the socket; everything else waits in the server's priority queue (pq.h),
+ * so a later high-priority request overtakes all that is queued.  ZeroMQ's
+ * thread returns credit as it releases each body, and wakes the loop. */
+
+typedef struct wrk_credit {
+    kvs_store *s;
+    int server;
+    uint64_t bytes;
+} wrk_credit;
+
+static void credit_return(kvs_store *s, int r, uint64_t bytes)
+{
+    atomic_fetch_sub(&s->inflight[r], bytes);
+    pthread_mutex_lock(&s->mu);
+    if (s->credit_live)
+        uv_async_send(&s->wake);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void credit_free(void *data, void *hint)
+{
+    wrk_credit *c = hint;
+    (void)data;
+    credit_return(c->s, c->server, c->bytes);
+    free(c);
+}
+
+/* A message body of len bytes for server r; with credits, one whose release
+ * by ZeroMQ returns them.  0 or KVS_ENOMEM. */
+static int body_new(kvs_store *s, int r, zmq_msg_t *m, uint64_t len)
+{
+    if (s->inflight == NULL)
+        return zmq_msg_init_size(m, len) == 0 ? 0 : KVS_ENOMEM;
+    wrk_credit *c = malloc(sizeof *c + len);
+    if (c == NULL)
+        return KVS_ENOMEM;
+    *c = (wrk_credit){s, r, len};
+    if (zmq_msg_init_data(m, c + 1, len, credit_free, c) != 0) {
+        free(c);
+        return KVS_ENOMEM;
+    }
+    atomic_fetch_add(&s->inflight[r], len);
+    return 0;
+}
+
 static void zc_free(void *data, void *hint)
 {
     wrk_req *q = hint;
+    kvs_store *s = q->op->store;
+    int r = q->server;
+    uint64_t n = q->h.body_len;
+    bool credited = q->credited;
     (void)data;
     /* ZeroMQ's thread: the frame that pointed at user memory is released */
-    wrk_op_release(q->op->store, q->op, 0, NULL);
+    wrk_op_release(s, q->op, 0, NULL);
+    if (credited)
+        credit_return(s, r, n);
 }
 
 /* A timeline event about request q (KVS_TRACE). */
@@ -193,9 +252,15 @@ static void send_req(kvs_store *s, wrk_req *q)
     }
     if (q->send && q->h.body_len > 0) {
         if (q->h.body_len >= DP_ZERO_COPY_MIN) {
+            q->credited = s->inflight != NULL;
+            if (q->credited)
+                atomic_fetch_add(&s->inflight[q->server], q->h.body_len);
             zmq_msg_init_data(&body, (void *)q->send, q->h.body_len, zc_free, q);
+        } else if (body_new(s, q->server, &body, q->h.body_len) != 0) {
+            hmap_del(&s->reqs, q->req_id);
+            wrk_op_release(s, q->op, KVS_ENOMEM, "out of memory");
+            return;
         } else {
-            zmq_msg_init_size(&body, q->h.body_len);
             memcpy(zmq_msg_data(&body), q->send, q->h.body_len);
         }
         bp = &body;
@@ -263,7 +328,7 @@ static void fuse_flush(kvs_store *s, int r)
         return;
     }
     cid = ++s->next_req;
-    if (zmq_msg_init_size(&body, bytes) != 0) {
+    if (body_new(s, r, &body, bytes) != 0) {
         fuse_fail(s, f->reqs, n, KVS_ENOMEM, "out of memory");
         return;
     }
@@ -375,6 +440,40 @@ static int cmp_prio(const void *a, const void *b)
     return x->op == y->op ? (x < y ? -1 : 1) : 0;
 }
 
+/* p3 with credits: the queues and counters, made on first use. */
+static bool p3_credits(kvs_store *s)
+{
+    if (!s->routing.p3 || s->c.p3_credit == 0 || s->num_servers <= 0)
+        return false;
+    if (s->pq)
+        return true;
+    s->pq = calloc((size_t)s->num_servers, sizeof *s->pq);
+    s->inflight = calloc((size_t)s->num_servers, sizeof *s->inflight);
+    if (s->pq == NULL || s->inflight == NULL) {
+        free(s->pq);
+        free((void *)s->inflight);
+        s->pq = NULL;
+        s->inflight = NULL;
+        return false;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->credit_live = true;
+    pthread_mutex_unlock(&s->mu);
+    return true;
+}
+
+/* Send server r's queued requests, highest priority first, while it has
+ * credit (parts waiting to be fused count as sent). */
+static void p3_pump(kvs_store *s, int r)
+{
+    wrk_req *q;
+    while (atomic_load(&s->inflight[r]) + (s->fuse ? s->fuse[r].bytes : 0) < s->c.p3_credit &&
+           (q = wrk_pq_pop(&s->pq[r])) != NULL)
+        dispatch(s, q);
+    if (s->fuse)
+        fuse_flush(s, r);
+}
+
 static void on_wake(uv_async_t *h)
 {
     kvs_store *s = h->data;
@@ -386,6 +485,21 @@ static void on_wake(uv_async_t *h)
     stop = s->stop;
     pthread_mutex_unlock(&s->mu);
 
+    if (ops && p3_credits(s)) {
+        for (wrk_op *op = ops, *next; op; op = next) {
+            next = op->qnext;
+            for (size_t i = 0; i < op->nreqs; i++) {
+                wrk_req *q = &op->reqs[i];
+                if (q->server < 0 || q->server >= s->num_servers ||
+                    wrk_pq_push(&s->pq[q->server], q, q->h.priority) != 0)
+                    send_req(s, q);
+            }
+        }
+        ops = NULL;
+    }
+    if (s->pq)
+        for (int r = 0; r < s->num_servers; r++)
+            p3_pump(s, r);
     if (s->routing.p3 && ops && ops->qnext) {
         /* p3: everything queued leaves in priority order (stable per op) */
         size_t n = 0, k = 0;
@@ -846,6 +960,9 @@ static void *io_main(void *arg)
     free(s->mons);
     s->mons = NULL;
     /* hellos/cma stay until the store is freed: the map may still point at them */
+    pthread_mutex_lock(&s->mu);
+    s->credit_live = false; /* the wake handle closes now */
+    pthread_mutex_unlock(&s->mu);
     uv_walk(&s->loop, close_walk, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     /* requests still in flight can never complete now */

@@ -21,6 +21,8 @@
 #include "net/live.h"
 #include "net/net.h"
 #include "reduce/reduce.h"
+#include "worker/pq.h"
+#include <stdatomic.h>
 
 enum wrk_kind { WRK_LOCAL = 1, WRK_DIST };
 enum wrk_optype { WRK_OP_INIT = 1, WRK_OP_PUSH, WRK_OP_PULL, WRK_OP_PUSHPULL, WRK_OP_BARRIER,
@@ -71,6 +73,7 @@ typedef struct wrk_req {
     uint64_t t_sent;     /* (io) clock_ns() when sent (metrics, trace) */
     uint32_t kidx;       /* index of its key in op->keys (trace) */
     uint64_t batch;      /* (io) req_id of the FUSED message that carried it, or 0 */
+    bool credited;       /* (io) its zero-copy body counts against the p3 credit */
 } wrk_req;
 
 /* (io) Small parts for one server waiting to leave as one FUSED message. */
@@ -141,6 +144,12 @@ struct kvs_store {
     hmap reqs;       /* req_id -> wrk_req */
     hmap batches;    /* FUSED req_id -> records (high 32 bits) and unanswered (low 32) */
     wrk_fuse *fuse;  /* per server: parts to fuse at the end of this wake-up */
+    /* p3 with KVS_P3_CREDIT: per server, requests waiting for credit, and the
+     * bytes handed to ZeroMQ that it has not written to the socket yet
+     * (decremented by ZeroMQ's thread) */
+    wrk_pq *pq;
+    _Atomic uint64_t *inflight;
+    bool credit_live; /* (mu) credit releases may wake the loop */
     bool *cma;       /* per server: it copies our memory directly (HELLO accepted) */
     wrk_req *hellos; /* per server: the HELLO request (op NULL) */
     uint8_t *nonces; /* per server: PROTO_NONCE_LEN bytes where we write its challenge, so

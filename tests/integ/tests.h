@@ -71,7 +71,8 @@
     X(many_keys_socket_3x2, 180)                                               \
     X(huge_keys_2x2, 300)                                                      \
     X(many_keys_small_fuse_2x3, 180)                                           \
-    X(many_keys_p3_2x2, 180)
+    X(many_keys_p3_2x2, 180)                                                   \
+    X(p3_credit_2x2, 180)
 
 #define IT_TEST(name) void it_test_##name(it_ctx *t)
 

@@ -188,13 +188,40 @@ check "ssh: bad hostfile line -> exit 2 with file:line" eval '[[ $RC == 2 ]] && 
 
 run --launcher mpi -H "$WORK/hosts" --port 9000 -n 2 -s 1 --env FOO=bar --dry-run -- python3 train.py
 check "mpi dry run: mpirun line with a role wrapper per rank" \
-    eval '[[ $RC == 0 ]] && [[ $(head -n 1 "$WORK/out" | sed "s|--hostfile [^ ]*kvs-launch-hosts[^ ]*|--hostfile HF|") == "mpirun -np 4 --hostfile HF $LAUNCH --role-from-rank -n 2 -s 1 --port 9000 --scheduler-host hostA --env FOO=bar -- python3 train.py" ]]'
+    eval '[[ $RC == 0 ]] && [[ $(head -n 1 "$WORK/out" | sed "s|--hostfile [^ ]*kvs-launch-hosts[^ ]*|--hostfile HF|") == "mpirun -np 4 --hostfile HF -x KVS_SECRET $LAUNCH --role-from-rank -n 2 -s 1 --port 9000 --scheduler-host hostA --env FOO=bar -- python3 train.py" ]]'
 run --launcher slurm --port 9000 -n 2 -s 1 --srun-args "--nodes=2" --dry-run -- python3 train.py
 check "slurm dry run: srun line with a role wrapper per rank" \
     eval '[[ $RC == 0 ]] && [[ $(cat "$WORK/out") == "srun --ntasks=4 --kill-on-bad-exit=1 --nodes=2 $LAUNCH --role-from-rank -n 2 -s 1 --port 9000 --rank-var SLURM_PROCID -- python3 train.py" ]]'
 run -n 2 -s 1 --dry-run -- ./train
 check "local dry run: env + command per process" \
     eval '[[ $RC == 0 ]] && [[ $(wc -l <"$WORK/out") == 4 ]] && grep -q "^env DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=0 .*DMLC_ROLE=scheduler .*$BIN/kvs-scheduler$" "$WORK/out" && grep -q "DMLC_ROLE=worker DMLC_WORKER_ID=1 DMLC_NODE_HOST=127.0.0.1 ./train$" "$WORK/out"'
+
+# ------------------------------------------------------------ job secrets
+secret_paths() { sed -n 's/.* secret [0-9a-f]* at //p' "$WORK/out"; }
+one_secret() { [[ $(sed -n 's/.* secret \([0-9a-f]*\) at .*/\1/p' "$WORK/out" | sort -u | wc -l) == 1 ]]; }
+mkdir "$WORK/ds1" "$WORK/ds2" "$WORK/ds3"
+run -n 2 -s 1 --env FAKE_DONE_DIR="$WORK/ds1" -- "$W" secret
+check "local: every worker gets the same job secret in a 0600 file" \
+    eval '[[ $RC == 0 ]] && [[ $(secret_paths | wc -l) == 2 ]] && one_secret'
+check "local: the secret file is gone after the job" \
+    eval 'for f in $(secret_paths); do [[ ! -e $f ]] || exit 1; done'
+first=$(sed -n 's/.* secret \([0-9a-f]*\) at .*/\1/p' "$WORK/out" | head -n 1)
+run -n 1 -s 1 --env FAKE_DONE_DIR="$WORK/ds2" -- "$W" secret
+check "local: a new secret per job" \
+    eval '[[ $RC == 0 ]] && ! grep -q " secret $first " "$WORK/out"'
+run --insecure -n 1 -s 1 --env FAKE_DONE_DIR="$WORK/ds3" -- sh -c 'test -z "${KVS_SECRET_FILE:-}${KVS_SECRET:-}" && : > "$0/x"' "$WORK/ds3"
+check "--insecure: no secret" eval '[[ $RC == 0 ]]'
+printf 'the users own secret, long enough\n' >"$WORK/mysecret"; chmod 600 "$WORK/mysecret"
+mkdir "$WORK/ds4"
+run -n 1 -s 1 --env FAKE_DONE_DIR="$WORK/ds4" --env KVS_SECRET_FILE="$WORK/mysecret" -- sh -c 'test "$KVS_SECRET_FILE" = "$0" && : > "$1/x"' "$WORK/mysecret" "$WORK/ds4"
+check "a given KVS_SECRET_FILE is used, none made" eval '[[ $RC == 0 ]]'
+run --launcher ssh -H "$WORK/hosts" --port 9000 -n 1 -s 1 --env KVS_SECRET=abcdefghijklmnopq --dry-run -- true
+check "ssh: --env KVS_SECRET (a command line) -> exit 2" eval '[[ $RC == 2 ]] && err_has "command lines"'
+run --launcher ssh -H "$WORK/hosts" --port 9000 -n 1 -s 1 --dry-run -- true
+check "ssh dry run: the secret is read from stdin, never on the command line" \
+    eval '[[ $RC == 0 ]] && out_has "IFS= read -r k" && ! grep -qE "[A-Za-z0-9+/]{40}=" "$WORK/out"'
+run --launcher slurm --port 9000 -n 1 -s 1 --dry-run -- true
+check "slurm dry run: no secret on the srun line" eval '[[ $RC == 0 ]] && ! out_has KVS_SECRET'
 
 # ------------------------------------------------------------ role wrapper (mpi/slurm ranks)
 role() { run --role-from-rank -n 3 -s 1 --port 9000 --scheduler-host hostA --env FOO=bar -- sh -c 'echo "$DMLC_ROLE $DMLC_WORKER_ID $DMLC_PS_ROOT_URI $DMLC_PS_ROOT_PORT $FOO"'; }
@@ -216,6 +243,12 @@ mkdir "$WORK/done2"
 run --launcher ssh -H "$WORK/lhosts" --port 9000 -n 3 -s 2 --env FAKE_DONE_DIR="$WORK/done2" -- "$W" ok
 check "ssh (stand-in ssh): job runs and exits 0" \
     eval '[[ $RC == 0 ]] && out_has "[worker 1] worker 1 of 3, servers 2, root 127.0.0.1:9000, host localhost" && out_has "[server 1] server 1 connecting to 127.0.0.1:9000 as localhost"'
+mkdir "$WORK/ds5"
+run --launcher ssh -H "$WORK/lhosts" --port 9000 -n 3 -s 2 --env FAKE_DONE_DIR="$WORK/ds5" -- "$W" secret
+check "ssh (stand-in ssh): every worker gets the same secret through stdin, in a 0600 file" \
+    eval '[[ $RC == 0 ]] && [[ $(secret_paths | wc -l) == 3 ]] && one_secret'
+check "ssh: the remote secret files are gone after the job" \
+    eval 'for f in $(secret_paths); do [[ ! -e $f ]] || exit 1; done'
 run --launcher ssh -H "$WORK/lhosts" --port 9000 -n 3 -s 2 -- "$W" exit-if 2 4
 check "ssh: a failing worker stops the remote processes (EOF watchdog)" \
     eval '[[ $RC == 1 ]] && err_has "job failed: worker 2 on 127.0.0.1 failed: exit status 4"'
@@ -284,6 +317,7 @@ cat >"$BIN/fake-mpirun" <<'EOF'
 # Stand-in for mpirun (tests/launch): -np N --hostfile F CMD... runs N ranks here.
 [[ $1 == -np ]] || exit 9; n=$2; shift 2
 [[ $1 == --hostfile ]] && { cp "$2" "$FAKE_MPI_HOSTS"; shift 2; }
+while [[ $1 == -x ]]; do shift 2; done   # exported variables: inherited here anyway
 pids=()
 for ((r = 0; r < n; r++)); do OMPI_COMM_WORLD_RANK=$r "$@" & pids+=($!); done
 st=0; for p in "${pids[@]}"; do wait "$p" || st=1; done; exit $st

@@ -38,6 +38,10 @@ for name, j in jobs.items():
         env = {e["name"]: e.get("value") for e in c["env"]}
         assert env["DMLC_NUM_SERVER"] == str(S) and env["DMLC_NUM_WORKER"] == str(W), env
         assert env["DMLC_PS_ROOT_URI"] == "kvsd-scheduler" and env["DMLC_PS_ROOT_PORT"] == "9091"
+        # the job secret, as a 0400 file from the Secret kvsd-secret
+        assert env["KVS_SECRET_FILE"] == "/etc/kvsd-secret/secret", env
+        assert c["volumeMounts"] == [{"name": "kvsd-secret", "mountPath": "/etc/kvsd-secret", "readOnly": True}]
+    assert pod["volumes"] == [{"name": "kvsd-secret", "secret": {"secretName": "kvsd-secret", "defaultMode": 0o400}}], pod["volumes"]
 for name in ("kvsd-server", "kvsd-worker"):
     assert jobs[name]["spec"]["completionMode"] == "Indexed"
 svc = [d for d in docs if d["kind"] == "Service"][0]

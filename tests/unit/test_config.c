@@ -21,7 +21,7 @@ static const char *const all_vars[] = {
     "PS_HEARTBEAT_TIMEOUT", "PS_RESEND", "PS_RESEND_TIMEOUT", "MXNET_KVSTORE_BIGARRAY_BOUND",
     "MXNET_KVSTORE_REDUCTION_NTHREADS", "MXNET_KVSTORE_SLICE_THRESHOLD",
     "MXNET_KVSTORE_USETREE", "MXNET_UPDATE_ON_KVSTORE", "KVS_START_TIMEOUT",
-    "KVS_MAX_MESSAGE", "KVS_CHUNK_BYTES", "KVS_FUSE_BYTES", "KVS_PORT", "KVS_PORT_FILE", NULL};
+    "KVS_MAX_MESSAGE", "KVS_CHUNK_BYTES", "KVS_FUSE_BYTES", "KVS_P3_CREDIT", "KVS_PORT", "KVS_PORT_FILE", NULL};
 
 static void clear_env(void)
 {
@@ -504,6 +504,17 @@ START_TEST(test_u64_vars)
     expect_bad("KVS_FUSE_BYTES", "1073741825");
     expect_bad("KVS_FUSE_BYTES", "256K");
     unsetenv("KVS_FUSE_BYTES");
+
+    clear_env();
+    load_ok(&c, false);
+    ck_assert_uint_eq(c.p3_credit, 2u << 20);
+    setenv("KVS_P3_CREDIT", "0", 1);
+    load_ok(&c, false);
+    ck_assert_uint_eq(c.p3_credit, 0);
+    expect_bad("KVS_P3_CREDIT", "-1");
+    expect_bad("KVS_P3_CREDIT", "1099511627777");
+    expect_bad("KVS_P3_CREDIT", "2M");
+    unsetenv("KVS_P3_CREDIT");
     expect_bad("KVS_MAX_MESSAGE", "1GiB");
     expect_bad("KVS_MAX_MESSAGE", "-64");
 }

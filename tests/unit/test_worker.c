@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "kvs.h"
+#include "worker/pq.h"
 
 /* ---- exact conversions of small integers ---- */
 
@@ -960,12 +961,58 @@ START_TEST(test_dist_timeout)
 }
 END_TEST
 
+/* The p3 queue: highest priority first, FIFO among equal priorities, over
+ * 5000 random pushes interleaved with pops. */
+START_TEST(test_priority_queue)
+{
+    wrk_pq pq = {0};
+    enum { N = 5000 };
+    static int prio[N];
+    static char seen[N];
+    uint64_t x = 88172645463325252ull;
+    size_t pushed = 0, popped = 0;
+    int last_prio = INT_MAX;
+    long last_idx = -1;
+    ck_assert_ptr_null(wrk_pq_pop(&pq));
+    while (popped < N) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        if (pushed < N && (x % 3 != 0 || pushed == popped)) {
+            prio[pushed] = (int)(x >> 40) % 7 - 3;
+            ck_assert_int_eq(wrk_pq_push(&pq, (struct wrk_req *)(uintptr_t)(pushed + 1),
+                                         prio[pushed]), 0);
+            pushed++;
+            last_prio = INT_MAX; /* a new push may outrank what came out before */
+            last_idx = -1;
+            continue;
+        }
+        size_t i = (size_t)(uintptr_t)wrk_pq_pop(&pq) - 1;
+        ck_assert_uint_lt(i, pushed);
+        ck_assert(!seen[i]);
+        seen[i] = 1;
+        popped++;
+        /* nothing still queued outranks what came out, or came earlier at
+         * the same priority */
+        for (size_t j = 0; j < pushed; j++)
+            if (!seen[j])
+                ck_assert(prio[j] < prio[i] || (prio[j] == prio[i] && j > i));
+        ck_assert(prio[i] <= last_prio);
+        if (prio[i] == last_prio)
+            ck_assert_int_gt((long)i, last_idx);
+        last_prio = prio[i];
+        last_idx = (long)i;
+    }
+    ck_assert_ptr_null(wrk_pq_pop(&pq));
+    wrk_pq_fini(&pq);
+}
+END_TEST
+
 Suite *worker_suite(void)
 {
     Suite *s = suite_create("worker");
     TCase *t = tcase_create("worker");
     tcase_set_timeout(t, 20);
     tcase_add_test(t, test_create_close);
+    tcase_add_test(t, test_priority_queue);
     tcase_add_test(t, test_create_errors);
     tcase_add_test(t, test_create_local_bad_env);
     tcase_add_test(t, test_init_pull_every_dtype);
