@@ -600,6 +600,11 @@ static void on_reply(kvs_store *s, const proto_hdr *hp, const char *body)
     if (s->io_failed)
         close_idle_servers(s);
     if (q->op == NULL) { /* our HELLO */
+        pthread_mutex_lock(&s->mu);
+        if (s->hellos_pending > 0)
+            s->hellos_pending--;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
         if (h.type == PROTO_REPLY && h.status == 0) {
             s->cma[q->server] = true;
             LOG(LOG_INFO, s->who, "net", "server %d copies our memory directly (same host)",
@@ -831,6 +836,7 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
     s->cma = calloc(ns, sizeof *s->cma);
     s->hellos = calloc(ns, sizeof *s->hellos);
     s->nonces = calloc(ns, PROTO_NONCE_LEN);
+    int hellos = 0;
     if (s->c.cma && s->cma && s->hellos && s->nonces) {
         for (int r = 0; r < s->c.num_server; r++) {
             wrk_req *q = &s->hellos[r];
@@ -846,7 +852,8 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
             le_put64(b, (uint64_t)getpid());
             le_put64(b + 8, (uint64_t)(uintptr_t)(s->nonces + (size_t)r * PROTO_NONCE_LEN));
             memset(b + 16, 0, PROTO_NONCE_LEN); /* the server sends the challenge */
-            net_send(s->servers[r], NULL, 0, &q->h, &body);
+            if (net_send(s->servers[r], NULL, 0, &q->h, &body) == 0)
+                hellos++;
             zmq_msg_close(&body);
         }
     }
@@ -855,6 +862,7 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
     net_link_registered(s->link, s->node_id);
     pthread_mutex_lock(&s->mu);
     s->registered = true;
+    s->hellos_pending = hellos;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     LOG(LOG_INFO, s->who, "job", "registered: rank %d of %d workers, %d servers", s->rank,
@@ -1024,6 +1032,14 @@ int wrk_io_start(kvs_store *s)
     pthread_mutex_lock(&s->mu);
     while (!s->registered && s->fatal == 0)
         pthread_cond_wait(&s->cv, &s->mu);
+    /* the direct-copy handshakes (a same-host server answers in well under a
+     * millisecond; another host refuses): at most 2 s, then go on without */
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 2;
+    while (s->registered && s->hellos_pending > 0 && s->fatal == 0)
+        if (pthread_cond_timedwait(&s->cv, &s->mu, &dl) != 0)
+            break;
     rc = s->registered ? 0 : s->fatal;
     if (rc)
         err_set(rc, "%s", s->fatal_text);

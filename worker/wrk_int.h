@@ -167,6 +167,9 @@ struct kvs_store {
     char host[CFG_HOST_MAX];
     struct wrk_met *met;  /* metrics (worker/metrics.c); counters atomic */
     struct wrk_trace *trace; /* KVS_TRACE timeline (worker/trace.c), or NULL */
+    int hellos_pending;   /* (mu) direct-copy offers (HELLO) not yet answered: kvs_create
+                           * waits for them (bounded), so that a big first request does
+                           * not travel inline to a same-host server */
     uint64_t trace_seq;   /* last op number given (atomic) */
     uv_timer_t met_timer; /* (io) heartbeat age, once a second */
 };
