@@ -11,10 +11,13 @@
 #include "net/live.h"
 
 #define LINK_NOTE_MS 10000 /* a line this often while waiting to register */
+#define LINK_GONE_MS 300   /* after the connection closed: let a SHUTDOWN in flight arrive */
 
 struct net_link {
     net_sock *sock;
-    net_mon *auth_mon; /* tells when the scheduler refuses our proof */
+    net_mon *mon;      /* the connection's events: a refused proof, a closed connection
+                        * (a dead scheduler) */
+    uint64_t gone_ms;  /* when the connection closed (0: it has not) */
     uv_timer_t timer;
     const char *who;
     net_link_cbs cbs;
@@ -41,10 +44,15 @@ static void link_fail(net_link *l, int err, const char *why)
     l->cbs.on_fail(l->arg, err, why);
 }
 
+static void on_mon(void *arg, int event, int value, const char *addr);
+
 static void on_link_event(void *arg, int event, int value, const char *addr)
 {
     char why[300];
-    (void)addr;
+    if (event == ZMQ_EVENT_DISCONNECTED) {
+        on_mon(arg, event, value, addr);
+        return;
+    }
     if (event != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
         return;
     snprintf(why, sizeof why, "the scheduler refused our proof of the job secret (status %d): "
@@ -74,6 +82,17 @@ static void on_timer(uv_timer_t *t)
         }
         return;
     }
+    if (l->gone_ms && now - l->gone_ms >= LINK_GONE_MS) {
+        uint64_t quiet = now - l->last_ack_ms;
+        if (quiet + 500 >= l->timeout_ms)
+            snprintf(why, sizeof why, "scheduler at %s silent for %.1f s (PS_HEARTBEAT_TIMEOUT)",
+                     l->root, quiet / 1000.0);
+        else
+            snprintf(why, sizeof why, "the scheduler at %s closed the connection: it exited or "
+                     "crashed, or the connection was reset", l->root);
+        link_fail(l, KVS_EPEERDEAD, why);
+        return;
+    }
     if (now - l->last_ack_ms > l->timeout_ms) {
         snprintf(why, sizeof why, "scheduler at %s silent for %.1f s (PS_HEARTBEAT_TIMEOUT)",
                  l->root, (now - l->last_ack_ms) / 1000.0);
@@ -82,6 +101,18 @@ static void on_timer(uv_timer_t *t)
     }
     proto_hdr h = {.type = PROTO_HEARTBEAT};
     net_link_send(l, &h, NULL);
+}
+
+/* The connection to the scheduler closed: fail soon (see LINK_GONE_MS). */
+static void on_mon(void *arg, int event, int value, const char *addr)
+{
+    net_link *l = arg;
+    (void)value;
+    (void)addr;
+    if (event != ZMQ_EVENT_DISCONNECTED || !l->registered || l->failed || l->gone_ms)
+        return;
+    l->gone_ms = clock_ms();
+    uv_timer_start(&l->timer, on_timer, LINK_GONE_MS, l->interval_ms);
 }
 
 static void on_recv(net_sock *s, net_msg *m, void *arg)
@@ -104,6 +135,11 @@ static void on_recv(net_sock *s, net_msg *m, void *arg)
     l->last_ack_ms = clock_ms();
     if (h.type == PROTO_HEARTBEAT_ACK)
         return;
+    if (h.type == PROTO_SHUTDOWN) {
+        /* the job is over: the connection closing next is no failure */
+        l->failed = true;
+        uv_timer_stop(&l->timer);
+    }
     l->cbs.on_msg(l->arg, &h, body ? zmq_msg_data(body) : NULL, h.body_len);
 }
 
@@ -143,9 +179,17 @@ int net_link_new(uv_loop_t *loop, void *zctx, const cfg *c, int role, const char
     snprintf(l->root, sizeof l->root, "%s", addr);
     rc = net_auth_connect(c, net_sock_zmq(l->sock), cfg_role_name(role), -1, "scheduler", why,
                           sizeof why);
-    if (rc == 0 && c->security != CFG_SEC_NONE)
-        rc = net_mon_new(loop, zctx, net_sock_zmq(l->sock), NET_AUTH_CLIENT_EVENTS,
-                         on_link_event, l, &l->auth_mon);
+    /* one monitor per socket (ZeroMQ keeps only the last): a refused proof,
+     * and a closed connection, which is a dead scheduler once registered */
+    if (rc == 0 &&
+        net_mon_new(loop, zctx, net_sock_zmq(l->sock),
+                    ZMQ_EVENT_DISCONNECTED |
+                        (c->security != CFG_SEC_NONE ? NET_AUTH_CLIENT_EVENTS : 0),
+                    on_link_event, l, &l->mon) != 0) {
+        l->mon = NULL; /* without: a dead scheduler is found by the heartbeat timeout */
+        if (c->security != CFG_SEC_NONE)
+            rc = KVS_ENET;
+    }
     if (rc != 0) {
         LOG(LOG_ERROR, who, "auth", "cannot prepare the connection to the scheduler: %s", why);
         net_sock_free(l->sock);
@@ -155,7 +199,7 @@ int net_link_new(uv_loop_t *loop, void *zctx, const cfg *c, int role, const char
     if (zmq_connect(net_sock_zmq(l->sock), addr) != 0) {
         LOG(LOG_ERROR, who, "net", "cannot connect to the scheduler at %s: %s", addr,
             zmq_strerror(zmq_errno()));
-        net_mon_free(l->auth_mon);
+        net_mon_free(l->mon);
         net_sock_free(l->sock);
         free(l);
         return KVS_ENET;
@@ -184,6 +228,11 @@ void net_link_registered(net_link *l, int node_id)
     uv_timer_start(&l->timer, on_timer, l->interval_ms, l->interval_ms);
 }
 
+bool net_link_gone(const net_link *l)
+{
+    return l->gone_ms != 0;
+}
+
 int net_link_send(net_link *l, proto_hdr *h, const char *text)
 {
     h->sender = l->node_id;
@@ -199,7 +248,7 @@ void net_link_free(net_link *l)
 {
     if (l == NULL)
         return;
-    net_mon_free(l->auth_mon);
+    net_mon_free(l->mon);
     net_sock_free(l->sock);
     uv_timer_stop(&l->timer);
     uv_close((uv_handle_t *)&l->timer, on_timer_closed);

@@ -33,6 +33,10 @@ int net_link_new(uv_loop_t *loop, void *zctx, const cfg *c, int role, const char
 /* Call after REGISTER_ACK: sets the node id and starts heartbeats. */
 void net_link_registered(net_link *l, int node_id);
 
+/* The connection to the scheduler has closed; the link fails (on_fail) within
+ * a moment.  Other connections closing now are a consequence, not a cause. */
+bool net_link_gone(const net_link *l);
+
 /* Send h (sender is set here) with an optional text body. */
 int net_link_send(net_link *l, proto_hdr *h, const char *text);
 

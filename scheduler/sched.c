@@ -503,6 +503,16 @@ static void on_monitor(void *arg, int event, int fd, const char *addr)
         }
         if (n->role == CFG_ROLE_WORKER && n->exited)
             return;
+        if (s->dead_count > 0) {
+            /* the job has failed and every node was told: a node leaving now is
+             * no news */
+            LOG(LOG_INFO, WHO, "job", "%s at %s left the failed job", cfg_role_name(n->role),
+                n->host);
+            n->alive = false;
+            n->in_barrier = false;
+            check_done(s);
+            return;
+        }
         uint64_t quiet = clock_ms() - n->last_seen;
         if (quiet + 500 >= (uint64_t)(s->c->hb_timeout_s * 1000)) {
             char why[160];

@@ -27,6 +27,8 @@ export CK_DEFAULT_TIMEOUT=${CK_DEFAULT_TIMEOUT:-60}
 run unit "$BUILD/test-unit"
 [ -x "$BUILD/test-integ" ] && run integ "$BUILD/test-integ"
 run launch bash tests/launch/test-launch.sh
+# multi-host cases in network namespaces (root; one SKIP line otherwise)
+run netns bash tests/netns/test-netns.sh
 run python sh tests/python/run.sh
 run symbols sh tests/symbols/check-exports.sh
 # the proto fuzz corpus plus 200k random inputs: one check

@@ -127,8 +127,13 @@ void wrk_fail_all_locked(kvs_store *s, int err, const char *text)
     while (op) {
         wrk_op *n = op->qnext;
         size_t left = op->nreqs;
-        for (size_t i = 0; i < left; i++)
+        for (size_t i = 0; i < left; i++) {
+            /* and the zero-copy frame a big body would have had released */
+            bool zc = op->reqs[i].h.body_len >= DP_ZERO_COPY_MIN;
             op_release_locked(s, op, err, text);
+            if (zc)
+                op_release_locked(s, op, err, text);
+        }
         op = n;
     }
     pthread_cond_broadcast(&s->cv);
@@ -892,6 +897,9 @@ int kvs_close(kvs_store *s)
     free(s->cma);
     free(s->hellos);
     wrk_met_free(s);
+    free(s->hello_wait);
+    free(s->held_head);
+    free(s->held_tail);
     free(s->nonces);
     free(s->connected);
     free(s->server_ep);

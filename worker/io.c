@@ -18,6 +18,8 @@
 
 static void io_fail(kvs_store *s, int err, const char *text, int dead_server, bool force);
 static void close_idle_servers(kvs_store *s);
+static void fail_held(kvs_store *s, int err, const char *text);
+static void req_fail(kvs_store *s, wrk_req *q, int err, const char *text);
 
 static void on_grace(uv_timer_t *t)
 {
@@ -70,10 +72,11 @@ static void io_fail(kvs_store *s, int err, const char *text, int dead_server, bo
     for (int r = 0; s->pq && r < s->num_servers; r++) {
         wrk_req *q;
         while ((q = wrk_pq_pop(&s->pq[r])) != NULL)
-            wrk_op_release(s, q->op, err, text);
+            req_fail(s, q, err, text);
     }
     s->reqs = keep;
     wrk_met_depth(s);
+    fail_held(s, err, text);
     if (err != KVS_ECLOSED) {
         s->io_failed = true;
         close_idle_servers(s);
@@ -108,6 +111,29 @@ static void close_idle_servers(kvs_store *s)
 static void io_fail_all(kvs_store *s, int err, const char *text)
 {
     io_fail(s, err, text, -1, false);
+}
+
+/* Fail a request that was never handed to ZeroMQ: its zero-copy frame (if
+ * its body was big enough for one) will never be released, so release it. */
+static void req_fail(kvs_store *s, wrk_req *q, int err, const char *text)
+{
+    wrk_op_release(s, q->op, err, text);
+    if (q->send && q->h.body_len >= DP_ZERO_COPY_MIN)
+        wrk_op_release(s, q->op, 0, NULL);
+}
+
+/* Fail every request held for a HELLO answer. */
+static void fail_held(kvs_store *s, int err, const char *text)
+{
+    for (int r = 0; s->held_head && r < s->c.num_server; r++) {
+        wrk_req *q = s->held_head[r];
+        s->held_head[r] = s->held_tail[r] = NULL;
+        while (q) {
+            wrk_req *n = q->hnext;
+            req_fail(s, q, err, text);
+            q = n;
+        }
+    }
 }
 
 /* ---- p3 credits ----
@@ -212,7 +238,20 @@ static void send_req(kvs_store *s, wrk_req *q)
     }
     if (q->server >= s->num_servers || s->servers[q->server] == NULL) {
         snprintf(text, sizeof text, "no connection to server %d", q->server);
-        wrk_op_release(s, q->op, KVS_ENET, text);
+        req_fail(s, q, KVS_ENET, text);
+        return;
+    }
+    uint64_t bytes = q->h.count * kvs_dtype_size((kvs_dtype)q->h.dtype);
+    if (s->hello_wait && s->hello_wait[q->server] && bytes >= DP_CMA_MIN &&
+        (q->send || q->nouts > 0)) {
+        /* its path (direct copy or socket) depends on the HELLO answer: wait for
+         * it (2 round trips), rather than race the proof with a big message */
+        q->hnext = NULL;
+        if (s->held_tail[q->server])
+            s->held_tail[q->server]->hnext = q;
+        else
+            s->held_head[q->server] = q;
+        s->held_tail[q->server] = q;
         return;
     }
     if (hmap_put(&s->reqs, q->req_id, q) != 0) {
@@ -220,7 +259,6 @@ static void send_req(kvs_store *s, wrk_req *q)
         return;
     }
     zmq_msg_t body, *bp = NULL;
-    uint64_t bytes = q->h.count * kvs_dtype_size((kvs_dtype)q->h.dtype);
     bool traced = s->trace && q->op && q->op->trace_id;
     if (traced)
         q->h.flags |= PROTO_F_TRACE; /* the server reports its timing */
@@ -600,11 +638,6 @@ static void on_reply(kvs_store *s, const proto_hdr *hp, const char *body)
     if (s->io_failed)
         close_idle_servers(s);
     if (q->op == NULL) { /* our HELLO */
-        pthread_mutex_lock(&s->mu);
-        if (s->hellos_pending > 0)
-            s->hellos_pending--;
-        pthread_cond_broadcast(&s->cv);
-        pthread_mutex_unlock(&s->mu);
         if (h.type == PROTO_REPLY && h.status == 0) {
             s->cma[q->server] = true;
             LOG(LOG_INFO, s->who, "net", "server %d copies our memory directly (same host)",
@@ -612,6 +645,16 @@ static void on_reply(kvs_store *s, const proto_hdr *hp, const char *body)
         } else {
             LOG(LOG_INFO, s->who, "net", "server %d: socket data path (%.*s)", q->server,
                 (int)h.body_len, body ? body : "");
+        }
+        /* the path is known: send what waited for it, in order */
+        int r = q->server;
+        s->hello_wait[r] = false;
+        wrk_req *held = s->held_head[r];
+        s->held_head[r] = s->held_tail[r] = NULL;
+        while (held) {
+            wrk_req *n = held->hnext;
+            send_req(s, held);
+            held = n;
         }
         return;
     }
@@ -696,8 +739,8 @@ static void server_lost(kvs_store *s, int r, const char *why)
     pthread_mutex_lock(&s->mu);
     bool quiet = s->fatal != 0 || s->stop;
     pthread_mutex_unlock(&s->mu);
-    if (quiet || s->leaving || s->io_failed)
-        return;
+    if (quiet || s->leaving || s->io_failed || net_link_gone(s->link))
+        return; /* (a dead scheduler: servers exit, and the link says why) */
     snprintf(text, sizeof text, "%s lost its connection to server %d at %s: %s", s->who, r,
              s->server_ep[r], why);
     proto_hdr h = {.type = PROTO_PEER_LOST, .key = (uint64_t)proto_server_id(r)};
@@ -835,9 +878,12 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
     size_t ns = (unsigned)s->c.num_server; /* >= 1 (cfg_load) */
     s->cma = calloc(ns, sizeof *s->cma);
     s->hellos = calloc(ns, sizeof *s->hellos);
+    s->hello_wait = calloc(ns, sizeof *s->hello_wait);
+    s->held_head = calloc(ns, sizeof *s->held_head);
+    s->held_tail = calloc(ns, sizeof *s->held_tail);
     s->nonces = calloc(ns, PROTO_NONCE_LEN);
-    int hellos = 0;
-    if (s->c.cma && s->cma && s->hellos && s->nonces) {
+    if (s->c.cma && s->cma && s->hellos && s->nonces && s->hello_wait && s->held_head &&
+        s->held_tail) {
         for (int r = 0; r < s->c.num_server; r++) {
             wrk_req *q = &s->hellos[r];
             zmq_msg_t body;
@@ -852,8 +898,7 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
             le_put64(b, (uint64_t)getpid());
             le_put64(b + 8, (uint64_t)(uintptr_t)(s->nonces + (size_t)r * PROTO_NONCE_LEN));
             memset(b + 16, 0, PROTO_NONCE_LEN); /* the server sends the challenge */
-            if (net_send(s->servers[r], NULL, 0, &q->h, &body) == 0)
-                hellos++;
+            s->hello_wait[r] = net_send(s->servers[r], NULL, 0, &q->h, &body) == 0;
             zmq_msg_close(&body);
         }
     }
@@ -862,7 +907,6 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
     net_link_registered(s->link, s->node_id);
     pthread_mutex_lock(&s->mu);
     s->registered = true;
-    s->hellos_pending = hellos;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     LOG(LOG_INFO, s->who, "job", "registered: rank %d of %d workers, %d servers", s->rank,
@@ -1032,14 +1076,6 @@ int wrk_io_start(kvs_store *s)
     pthread_mutex_lock(&s->mu);
     while (!s->registered && s->fatal == 0)
         pthread_cond_wait(&s->cv, &s->mu);
-    /* the direct-copy handshakes (a same-host server answers in well under a
-     * millisecond; another host refuses): at most 2 s, then go on without */
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += 2;
-    while (s->registered && s->hellos_pending > 0 && s->fatal == 0)
-        if (pthread_cond_timedwait(&s->cv, &s->mu, &dl) != 0)
-            break;
     rc = s->registered ? 0 : s->fatal;
     if (rc)
         err_set(rc, "%s", s->fatal_text);

@@ -72,6 +72,7 @@ typedef struct wrk_req {
     bool cma_out;        /* (io) sent by reference: the server writes outs[0] itself */
     uint64_t t_sent;     /* (io) clock_ns() when sent (metrics, trace) */
     uint32_t kidx;       /* index of its key in op->keys (trace) */
+    struct wrk_req *hnext; /* (io) in held[server]: waits for that server's HELLO answer */
     uint64_t batch;      /* (io) req_id of the FUSED message that carried it, or 0 */
     bool credited;       /* (io) its zero-copy body counts against the p3 credit */
 } wrk_req;
@@ -152,6 +153,9 @@ struct kvs_store {
     bool credit_live; /* (mu) credit releases may wake the loop */
     bool *cma;       /* per server: it copies our memory directly (HELLO accepted) */
     wrk_req *hellos; /* per server: the HELLO request (op NULL) */
+    bool *hello_wait;  /* per server: HELLO not answered yet: data requests are held, so
+                        * that the first ones already take the path the answer picks */
+    wrk_req **held_head, **held_tail; /* per server: the held requests, in order */
     uint8_t *nonces; /* per server: PROTO_NONCE_LEN bytes where we write its challenge, so
                       * that it can prove we are the process we named (server/cma.h) */
     uv_timer_t grace;  /* fails direct-copy requests a live server never answered */
@@ -167,9 +171,6 @@ struct kvs_store {
     char host[CFG_HOST_MAX];
     struct wrk_met *met;  /* metrics (worker/metrics.c); counters atomic */
     struct wrk_trace *trace; /* KVS_TRACE timeline (worker/trace.c), or NULL */
-    int hellos_pending;   /* (mu) direct-copy offers (HELLO) not yet answered: kvs_create
-                           * waits for them (bounded), so that a big first request does
-                           * not travel inline to a same-host server */
     uint64_t trace_seq;   /* last op number given (atomic) */
     uv_timer_t met_timer; /* (io) heartbeat age, once a second */
 };

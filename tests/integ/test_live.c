@@ -169,3 +169,34 @@ IT_TEST(too_big_local)
     int w = it_spawn(t, "worker0", t->worker_bin, argv, NULL);
     it_expect_exit(t, w, 0, 30);
 }
+
+/* The scheduler is SIGKILLed: its connections close, and every worker and
+ * server knows within a second (not after PS_HEARTBEAT_TIMEOUT=5 s). */
+IT_TEST(kill_scheduler_2x2)
+{
+    static const char *const barrier[] = {"peer-dead", "--block", "barrier", NULL};
+    static const char *const late[] = {"peer-dead", "--block", "late", NULL};
+    live_env(t);
+    it_start_scheduler(t, 2, 2, NULL);
+    it_start_server(t, 0, NULL);
+    it_start_server(t, 1, NULL);
+    it_start_worker(t, 0, barrier, NULL); /* blocked in a barrier worker1 never enters */
+    it_start_worker(t, 1, late, NULL);    /* calls only after the kill */
+    for (int i = 0; i < 2; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "ready-w%d", i);
+        IT_ASSERT(t, it_wait_file(t, name, 30, t->worker[i]), "worker%d not ready in 30 s", i);
+    }
+    it_write_file(t, "expect-dead", "scheduler\n");
+    double t0 = it_now();
+    it_kill(t, t->sched, SIGKILL);
+    IT_ASSERT(t, it_wait(t, t->sched, 5), "the scheduler did not die of SIGKILL");
+    it_write_file(t, "killed", "1\n");
+    for (int i = 0; i < 2; i++)
+        exit_within(t, t->worker[i], 0, t0, 3);
+    for (int i = 0; i < 2; i++) {
+        exit_within(t, t->server[i], 1, t0, 3);
+        IT_CHECK(t, it_log_has(t, t->server[i], "closed the connection", 0),
+                 "server%d does not say the scheduler's connection closed", i);
+    }
+}

@@ -57,7 +57,8 @@
     X(unresolvable_root, 30)                                                   \
     X(start_waiting_lines, 40)                                                 \
     X(too_big_1x1, 60)                                                         \
-    X(too_big_local, 30) \
+    X(too_big_local, 30)                                                       \
+    X(kill_scheduler_2x2, 60)                                                  \
     /* test_security.c: refusals, secrets, bounded memory, proofs */           \
     X(refused_registration_1x1, 60)                                            \
     X(server_enomem_1x1, 90)                                                   \

@@ -9,6 +9,11 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/kvs-launch-test.XXXXXX")
 MARK=kvsmark$$x$RANDOM          # in the path of every stand-in: pgrep -f finds them
 BIN=$WORK/bin-$MARK
 cp -R "$ROOT/tests/launch/fake-bin" "$BIN"
+# the real kvs-guard (if built): every local process runs through it
+BUILDDIR=${BUILD:-build}
+[[ $BUILDDIR == /* ]] || BUILDDIR=$ROOT/$BUILDDIR
+HAVE_GUARD=0
+[[ -x $BUILDDIR/kvs-guard ]] && cp "$BUILDDIR/kvs-guard" "$BIN/" && HAVE_GUARD=1
 export KVS_BIN_DIR=$BIN
 unset FAKE_DONE_DIR FAKE_PIDS FAKE_SCHED_EXIT FAKE_SERVER_FAIL FAKE_IGNORE_TERM
 W=$BIN/fake-worker
@@ -335,6 +340,36 @@ check "mpi run: --log-dir files per rank" eval 'grep -qx "env WHO=w" "$WORK/mlog
 SLURM_PROCID=2 run --role-from-rank -n 2 -s 1 --port 9000 --scheduler-host hostA -- sh -c 'echo out; echo err >&2; exit 3'
 check "slurm rank: prefixed both streams, exit status kept" \
     eval '[[ $RC == 3 ]] && [[ $(cat "$WORK/out") == "[worker 0] out" ]] && err_has "[worker 0] err"'
+# ------------------------------------------------------------ launcher SIGKILLed
+# kvs-guard: nothing the launcher started outlives it, even a process that
+# ignores SIGTERM (SIGKILL 3 s later).
+count_marked() { pgrep -f "$MARK" 2>/dev/null | wc -l; }
+launcher_killed() { # name extra-env...
+    local name=$1 i t0 LP
+    shift
+    env "$@" "$LAUNCH" -n 2 -s 1 -- "$W" forever >"$WORK/out" 2>"$WORK/err" </dev/null &
+    LP=$!
+    for ((i = 0; i < 500; i++)); do   # scheduler, server, 2 workers: 4 guarded processes
+        (( $(pgrep -f "$MARK/kvs-guard" 2>/dev/null | wc -l) >= 8 )) && break
+        sleep 0.02
+    done
+    t0=$(ms)
+    kill -KILL "$LP"; wait "$LP" 2>/dev/null
+    for ((i = 0; i < 400; i++)); do
+        pgrep -f "$MARK" >/dev/null || break
+        sleep 0.02
+    done
+    ELAPSED=$(( $(ms) - t0 ))
+    RC=137
+    check "$name (gone ${ELAPSED} ms after the kill)" eval '! pgrep -f "$MARK" >/dev/null || { pgrep -af "$MARK" | sed "s/^/    /"; false; }'
+    pkill -KILL -f "$MARK" 2>/dev/null
+}
+if (( HAVE_GUARD )); then
+    launcher_killed "launcher SIGKILLed: every process it started dies"
+    launcher_killed "launcher SIGKILLed: processes that ignore SIGTERM die too" FAKE_IGNORE_TERM=1
+else
+    echo "skip - launcher SIGKILLed: kvs-guard is not built (make)"
+fi
 
 # ------------------------------------------------------------ one prefix per line
 run -n 1 -s 1 --shutdown-timeout 0.5 -- sh -c 'echo "2026-12-03T06:35:56.123Z [worker 0] h[1] WARN net: own tag"; echo plain'

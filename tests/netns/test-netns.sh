@@ -1,0 +1,432 @@
+#!/usr/bin/env bash
+# Multi-host tests of kvsd in network namespaces.
+#
+#   bash tests/netns/test-netns.sh [--long] [CASE...]      (as root)
+#
+# Every case builds its own "hosts": one network namespace per process (the
+# scheduler, each server, each worker) plus one holding a bridge that joins
+# them, with addresses that exist only inside those namespaces; egress of
+# every host is shaped with tc tbf (pfifo_fast under it: its bands let control
+# traffic marked low-delay pass bulk data).  Jobs run with KVS_CMA=0 (the
+# namespaces share a kernel: direct copies would bypass the network) and
+# PS_HEARTBEAT_INTERVAL=1 PS_HEARTBEAT_TIMEOUT=5.
+#
+# Cases: exact sums at 1 and 10 Gbit; a whole worker host, a whole server
+# host, the scheduler host and one worker-server pair cut in the middle of a
+# job (every process must end with an error, non-zero exit, within 15 s of
+# the cut; nothing hangs, nothing is left running); 1% random loss (exact
+# sums); a worker that calls kvs_close while another waits for its push; a
+# worker with a different DMLC_NUM_WORKER.  Detection times are printed.
+# --long: bigger jobs and arrays (make test-long).
+#
+# Needs root, ip netns, tc and iptables; otherwise prints one SKIP line.
+# Ends with "netns: N passed, N failed[, N skipped]".  Namespaces get names
+# unique to this run and are removed on exit, even on failure.
+set -u
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${BUILD:-build}
+case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+LONG=0
+CASES=()
+for a in "$@"; do
+    case $a in
+    --long) LONG=1 ;;
+    -h | --help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "test-netns: unknown option $a" >&2; exit 2 ;;
+    *) CASES+=("$a") ;;
+    esac
+done
+
+skip_all() {
+    echo "SKIP: netns suite: $*"
+    echo "netns: 0 passed, 0 failed, 1 skipped"
+    exit 0
+}
+[[ $(id -u) == 0 ]] || skip_all "needs root (network namespaces)"
+for c in ip tc iptables; do
+    command -v $c >/dev/null 2>&1 || skip_all "needs $c (deploy/install-deps.sh installs iproute2 and iptables)"
+done
+RUN=kvn$$x$RANDOM   # every namespace of this run starts with it
+ip netns add "$RUN-probe" 2>/dev/null && ip netns del "$RUN-probe" 2>/dev/null ||
+    skip_all "'ip netns add' does not work here (no CAP_SYS_ADMIN or no netns support)"
+ip netns add "$RUN-probe" &&
+    ip netns exec "$RUN-probe" iptables -A INPUT -m statistic --mode random --probability 0.01 -j DROP 2>/dev/null
+probe=$?
+ip netns del "$RUN-probe" 2>/dev/null
+(( probe == 0 )) || skip_all "iptables with the statistic match does not work in a namespace"
+for b in kvs-scheduler kvs-server kvs-bench tests/kvs-testworker; do
+    [[ -x $BUILD/$b ]] || { echo "netns: $BUILD/$b missing (run make)"; echo "netns: 0 passed, 1 failed"; exit 1; }
+done
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/kvs-netns.XXXXXX")
+pass=0 fail=0
+NSES=()          # namespaces of the current case
+declare -A PID RC TEND IP NSOF
+WENV=()
+NAMES=()
+
+ms() { local t=${EPOCHREALTIME//[!0-9]/}; echo $(( 10#$t / 1000 )); }
+
+# Kill whatever still runs in our namespaces and delete them.
+teardown() {
+    local ns p
+    for ns in "${NSES[@]}"; do
+        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+    done
+    for n in "${NAMES[@]}"; do
+        [[ -n ${PID[$n]:-} ]] && { kill -KILL "${PID[$n]}" 2>/dev/null; wait "${PID[$n]}" 2>/dev/null; }
+    done
+    for ns in "${NSES[@]}"; do ip netns del "$ns" 2>/dev/null; done
+    NSES=()
+}
+final_cleanup() {
+    teardown
+    # anything of this run left over (a case interrupted half way)
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$RUN-"); do
+        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+        ip netns del "$ns" 2>/dev/null
+    done
+    [[ ${KEEP:-0} == 1 ]] || rm -rf "$WORK"
+}
+trap final_cleanup EXIT
+trap 'exit 130' INT TERM
+
+# net RATE HOST...: a bridge namespace and one namespace per host, each host
+# at 10.201.0.(10+i)/24 on eth0, egress shaped to RATE (a tbf queue of at most
+# $QLAT of data, 20ms unless set).
+net() {
+    local rate=$1 i=0 h ns br=$RUN-$CASE-br
+    shift
+    ip netns add "$br" || return 1
+    NSES+=("$br")
+    ip -n "$br" link add br0 type bridge || return 1
+    ip -n "$br" link set br0 up
+    ip -n "$br" link set lo up
+    for h in "$@"; do
+        ns=$RUN-$CASE-$h
+        ip netns add "$ns" || return 1
+        NSES+=("$ns")
+        NSOF[$h]=$ns
+        IP[$h]=10.201.0.$((10 + i))
+        ip -n "$ns" link add eth0 type veth peer name "v$i" netns "$br" || return 1
+        ip -n "$br" link set "v$i" master br0
+        ip -n "$br" link set "v$i" up
+        ip -n "$ns" addr add "${IP[$h]}/24" dev eth0
+        ip -n "$ns" link set eth0 up
+        ip -n "$ns" link set lo up
+        ip netns exec "$ns" tc qdisc add dev eth0 root handle 1: tbf rate "$rate" burst 512kb latency "${QLAT:-20ms}" || return 1
+        ip netns exec "$ns" tc qdisc add dev eth0 parent 1:1 handle 10: pfifo_fast || return 1
+        i=$((i + 1))
+    done
+}
+
+# spawn NAME HOST VAR=VALUE... -- CMD ARGS...: run CMD in HOST's namespace
+# with only the given environment; output to $DIR/NAME.log.
+spawn() {
+    local name=$1 host=$2 envv=()
+    shift 2
+    while [[ $1 != -- ]]; do envv+=("$1"); shift; done
+    shift
+    ip netns exec "${NSOF[$host]}" env -i PATH="$PATH" "${JOBENV[@]}" "${envv[@]}" \
+        DMLC_NODE_HOST="${IP[$host]}" KVS_TEST_DIR="$DIR" "$@" >"$DIR/$name.log" 2>&1 </dev/null &
+    PID[$name]=$!
+    NAMES+=("$name")
+}
+
+gone() { # pid: exited (zombie or reaped)?
+    local st
+    [[ -r /proc/$1/stat ]] || return 0
+    read -r st <"/proc/$1/stat" 2>/dev/null || return 0
+    st=${st##*) }
+    [[ ${st:0:1} == Z ]]
+}
+
+# wait_all DEADLINE_MS NAME...: reap the named processes until the deadline;
+# RC[name] and TEND[name] (ms) for those that ended.  1 if some still run.
+wait_all() {
+    local end=$1 n left
+    shift
+    while :; do
+        left=0
+        for n in "$@"; do
+            [[ -n ${RC[$n]:-} ]] && continue
+            if gone "${PID[$n]}"; then
+                wait "${PID[$n]}"; RC[$n]=$?; TEND[$n]=$(ms)
+            else
+                left=1
+            fi
+        done
+        (( left )) || return 0
+        (( $(ms) < end )) || return 1
+        sleep 0.05
+    done
+}
+
+# Start a job of S servers and W workers on hosts sched, s0.., w0..; workers
+# run WORKER_CMD (an array), worker i with the extra NAME=VALUE words WENV[i].
+start_job() {
+    local S=$1 W=$2 i t0 port=
+    spawn sched sched DMLC_ROLE=scheduler DMLC_PS_ROOT_PORT=0 KVS_PORT_FILE="$DIR/sched.port" -- "$BUILD/kvs-scheduler"
+    t0=$(ms)
+    while [[ ! -s $DIR/sched.port ]]; do
+        (( $(ms) - t0 < 10000 )) || { note "scheduler did not report its port in 10 s"; return 1; }
+        gone "${PID[sched]}" && { note "scheduler exited at start"; return 1; }
+        sleep 0.02
+    done
+    read -r port <"$DIR/sched.port"
+    JOBENV+=(DMLC_PS_ROOT_PORT="$port")
+    for ((i = 0; i < S; i++)); do
+        spawn "s$i" "s$i" DMLC_ROLE=server DMLC_SERVER_ID=$i -- "$BUILD/kvs-server"
+    done
+    for ((i = 0; i < W; i++)); do
+        # shellcheck disable=SC2086 # WENV[i]: blank-separated NAME=VALUE words
+        spawn "w$i" "w$i" DMLC_ROLE=worker DMLC_WORKER_ID=$i ${WENV[$i]:-} -- "${WORKER_CMD[@]}"
+    done
+}
+
+job_env() { # S W
+    JOBENV=(DMLC_PS_ROOT_URI="${IP[sched]}" DMLC_NUM_SERVER="$1" DMLC_NUM_WORKER="$2"
+            KVS_CMA=0 PS_HEARTBEAT_INTERVAL=1 PS_HEARTBEAT_TIMEOUT=5 PS_VERBOSE=1
+            KVS_START_TIMEOUT=30 MXNET_KVSTORE_BIGARRAY_BOUND=100000)
+}
+
+MSGS=()
+note() { MSGS+=("$*"); }
+
+# ok/bad for the current case
+finish_case() {
+    local n
+    if (( ${#MSGS[@]} == 0 )); then
+        pass=$((pass + 1)); echo "ok   - $CASE${SUMMARY:+: $SUMMARY}"
+    else
+        fail=$((fail + 1)); echo "FAIL - $CASE${SUMMARY:+: $SUMMARY}"
+        for n in "${MSGS[@]}"; do echo "  $n"; done
+        for n in "${NAMES[@]}"; do
+            echo "  --- $n.log (exit ${RC[$n]:-running})"
+            tail -n 12 "$DIR/$n.log" 2>/dev/null | sed 's/^/    | /'
+        done
+    fi
+}
+
+# No process of the case may be left in its namespaces.
+check_orphans() {
+    local ns p left=
+    for ns in "${NSES[@]}"; do
+        for p in $(ip netns pids "$ns" 2>/dev/null); do
+            left+=" $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-60)[$p]"
+        done
+    done
+    [[ -z $left ]] || note "left running:$left"
+}
+
+new_case() {
+    CASE=$1
+    DIR=$WORK/$CASE
+    mkdir -p "$DIR"
+    MSGS=() NAMES=() SUMMARY=
+    PID=() RC=() TEND=() IP=() NSOF=() WENV=()
+}
+
+want() { # case selected?
+    (( ${#CASES[@]} == 0 )) && return 0
+    local c
+    for c in "${CASES[@]}"; do [[ $c == "$1" ]] && return 0; done
+    return 1
+}
+
+hosts_for() { # S W -> host names
+    local i h=(sched)
+    for ((i = 0; i < $1; i++)); do h+=("s$i"); done
+    for ((i = 0; i < $2; i++)); do h+=("w$i"); done
+    echo "${h[@]}"
+}
+
+# ---------------------------------------------------------------- cases
+
+# Exact sums over the network; every process exits 0.
+case_sums() { # name rate S W counts rounds [loss [queue latency]]
+    local name=$1 rate=$2 S=$3 W=$4 counts=$5 rounds=$6 loss=${7:-} QLAT=${8:-20ms} n h t0
+    want "$name" || return 0
+    new_case "$name"
+    net "$rate" $(hosts_for "$S" "$W") || { note "cannot build the namespaces"; finish_case; teardown; return; }
+    if [[ -n $loss ]]; then
+        for h in $(hosts_for "$S" "$W"); do
+            ip netns exec "${NSOF[$h]}" iptables -A INPUT -m statistic --mode random \
+                --probability "$loss" -j DROP
+        done
+    fi
+    job_env "$S" "$W"
+    WORKER_CMD=("$BUILD/tests/kvs-testworker" sum --dtype f32,i64 --counts "$counts" --rounds "$rounds" --pushpull)
+    t0=$(ms)
+    start_job "$S" "$W" || { finish_case; teardown; return; }
+    local all=("${NAMES[@]}")
+    wait_all $((t0 + (LONG ? 600000 : 120000))) "${all[@]}" || note "still running after $((LONG ? 600 : 120)) s"
+    for n in "${all[@]}"; do
+        [[ ${RC[$n]:-x} == 0 ]] || note "$n: exit ${RC[$n]:-running} (expected 0)"
+    done
+    for ((i = 0; i < W; i++)); do
+        grep -q "MISMATCH" "$DIR/w$i.log" && note "w$i: wrong sums"
+    done
+    SUMMARY="$W workers x $S servers, $rounds rounds of $counts f32+i64 elements, $(( ($(ms) - t0) )) ms"
+    if [[ -n $loss ]]; then
+        local drops=0 d
+        for h in $(hosts_for "$S" "$W"); do
+            d=$(ip netns exec "${NSOF[$h]}" iptables -L INPUT -v -x -n | awk '/statistic/{s+=$1} END{print s+0}')
+            drops=$((drops + d))
+        done
+        SUMMARY+=", $drops packets dropped"
+        (( drops > 0 )) || note "the loss rule dropped nothing"
+    fi
+    check_orphans
+    finish_case
+    teardown
+}
+
+# wait until host $1 has sent at least $2 bytes (the job is under way)
+wait_tx() {
+    local h=$1 want=$2 t0 tx
+    t0=$(ms)
+    while :; do
+        tx=$(ip -n "${NSOF[$h]}" -s link show eth0 2>/dev/null | awk '/TX:/{getline; print $1; exit}')
+        (( ${tx:-0} >= want )) && return 0
+        (( $(ms) - t0 < 30000 )) || { note "$h sent only ${tx:-0} bytes in 30 s: the job did not start"; return 1; }
+        for n in "${NAMES[@]}"; do
+            gone "${PID[$n]}" && { note "$n exited before the cut"; return 1; }
+        done
+        sleep 0.05
+    done
+}
+
+# A cut in the middle of a running job: every process ends non-zero within
+# 15 s of the cut, each one's detection time is reported.
+case_cut() { # name what
+    local name=$1 what=$2 S=2 W=2 n t_cut worst=0 line
+    want "$name" || return 0
+    new_case "$name"
+    net 1gbit $(hosts_for $S $W) || { note "cannot build the namespaces"; finish_case; teardown; return; }
+    job_env $S $W
+    WORKER_CMD=("$BUILD/kvs-bench" --sizes 1M --ops pushpull --iters 100000000 --warmup 1)
+    start_job $S $W || { finish_case; teardown; return; }
+    local all=("${NAMES[@]}")
+    wait_tx w0 $((20 << 20)) && wait_tx w1 $((20 << 20)) || { finish_case; teardown; return; }
+    t_cut=$(ms)
+    case $what in
+    worker) ip -n "${NSOF[w1]}" link set eth0 down ;;
+    server) ip -n "${NSOF[s1]}" link set eth0 down ;;
+    scheduler) ip -n "${NSOF[sched]}" link set eth0 down ;;
+    pair) # worker 0 and server 1 lose each other; both still reach everyone else
+        ip netns exec "${NSOF[w0]}" iptables -A INPUT -s "${IP[s1]}" -j DROP
+        ip netns exec "${NSOF[w0]}" iptables -A OUTPUT -d "${IP[s1]}" -j DROP ;;
+    esac
+    wait_all $((t_cut + 15000)) "${all[@]}" || note "still running 15 s after the cut"
+    SUMMARY="detection (exit after the cut):"
+    for n in "${all[@]}"; do
+        if [[ -z ${RC[$n]:-} ]]; then
+            SUMMARY+=" $n=HUNG"
+            continue
+        fi
+        local dt=$(( TEND[$n] - t_cut ))
+        (( dt > worst )) && worst=$dt
+        SUMMARY+=" $n=$(printf '%d.%01d' $((dt / 1000)) $((dt % 1000 / 100)))s/rc${RC[$n]}"
+        [[ ${RC[$n]} != 0 ]] || note "$n exited 0 after the cut (expected an error)"
+        line=$(grep -E "ERROR|WARN|KVS_E" "$DIR/$n.log" | grep -v "INFO" | tail -n 1)
+        [[ -n $line ]] || note "$n: no error reported in its log"
+    done
+    case $what in
+    pair) grep -q "lost its connection to server 1" "$DIR/w0.log" "$DIR/w1.log" "$DIR/sched.log" ||
+              note "no process names the two ends (worker 0, server 1)" ;;
+    esac
+    check_orphans
+    finish_case
+    teardown
+}
+
+# Worker 1 calls kvs_close while worker 0 waits for its push.
+case_leave() {
+    local n t0
+    want leave || return 0
+    new_case leave
+    net 1gbit $(hosts_for 2 2) || { note "cannot build the namespaces"; finish_case; teardown; return; }
+    job_env 2 2
+    # the two workers run different scenarios: the job is started by hand
+    local S=2 W=2 port i
+    spawn sched sched DMLC_ROLE=scheduler DMLC_PS_ROOT_PORT=0 KVS_PORT_FILE="$DIR/sched.port" -- "$BUILD/kvs-scheduler"
+    t0=$(ms)
+    while [[ ! -s $DIR/sched.port ]] && (( $(ms) - t0 < 10000 )); do sleep 0.02; done
+    read -r port <"$DIR/sched.port" || { note "no scheduler port"; finish_case; teardown; return; }
+    JOBENV+=(DMLC_PS_ROOT_PORT="$port")
+    for ((i = 0; i < S; i++)); do spawn "s$i" "s$i" DMLC_ROLE=server DMLC_SERVER_ID=$i -- "$BUILD/kvs-server"; done
+    spawn w0 w0 DMLC_ROLE=worker DMLC_WORKER_ID=0 -- "$BUILD/tests/kvs-testworker" peer-dead --block pull --left
+    spawn w1 w1 DMLC_ROLE=worker DMLC_WORKER_ID=1 -- "$BUILD/tests/kvs-testworker" leave
+    local all=("${NAMES[@]}")
+    t0=$(ms)
+    while [[ ! -e $DIR/ready-w0 || ! -e $DIR/ready-w1 ]]; do
+        (( $(ms) - t0 < 30000 )) || { note "workers not ready in 30 s"; break; }
+        sleep 0.02
+    done
+    local r1; read -r r1 <"$DIR/ready-w1" 2>/dev/null
+    echo "worker ${r1:-1}" >"$DIR/expect-dead"
+    t0=$(ms)
+    echo 1 >"$DIR/go"
+    wait_all $((t0 + 15000)) "${all[@]}" || note "still running 15 s after the departure"
+    for n in "${all[@]}"; do
+        [[ ${RC[$n]:-x} == 0 ]] || note "$n: exit ${RC[$n]:-running} (expected 0)"
+    done
+    if [[ -n ${TEND[w0]:-} ]]; then
+        local dt=$(( TEND[w0] - t0 ))
+        SUMMARY="the waiting worker got its error ${dt} ms after the other's kvs_close"
+        (( dt < 3000 )) || note "worker 0 took $dt ms (more than 3 s)"
+    fi
+    check_orphans
+    finish_case
+    teardown
+}
+
+# One worker says DMLC_NUM_WORKER=3 in a job of 2.
+case_mismatch() {
+    local n t0
+    want mismatch || return 0
+    new_case mismatch
+    net 1gbit $(hosts_for 1 2) || { note "cannot build the namespaces"; finish_case; teardown; return; }
+    job_env 1 2
+    WENV[1]=DMLC_NUM_WORKER=3
+    WORKER_CMD=("$BUILD/tests/kvs-testworker" create-error KVS_ECONFIG "job size mismatch")
+    t0=$(ms)
+    start_job 1 2 || { finish_case; teardown; return; }
+    local all=("${NAMES[@]}")
+    wait_all $((t0 + 15000)) "${all[@]}" || note "still running 15 s after the start"
+    for n in w0 w1; do [[ ${RC[$n]:-x} == 0 ]] || note "$n: exit ${RC[$n]:-running} (expected 0: KVS_ECONFIG naming the mismatch)"; done
+    for n in s0 sched; do
+        [[ ${RC[$n]:-0} != 0 ]] || note "$n: exit ${RC[$n]:-running} (expected non-zero)"
+        grep -q "job size mismatch" "$DIR/$n.log" || note "$n does not name the cause"
+    done
+    grep -q "you say 3 workers/1 servers, the job has 2 workers/1 servers" "$DIR/w1.log" ||
+        note "the odd worker is not told both sizes"
+    SUMMARY="workers told in $(( ${TEND[w0]:-0} - t0 )) / $(( ${TEND[w1]:-0} - t0 )) ms from the start"
+    check_orphans
+    finish_case
+    teardown
+}
+
+echo "# netns: run $RUN, logs in $WORK"
+if (( LONG )); then
+    case_sums sums_1gbit 1gbit 3 4 1000,300000,4000000 8
+    case_sums sums_10gbit 10gbit 3 4 1000,300000,16000000 8
+    case_sums loss_1pct 1gbit 2 3 1000,300000,4000000 8 0.01
+else
+    case_sums sums_1gbit 1gbit 2 2 1000,300000,2000000 3
+    case_sums sums_10gbit 10gbit 2 2 1000,300000,2000000 3
+    case_sums loss_1pct 1gbit 2 2 1000,300000,1000000 3 0.01
+fi
+# A link saturated for longer than PS_HEARTBEAT_TIMEOUT behind a 2 s deep
+# queue: the heartbeats (own connection, low-delay TOS, a higher pfifo_fast
+# band) still pass, so no live node is declared dead.
+case_sums saturated_deep_queue 200mbit 2 2 8000000 2 "" 2s
+case_cut cut_worker_host worker
+case_cut cut_server_host server
+case_cut cut_scheduler_host scheduler
+case_cut cut_worker_server_pair pair
+case_leave
+case_mismatch
+echo "netns: $pass passed, $fail failed"
+(( fail == 0 ))
