@@ -23,6 +23,8 @@ PROTO_SRC  := $(wildcard proto/*.c)
 NET_SRC    := $(wildcard net/*.c)
 REDUCE_SRC := $(wildcard reduce/*.c)
 TREE_SRC   := $(wildcard tree/*.c)
+OPTIM_SRC  := $(wildcard optim/*.c)
+DEVICE_SRC := $(wildcard device/*.c)
 WORKER_SRC := $(wildcard worker/*.c)
 SERVER_SRC := $(wildcard server/*.c)
 SCHED_SRC  := $(wildcard scheduler/*.c)
@@ -33,8 +35,8 @@ CUDA_SRC   := $(if $(NVCC),$(wildcard reduce/*.cu tree/*.cu),)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
-CORE_OBJ   := $(call obj,$(COMMON_SRC) $(PROTO_SRC) $(NET_SRC) $(REDUCE_SRC) $(TREE_SRC))
-LIBKVS_OBJ := $(CORE_OBJ) $(call obj,$(WORKER_SRC))
+CORE_OBJ   := $(call obj,$(COMMON_SRC) $(PROTO_SRC) $(NET_SRC) $(REDUCE_SRC) $(TREE_SRC) $(OPTIM_SRC))
+LIBKVS_OBJ := $(CORE_OBJ) $(call obj,$(DEVICE_SRC) $(WORKER_SRC))
 
 LIBKVS_A   := $(BUILD)/libkvs.a
 LIBKVS_SO  := $(BUILD)/libkvs.so

@@ -7,6 +7,9 @@
 #                      loopback TCP, memcpy)
 #   round-by-keys.svg  time of one round (pushpull of every key, 64 KiB each,
 #                      2 workers x 2 servers) by the number of keys
+#   tree-vs-flat.svg   8 simulated devices (DGX-1 link matrix, copies paced by
+#                      the link weights): local reduce + broadcast time by size,
+#                      flat (one merge device) against the planned trees
 set -eu
 cd "$(dirname "$0")"
 command -v gnuplot >/dev/null || { echo "plot.sh: gnuplot not found (apt-get install gnuplot-nox)" >&2; exit 1; }
@@ -15,6 +18,12 @@ d=data
 # "4K" -> 4096 ...
 tobytes='function b(s) { m = 1; if (s ~ /K$/) m = 1024; else if (s ~ /M$/) m = 1048576; else if (s ~ /G$/) m = 1073741824; sub(/[KMG]$/, "", s); return s * m }'
 # kvs-bench tables: size dtype op iters median p99 GB/s agg check -> bytes GB/s (pushpull rows)
+# device bench: mode size iters median p99 GB/s/device check
+if [ -f "$d/dev-paced.txt" ]; then
+    for m in flat tree; do
+        awk "$tobytes"' $1 == "'$m'" && NF >= 6 { print b($2), $4 }' "$d/dev-paced.txt" > "$d/dev-$m.dat"
+    done
+fi
 for f in cma-1x1 cma-2x2 sock-1x1 sock-2x2; do
     [ -f "$d/$f.txt" ] || continue
     awk "$tobytes"' $3 == "pushpull" && $2 == "float32" { print b($1), $7 }' "$d/$f.txt" > "$d/$f.dat"
@@ -62,6 +71,21 @@ set ylabel 'ms'
 set key top left
 set grid
 plot '$d/keys.dat' using 1:2 with linespoints title 'median', '$d/keys.dat' using 1:3 with linespoints dt 2 title 'p99'
+GP
+fi
+if [ -s "$d/dev-flat.dat" ] && [ -s "$d/dev-tree.dat" ]; then
+    gnuplot <<GP
+set terminal svg size 820,480 dynamic font 'sans,12' background rgb 'white'
+set output 'plots/tree-vs-flat.svg'
+set title '8 simulated devices (DGX-1 links, paced): one round by key size'
+set logscale x 2
+set logscale y 10
+set xlabel 'key size (bytes)'
+set ylabel 'median ms'
+set format x '%.0b%B'
+set key top left
+set grid
+plot '$d/dev-flat.dat' using 1:2 with linespoints title 'flat (one merge device)', '$d/dev-tree.dat' using 1:2 with linespoints title 'trees (MXNET_KVSTORE_USETREE=1)'
 GP
 fi
 ls plots/*.svg 2>/dev/null | sed 's/^/plot.sh: wrote bench\//'

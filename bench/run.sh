@@ -57,11 +57,34 @@ if [ "${BENCH_QUICK:-0}" != 1 ]; then
     run bert-base $launch -n 2 -s 2 -- "$BUILD/kvs-bench" --model bert-base --iters 5
     # P3 under a 1 Gbit link between two network namespaces (root only)
     run p3-netns bash bench/p3-netns.sh
+    # the socket path against a 2-rank Gloo allreduce in the same run
+    run gloo-vs-kvsd bash bench/gloo-vs-kvsd.sh
+    # server-side optimizers: one update next to one push's add, then whole jobs
+    # (2 workers, 2 servers) with plain sums and with sgd momentum / adam updates
+    run optim "$BUILD/kvs-bench" optim --sizes 256K,4M,64M --threads 1,2
+    run optim-plain $launch -n 2 -s 2 -- "$BUILD/kvs-bench" --sizes $sizes --ops pushpull
+    run optim-sgd $launch -n 2 -s 2 -- "$BUILD/kvs-bench" --sizes $sizes --ops pushpull \
+        --optimizer "sgd learning_rate=0.01 momentum=0.9 wd=0.0001"
+    run optim-adam $launch -n 2 -s 2 -- "$BUILD/kvs-bench" --sizes $sizes --ops pushpull \
+        --optimizer "adam learning_rate=0.001"
 fi
 # the tree planner on the example topologies
 if [ -x "$BUILD/kvs-topo" ]; then
     "$BUILD/kvs-topo" plan --topologies tests/tree/examples.json --json > "$BUILD/trees.json" || true
     run trees "$BUILD/kvs-topo" score --topologies tests/tree/examples.json --trees "$BUILD/trees.json"
 fi
+# multi-device reduce + broadcast on 8 simulated devices (DGX-1 matrix):
+# unpaced (host memory speed) and paced by the link weights
+dgx1="0,2,2,3,3,0,0,0;2,0,3,2,0,3,0,0;2,3,0,3,0,0,2,0;3,2,3,0,0,0,0,2;3,0,0,0,0,2,2,3;0,3,0,0,2,0,3,2;0,0,2,0,2,3,0,3;0,0,0,2,3,2,3,0"
+run dev-unpaced env KVS_SIM_DEVICES=8 KVS_TOPOLOGY="$dgx1" "$BUILD/kvs-bench" --store device --devices 8 \
+    --sizes 256K,4M,64M
+# paced by the link weights; each run measures flat (merge buffer on one
+# device) and the planned trees: the tree-vs-flat plot
+run dev-paced env KVS_SIM_DEVICES=8 KVS_TOPOLOGY="$dgx1" KVS_SIM_LINK_GBPS=0.1 "$BUILD/kvs-bench" \
+    --store device --devices 8 --sizes 1M,4M,16M --iters 5
+run dev-nop2p env KVS_SIM_DEVICES=8 KVS_TOPOLOGY="$dgx1" KVS_SIM_LINK_GBPS=0.1 MXNET_ENABLE_GPU_P2P=0 \
+    "$BUILD/kvs-bench" --store device --devices 8 --sizes 1M,4M,16M --iters 5
+run dist-device $launch -n 2 -s 2 --env KVS_SIM_DEVICES=4 -- "$BUILD/kvs-bench" --store dist_sync_device \
+    --devices 4 --sizes 256K,4M,64M
 KEYCOUNTS="$keycounts" sh bench/plot.sh
 echo "bench: results in $out, plots in bench/plots/"

@@ -257,9 +257,26 @@ int cfg_load(cfg *c, bool needs_job, char *err, size_t errlen)
                        "an IPv4 address (0.0.0.0: every interface)");
     }
     TRY(get_str("KVS_TRACE", c->trace_path, sizeof c->trace_path, err, errlen));
+    TRY(cfg_get_int("KVS_SIM_DEVICES", 0, 0, 64, &v, err, errlen));
+    c->sim_devices = (int)v;
+    TRY(cfg_get_double("KVS_SIM_LINK_GBPS", 0, 0, 1e6, &c->sim_link_gbps, err, errlen));
     TRY(cfg_get_double("KVS_HANDSHAKE_TIMEOUT", 10, 0.1, 3600, &c->handshake_timeout_s, err,
                        errlen));
     TRY(cfg_load_secret(c, err, errlen));
+    TRY(get_str("KVS_CHECKPOINT_DIR", c->checkpoint_dir, sizeof c->checkpoint_dir, err, errlen));
+    TRY(cfg_get_u64("KVS_CHECKPOINT_EVERY", 0, 0, UINT64_MAX, &c->checkpoint_every, err,
+                    errlen));
+    if (c->checkpoint_every > 0 && c->checkpoint_dir[0] == '\0') {
+        snprintf(err, errlen, "KVS_CHECKPOINT_EVERY=%llu needs KVS_CHECKPOINT_DIR (where "
+                 "servers write their automatic checkpoints)",
+                 (unsigned long long)c->checkpoint_every);
+        return KVS_ECONFIG;
+    }
+    if (c->checkpoint_every == 0 && c->checkpoint_dir[0] != '\0') {
+        snprintf(err, errlen, "KVS_CHECKPOINT_DIR='%s' needs KVS_CHECKPOINT_EVERY=N (N >= 1 "
+                 "rounds between automatic checkpoints)", c->checkpoint_dir);
+        return KVS_ECONFIG;
+    }
 
     if (needs_job) {
         if (c->root_uri[0] == '\0') {

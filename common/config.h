@@ -60,12 +60,16 @@ typedef struct cfg {
     int metrics_port;               /* KVS_METRICS_PORT: Prometheus /metrics (0 = off) */
     char metrics_addr[64];          /* KVS_METRICS_ADDR: IPv4 address it listens on */
     char trace_path[4096];          /* KVS_TRACE (libkvs): Chrome trace file ("" = off) */
+    int sim_devices;                /* KVS_SIM_DEVICES: simulated devices (0 = CUDA's) */
+    double sim_link_gbps;           /* KVS_SIM_LINK_GBPS: sim copy pacing (0 = off) */
     enum cfg_security security;     /* KVS_SECURITY (default: auth with a secret, else none) */
     unsigned char secret[CFG_SECRET_MAX]; /* KVS_SECRET_FILE's content or KVS_SECRET */
     size_t secret_len;              /* 0: no secret (open job) */
     char secret_from[64];           /* which variable gave it, for messages */
     double handshake_timeout_s;     /* KVS_HANDSHAKE_TIMEOUT: a peer must finish ZeroMQ's
                                      * handshake (and prove the secret) within this */
+    char checkpoint_dir[4096];      /* KVS_CHECKPOINT_DIR: servers' automatic checkpoints */
+    uint64_t checkpoint_every;      /* KVS_CHECKPOINT_EVERY: rounds between them (0 = off) */
 } cfg;
 
 /* Fill c with defaults, then with the environment.  needs_job: the DMLC_*

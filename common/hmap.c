@@ -1,4 +1,5 @@
-/* hmap.c - see hmap.h (linear probing, tombstones, grow at 1/2 load). */
+/* hmap.c - see hmap.h (linear probing, tombstones, grow at 1/2 load; a deleted
+ * slot with an empty successor becomes empty, with the tombstones before it). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,8 +100,19 @@ void *hmap_del(hmap *m, uint64_t key)
     if (!found)
         return NULL;
     void *v = m->vals[i];
-    m->used[i] = 2;
+    size_t mask = m->cap - 1;
     m->len--;
-    m->tombs++;
+    if (m->used[(i + 1) & mask] == 0) {
+        /* no probe goes on past i: free it, and the tombstones right before
+         * it, so that maps that churn (requests in flight) keep short probes */
+        m->used[i] = 0;
+        for (size_t j = (i - 1) & mask; m->used[j] == 2; j = (j - 1) & mask) {
+            m->used[j] = 0;
+            m->tombs--;
+        }
+    } else {
+        m->used[i] = 2;
+        m->tombs++;
+    }
     return v;
 }

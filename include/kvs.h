@@ -58,7 +58,30 @@ typedef enum kvs_dtype {
 #define KVS_NUM_DTYPES 6
 
 /* A view of user memory: count elements of dtype at data, on device (KVS_CPU
- * for host memory).  The library reads or writes it; it never frees it. */
+ * for host memory, else a device id 0..N-1: a CUDA device of this process,
+ * or a simulated one with KVS_SIM_DEVICES=N).  The library reads or writes
+ * it; it never frees it.
+ *
+ * Device arrays.  Several arrays for one key in one push are this worker's
+ * contribution: they are summed locally first (store type decides where:
+ * "local"/"dist_*" on the CPU through pinned host copies, "device"/
+ * "dist_*_device" on the devices, "nccl" through NCCL).  Several outputs for
+ * one key in one pull all receive the value (a broadcast).
+ *
+ * Streams.  The library reads and writes device arrays on the legacy
+ * default stream of their device, so its work runs after everything the
+ * application already issued to that stream and to blocking streams.  Work
+ * on a stream created with cudaStreamNonBlocking (or the per-thread default
+ * stream, nvcc --default-stream per-thread) is not ordered: synchronise that
+ * stream (or make the legacy stream wait for an event on it) before the
+ * push.  Device arrays are read during kvs_push/kvs_pushpull or before the
+ * wait returns; outputs are complete, and every device stream the library
+ * used is synchronised, when kvs_wait()/kvs_wait_all() on the key returns
+ * (for the local store types, when the call returns).  There is no stream
+ * parameter: the legacy default stream orders the library after the
+ * application's work without one, and since the library synchronises before
+ * completing, nothing of it is left running on a stream the application
+ * would have to wait for. */
 typedef struct kvs_array {
     void *data;
     uint64_t count;
@@ -99,9 +122,19 @@ typedef enum kvs_err {
  * value, pull returns it), "dist_sync", "dist_async" (connect to the job
  * described by the environment; returns after this worker is registered and
  * connected, or KVS_ETIMEDOUT after KVS_START_TIMEOUT seconds).
+ * Device stores (see "Device arrays" above): "device" (a local store whose
+ * values live on the devices; sums on the devices, flat or along planned
+ * trees with MXNET_KVSTORE_USETREE=1), "nccl" (the same through NCCL; needs
+ * CUDA devices and libnccl), "dist_sync_device" (alias "dist_device_sync")
+ * and "dist_async_device" (device sums, then the dist protocol for the one
+ * summed array, then a broadcast to the devices).  A device store fails with
+ * KVS_EDEVICE when no device exists (no GPU and KVS_SIM_DEVICES unset) or,
+ * for "nccl", when NCCL cannot run ("NCCL needs CUDA devices" on simulated
+ * ones).
  * On success *out owns a store, released with kvs_close().
  * Errors: KVS_EINVAL (unknown type, NULL), KVS_ECONFIG (a variable does not
- * parse: kvs_last_error() names it), KVS_ETIMEDOUT, KVS_ENET, KVS_ENOMEM. */
+ * parse: kvs_last_error() names it), KVS_ETIMEDOUT, KVS_ENET, KVS_ENOMEM,
+ * KVS_EDEVICE. */
 int kvs_create(const char *type, kvs_store **out);
 
 /* Initialise n keys.  Every worker calls it with the same keys; worker rank
@@ -144,14 +177,136 @@ int kvs_rank(const kvs_store *s);
 int kvs_num_workers(const kvs_store *s);
 int kvs_num_servers(const kvs_store *s);
 
-/* Set a server-side optimizer, e.g. "sgd lr=0.1".  Returns KVS_ENOTSUP in
- * this version. */
+/* ---- Server-side optimizers (update_on_kvstore) ----
+ *
+ * kvs_set_optimizer(s, spec) makes the servers apply an optimizer: a push's
+ * round sum is the gradient g, the stored value is the weight w, and pulls
+ * return w.  spec is a name and key=value words separated by blanks, with
+ * MXNet's parameter names and defaults (never code):
+ *
+ *   "sgd learning_rate=0.1 momentum=0.9 wd=0.0001 rescale_grad=0.5 clip_gradient=5"
+ *
+ * Settings every optimizer takes:
+ *   learning_rate  (0.01; adam and rmsprop 0.001), >= 0
+ *   wd             weight decay (0)
+ *   rescale_grad   multiplies g first (1)
+ *   clip_gradient  > 0: clip(x) clips to [-clip_gradient, clip_gradient]; <= 0 off (off)
+ *   multi_precision=0|1 (0): float16/bfloat16 keys keep a float32 master copy
+ *                  of the weights on the server; pulls return it rounded
+ *   lr_scheduler=factor step=S factor=F stop_factor_lr=L: MXNet's
+ *                  FactorScheduler over the key part's update count t:
+ *                  lr = learning_rate * F^floor((t-1)/S), never below L
+ *                  (F in (0,1], default 1; L default 1e-8)
+ * lr below is learning_rate after the schedule, times the key's lr_mult;
+ * wd is times the key's wd_mult.  The rules (MXNet 1.x; optim/optim_kern.c
+ * cites each kernel):
+ *   sgd momentum=0:  w = (1 - lr*wd)*w - lr*clip(rescale_grad*g)
+ *   sgd momentum=M (0 <= M < 1):
+ *                    m = M*m - lr*wd*w - lr*clip(rescale_grad*g);  w = w + m
+ *   nag momentum=M:  g' = clip(rescale_grad*g) + wd*w;  m = M*m + g';
+ *                    w = w - lr*(g' + M*m)
+ *   adam beta1=0.9 beta2=0.999 epsilon=1e-8:
+ *                    g' = clip(rescale_grad*g) + wd*w;  m = beta1*m + (1-beta1)*g';
+ *                    v = beta2*v + (1-beta2)*g'^2;
+ *                    lr_t = lr*sqrt(1-beta2^t)/(1-beta1^t)  (t: the part's update count, from 1)
+ *                    w = w - lr_t*m/(sqrt(v) + epsilon)
+ *   adagrad eps=1e-7 (or epsilon=):
+ *                    g' = clip(rescale_grad*g);  h = h + g'^2;
+ *                    w = w - lr*(g'/sqrt(h + eps) + wd*w)
+ *   rmsprop gamma1=0.9 gamma2=0.9 epsilon=1e-8 centered=0 clip_weights=-1:
+ *                    g' = clip(rescale_grad*g + wd*w);  n = (1-gamma1)*g'^2 + gamma1*n;
+ *                    w = w - lr*g'/sqrt(n + epsilon)
+ *     centered=1:    also s = (1-gamma1)*g' + gamma1*s;
+ *                    d = gamma2*d - lr*g'/sqrt(n - s^2 + epsilon);  w = w + d
+ *     clip_weights > 0 clips w to [-clip_weights, clip_weights] after each step.
+ * State (m, v, h, n, s, d) starts at zero.
+ *
+ * Arithmetic: float64 keys update in float64; float32 keys in float32;
+ * float16 and bfloat16 keys in float32 (converted per element, or from the
+ * float32 master copy with multi_precision=1), rounded to nearest-even on
+ * store.  No fused multiply-add: results are bit-identical across runs,
+ * thread counts and CPUs.  int32/int64 keys cannot be updated: setting an
+ * optimizer while one exists, or initialising one while an optimizer is
+ * set, is KVS_ESHAPE naming the key.  Big parts (>=
+ * MXNET_KVSTORE_BIGARRAY_BOUND elements) update on the reduction threads.
+ * In dist_async every push is one update.
+ *
+ * Collective: every worker calls it; worker rank 0's spec decides (the
+ * others' is not read, as in MXNet) and every call returns once all servers
+ * have it.  Before the first push a new call replaces the spec (and the
+ * state); after pushes began the same spec is accepted and a different one
+ * is KVS_EINVAL naming the first differing word.  An unknown optimizer or
+ * setting, a value out of range, or a setting given twice: KVS_EINVAL
+ * naming the word.  MXNET_UPDATE_ON_KVSTORE=0 (on worker rank 0 or on a
+ * server) keeps plain sums even with an optimizer set: the worker then
+ * updates itself.  The local store: KVS_ENOTSUP (after checking spec).
+ * Threads: collective calls (this, kvs_set_optimizer_key, kvs_save,
+ * kvs_load) must be made in the same order on every worker, one at a time. */
 int kvs_set_optimizer(kvs_store *s, const char *spec);
+
+/* Per-key multipliers: settings "lr_mult=X wd_mult=Y" (either; missing ones
+ * are 1; each a finite number >= 0).  Applies from the key's next update.
+ * Collective like kvs_set_optimizer (rank 0's settings decide).  Errors:
+ * KVS_EINVAL naming the word; KVS_ENOTSUP for the local store. */
+int kvs_set_optimizer_key(kvs_store *s, uint64_t key, const char *settings);
+
+/* ---- Checkpoints ----
+ *
+ * kvs_save(s, dir): every server writes its state to dir/server-<rank>.kvsckpt
+ * (dir as seen by that server, on its own host; created if missing): the
+ * weights, the optimizer spec, per-key multipliers, optimizer state
+ * (momenta, Adam's m and v, master copies, the update count t that the
+ * schedule and Adam use) and every key part's completed rounds.  Durable:
+ * each file is written to a temporary file, fsync'd, renamed over the old
+ * one and the directory fsync'd, so a crash at any point leaves the previous
+ * file whole.  Every server's file of one save carries the same save id.
+ * Returns once every server has written its file.
+ *
+ * kvs_load(s, dir), after kvs_init of the same keys: every server reads and
+ * verifies its file (format version, sizes, CRC-32C), checks the job shape
+ * (number of servers, keys, counts, dtypes, placement), and only when every
+ * server succeeded and all files carry the same save id do they all apply
+ * it; otherwise nothing changes anywhere.  The worker's round counters
+ * follow the checkpoint, so training continues with the next round.
+ * Errors: KVS_ESHAPE naming the first difference; KVS_EPROTO naming the file
+ * for a missing, truncated, corrupted or foreign file or files of different
+ * saves; KVS_EINVAL for a dir that is NULL, empty or over 3000 bytes.
+ *
+ * Both are collective (every worker calls them, like a barrier) and act
+ * between rounds: call them after kvs_wait_all() on every worker; a round in
+ * progress on a server is KVS_EINVAL naming the key.  The local store:
+ * KVS_ENOTSUP.  The file format is documented in server/ckpt.h and README.
+ *
+ * Automatic checkpoints: with KVS_CHECKPOINT_DIR and KVS_CHECKPOINT_EVERY=N
+ * set for the servers, a server writes KVS_CHECKPOINT_DIR/round-<r>/ (r
+ * zero-padded to 12 digits) when all of its keys have completed round r
+ * (r a multiple of N) and none has begun round r+1, and keeps the newest two.
+ * kvs_load of such a directory restores it. */
+int kvs_save(kvs_store *s, const char *dir);
+int kvs_load(kvs_store *s, const char *dir);
 
 /* Wait for outstanding operations, leave the job and free the store.  Always
  * releases the store (even on error); returns the first unreported error.
  * kvs_close(NULL) returns 0. */
 int kvs_close(kvs_store *s);
+
+/* Counters of the store's device layer: which path every copy took. */
+typedef struct kvs_device_stats {
+    int devices;            /* devices of the backend; 0 while none was used */
+    char backend[16];       /* "sim", "cuda", or "" */
+    uint64_t peer_copies;   /* device -> device over peer access (P2P) */
+    uint64_t staged_copies; /* device -> device through pinned host memory */
+    uint64_t local_copies;  /* within one device */
+    uint64_t h2d_copies;    /* host -> device */
+    uint64_t d2h_copies;    /* device -> host */
+    uint64_t peer_bytes, staged_bytes;
+    uint64_t sums;          /* device sum kernels (simulated: CPU sums) */
+    uint64_t nccl_calls;    /* NCCL collectives */
+} kvs_device_stats;
+
+/* Fill *out with s's device counters (all zero while no device was used).
+ * Any thread.  Errors: KVS_EINVAL (NULL). */
+int kvs_get_device_stats(kvs_store *s, kvs_device_stats *out);
 
 /* A static string for an error code ("unknown error" for others). */
 const char *kvs_strerror(int err);

@@ -256,6 +256,12 @@ const char *proto_type_name(int type)
         [PROTO_CHALLENGE] = "CHALLENGE",
         [PROTO_PROOF] = "PROOF",
         [PROTO_TIMING] = "TIMING",
+        [PROTO_OPT_SET] = "OPT_SET",
+        [PROTO_OPT_KEY] = "OPT_KEY",
+        [PROTO_SAVE] = "SAVE",
+        [PROTO_LOAD] = "LOAD",
+        [PROTO_LOAD_END] = "LOAD_END",
+        [PROTO_SAVE_END] = "SAVE_END",
         [PROTO_FUSED] = "FUSED",
         [PROTO_FUSED_REPLY] = "FUSED_REPLY",
     };

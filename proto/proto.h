@@ -79,6 +79,18 @@ enum proto_type {
                            * fresh random bytes the worker must write into its memory */
     PROTO_PROOF = 34,     /* worker -> server: the challenge is at nonce_addr now; body =
                            * proto_hello (pid, nonce_addr, the challenge) */
+    /* 48-55 server updates.  Collective: every worker sends one to every
+     * server; round = the worker's count of such calls (its sequence); a
+     * server acts once all workers' requests of a sequence arrived, with
+     * worker rank 0's content, and answers each with the same REPLY. */
+    PROTO_OPT_SET = 48,  /* text body: optimizer spec; key: 1 = MXNET_UPDATE_ON_KVSTORE=1 */
+    PROTO_OPT_KEY = 49,  /* key; text body: "lr_mult=X wd_mult=Y" */
+    PROTO_SAVE = 50,     /* text body: checkpoint directory; key: save id.  Writes and
+                          * syncs the temporary file only */
+    PROTO_LOAD = 51,     /* text body: directory.  REPLY: round = the save id, body = count
+                          * int64 (key, round) pairs: read, checked and staged, not applied */
+    PROTO_LOAD_END = 52, /* key 1: apply the staged load; 0: drop it */
+    PROTO_SAVE_END = 53, /* key 1: rename the SAVE's temporary into place; 0: remove it */
     /* 64-71: workloads */
     PROTO_FUSED = 64,       /* worker -> server: several small data requests (INIT, PUSH,
                              * PULL, PUSHPULL) in one message; count = records; body =

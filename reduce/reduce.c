@@ -242,3 +242,23 @@ int red_add(red_pool *p, kvs_dtype dtype, void *dst, const void *src, uint64_t c
         return KVS_EINVAL;
     return red_sum(p, dtype, dst, s, 2, count);
 }
+
+void red_to_f32(kvs_dtype dtype, float *dst, const uint16_t *src, uint64_t n)
+{
+    if (dtype == KVS_FLOAT16)
+        for (uint64_t i = 0; i < n; i++)
+            dst[i] = red_h2f(src[i]);
+    else if (dtype == KVS_BFLOAT16)
+        for (uint64_t i = 0; i < n; i++)
+            dst[i] = red_bf2f(src[i]);
+}
+
+void red_from_f32(kvs_dtype dtype, uint16_t *dst, const float *src, uint64_t n)
+{
+    if (dtype == KVS_FLOAT16)
+        for (uint64_t i = 0; i < n; i++)
+            dst[i] = red_f2h(src[i]);
+    else if (dtype == KVS_BFLOAT16)
+        for (uint64_t i = 0; i < n; i++)
+            dst[i] = red_f2bf(src[i]);
+}

@@ -68,6 +68,12 @@ int red_sum(red_pool *p, kvs_dtype dtype, void *dst, const void *const *srcs, in
 /* dst += src over count elements.  Returns 0 or KVS_EINVAL. */
 int red_add(red_pool *p, kvs_dtype dtype, void *dst, const void *src, uint64_t count);
 
+/* Convert n half values (dtype KVS_FLOAT16 or KVS_BFLOAT16) to float32
+ * exactly, or float32 to half rounding to nearest-even: the conversions
+ * every half-type sum uses.  Other dtypes: nothing happens. */
+void red_to_f32(kvs_dtype dtype, float *dst, const uint16_t *src, uint64_t n);
+void red_from_f32(kvs_dtype dtype, uint16_t *dst, const float *src, uint64_t n);
+
 /* A parallel for: fn(arg, lo, hi) over ranges [lo, hi) of at most chunk
  * units that together cover [0, count), on the pool's threads and the
  * caller; returns when all are done.  p NULL (or one thread): the caller runs

@@ -76,6 +76,13 @@ __global__ void sum_kernel(typename elem<D>::T *dst, srcs_param s, int k, uint64
 
 thread_local char last_err[256];
 
+// bytes per element; the plugin (libkvs_cuda.so) does not link libkvs
+size_t elem_size(kvs_dtype d)
+{
+    static const size_t sz[KVS_NUM_DTYPES] = {4, 8, 2, 2, 4, 8};
+    return (unsigned)d < KVS_NUM_DTYPES ? sz[d] : 0;
+}
+
 int device_error(cudaError_t e, const char *what)
 {
     snprintf(last_err, sizeof(last_err), "%s: %s", what, cudaGetErrorString(e));
@@ -116,7 +123,7 @@ extern "C" int red_cuda_sum(kvs_dtype dtype, void *dst, const void *const *srcs,
     if (k == 1) {
         if (dst == srcs[0])
             return 0;
-        e = cudaMemcpyAsync(dst, srcs[0], count * kvs_dtype_size(dtype),
+        e = cudaMemcpyAsync(dst, srcs[0], count * elem_size(dtype),
                             cudaMemcpyDeviceToDevice, st);
         return e == cudaSuccess ? 0 : device_error(e, "cudaMemcpyAsync");
     }

@@ -20,6 +20,7 @@
 #include "net/net.h"
 #include "server/cma.h"
 #include "server/metrics.h"
+#include "server/ctl.h"
 #include "server/server.h"
 #include "server/fuse.h"
 #include "server/store.h"
@@ -45,6 +46,7 @@ typedef struct srv {
     uv_signal_t sigint, sigterm;
     red_pool *pool;
     srv_store store;
+    srv_ctl *ctl; /* collectives: optimizer, checkpoints */
     int node_id;
     int rank;
     bool registered;
@@ -299,7 +301,7 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
         rc = check_sender(s, m, ident, ident_len, h.sender, why, sizeof why);
     if (rc == 0 && h.type != PROTO_INIT && h.type != PROTO_PUSH && h.type != PROTO_PULL &&
         h.type != PROTO_PUSHPULL && h.type != PROTO_HELLO && h.type != PROTO_PROOF &&
-        h.type != PROTO_FUSED) {
+        h.type != PROTO_FUSED && !srv_ctl_type(h.type)) {
         snprintf(why, sizeof why, "%s is not a data request", proto_type_name(h.type));
         rc = KVS_EPROTO;
     }
@@ -319,6 +321,11 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
     LOG(LOG_DEBUG, s->who, "net", "%s key %llu part %u round %llu from worker %d",
         proto_type_name(h.type), (unsigned long long)h.key, h.part,
         (unsigned long long)h.round, wrank);
+    if (srv_ctl_type(h.type)) {
+        srv_ctl_handle(s->ctl, ident, ident_len, wrank, &h,
+                       bodymsg ? zmq_msg_data(bodymsg) : NULL);
+        return;
+    }
     if (h.type == PROTO_HELLO) {
         on_hello(s, ident, ident_len, wrank, &h, zmq_msg_data(bodymsg));
         return;
@@ -368,6 +375,7 @@ static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t
         s->registered = true;
         snprintf(s->who, sizeof s->who, "server %d", s->rank);
         net_link_registered(s->link, s->node_id);
+        srv_ctl_set_rank(s->ctl, s->rank);
         LOG(LOG_INFO, s->who, "job", "registered as rank %d, serving at %s", s->rank,
             s->endpoint);
         break;
@@ -497,6 +505,8 @@ int srv_run(const cfg *c)
     }
     srv_store_init(&s->store, c->num_worker, s->pool, send_reply, s);
     uv_loop_init(&s->loop);
+    if (srv_ctl_new(&s->store, &s->loop, c, &s->ctl) != 0)
+        goto out;
     s->zctx = zmq_ctx_new();
     net_raise_nofile(s->who);
     if (net_auth_new(&s->loop, s->zctx, c, s->who, &s->auth) != 0)
@@ -544,6 +554,7 @@ int srv_run(const cfg *c)
         (unsigned long long)s->dropped);
 out:
     srv_met_stop(&s->met);
+    srv_ctl_stop(s->ctl); /* a checkpoint being written finishes first */
     net_link_free(s->link);
     net_mon_free(s->mon);
     net_sock_free(s->data);
@@ -551,6 +562,7 @@ out:
     uv_walk(&s->loop, close_walk, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
+    srv_ctl_free(s->ctl);
     srv_store_fini(&s->store);
     srv_met_fini(&s->met);
     srv_fuser_fini(&s->fuser);

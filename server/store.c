@@ -9,7 +9,9 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/sizes.h"
+#include "server/ctl.h"
 #include "server/store.h"
+#include "server/update.h"
 
 
 struct srv_entry {
@@ -27,6 +29,7 @@ struct srv_entry {
     srv_req *pulls;                   /* waiting for a later round */
     srv_req *deferred, **deferred_tail; /* pushes for later rounds */
     uint64_t round_start_ns; /* first push of the current round arrived (metrics) */
+    struct srv_upd *upd;                /* optimizer state (server/update.h) */
 };
 
 /* ---- buffers ---- */
@@ -161,7 +164,14 @@ static void entry_free(srv_entry *e)
     srv_buf_unref(e->acc);
     srv_buf_unref(e->spare);
     free(e->pushed);
+    srv_upd_free(e->upd);
     free(e);
+}
+
+/* An optimizer updates the weights: a round's sum is a gradient. */
+static bool updating(const srv_store *st)
+{
+    return st->optim && st->optim->active;
 }
 
 int srv_store_init(srv_store *st, int num_workers, red_pool *pool, srv_reply_fn reply,
@@ -281,8 +291,16 @@ static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, i
                 e->value = nb;
             }
             memcpy(e->value->data, body, e->bytes); /* a re-init replaces the value */
+            srv_upd_forget_master(e->upd);
         }
         reply_ok_to(st, ident, ident_len, h, e);
+        return;
+    }
+    if (updating(st) && !optim_dtype_ok((kvs_dtype)h->dtype)) {
+        reply_err(st, ident, ident_len, h, KVS_ESHAPE,
+                  "key %llu is %s: the optimizer (%s) updates float32, float64, float16 and "
+                  "bfloat16 keys only", (unsigned long long)h->key,
+                  kvs_dtype_name((kvs_dtype)h->dtype), optim_name(st->optim->spec.kind));
         return;
     }
     if (wrank != 0 || (body == NULL && h->count > 0)) {
@@ -336,13 +354,23 @@ static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, i
 /* The round is complete: the sum becomes the value; answer everyone. */
 static void complete_round(srv_store *st, srv_entry *e)
 {
-    srv_buf *old = e->value;
-    e->value = e->acc;
-    e->acc = NULL;
-    if (atomic_load(&old->refs) == 1 && e->spare == NULL && !old->is_msg)
-        e->spare = old;
-    else
-        srv_buf_unref(old);
+    char why[PROTO_ERRTEXT_MAX];
+    int err = 0;
+    if (updating(st)) /* the sum is the gradient: acc becomes the new weight */
+        err = srv_upd_apply(st->optim, st->pool, e->key, e->dtype, e->count, &e->upd,
+                            e->value->data, e->acc->data, why, sizeof why);
+    if (err) { /* the weight stays; this round's requests fail */
+        srv_buf_unref(e->acc);
+        e->acc = NULL;
+    } else {
+        srv_buf *old = e->value;
+        e->value = e->acc;
+        e->acc = NULL;
+        if (atomic_load(&old->refs) == 1 && e->spare == NULL && !old->is_msg)
+            e->spare = old;
+        else
+            srv_buf_unref(old);
+    }
     e->round++;
     e->npushed = 0;
     memset(e->pushed, 0, (size_t)st->num_workers);
@@ -356,7 +384,10 @@ static void complete_round(srv_store *st, srv_entry *e)
     while (r) {
         srv_req *n = r->next;
         r->h.t_round_ns = now;
-        reply_ok(st, r, e);
+        if (err)
+            reply_err(st, r->ident, r->ident_len, &r->h, err, "%s", why);
+        else
+            reply_ok(st, r, e);
         req_free(r);
         r = n;
     }
@@ -366,12 +397,17 @@ static void complete_round(srv_store *st, srv_entry *e)
         if (r->h.round <= e->round) {
             *pp = r->next;
             r->h.t_round_ns = now;
-            reply_ok(st, r, e);
+            if (err)
+                reply_err(st, r->ident, r->ident_len, &r->h, err, "%s", why);
+            else
+                reply_ok(st, r, e);
             req_free(r);
         } else {
             pp = &r->next;
         }
     }
+    if (st->ctl)
+        srv_ctl_round_done(st->ctl, e->round); /* automatic checkpoints */
 }
 
 /* Add one push (sync mode) to the current round.  Returns true if the round
@@ -471,6 +507,32 @@ static void handle_push(srv_store *st, const uint8_t *ident, size_t ident_len, i
     srv_entry *e = find_checked(st, ident, ident_len, h);
     if (e == NULL)
         return;
+    if (e->async && updating(st)) {
+        /* the push is the gradient of one update: into a fresh buffer */
+        char why[PROTO_ERRTEXT_MAX];
+        srv_buf *nb = take_acc(e), *old = e->value;
+        if (nb == NULL) {
+            reply_err(st, ident, ident_len, h, KVS_ENOMEM, "server out of memory");
+            return;
+        }
+        memcpy(nb->data, body, e->bytes);
+        int err = srv_upd_apply(st->optim, st->pool, e->key, e->dtype, e->count, &e->upd,
+                                old->data, nb->data, why, sizeof why);
+        if (err) {
+            srv_buf_unref(nb);
+            reply_err(st, ident, ident_len, h, err, "%s", why);
+            return;
+        }
+        e->value = nb;
+        if (atomic_load(&old->refs) == 1 && e->spare == NULL && !old->is_msg)
+            e->spare = old;
+        else
+            srv_buf_unref(old);
+        st->bytes_summed += e->bytes;
+        e->round++;
+        reply_ok_to(st, ident, ident_len, h, e);
+        return;
+    }
     if (e->async) {
         if (atomic_load(&e->value->refs) > 1) {
             /* a reply is still sending the value: sum into another buffer */
@@ -554,6 +616,8 @@ void srv_store_handle(srv_store *st, const uint8_t *ident, size_t ident_len, int
         reply_err(st, ident, ident_len, h, KVS_EPEERDEAD, "%s", st->broken_text);
         return;
     }
+    if (st->ctl && srv_ctl_hold(st->ctl, ident, ident_len, wrank, h, body, bodymsg))
+        return; /* a save or load is running: handled when it is done */
     switch (h->type) {
     case PROTO_INIT:
         handle_init(st, ident, ident_len, wrank, h, body);
@@ -643,6 +707,90 @@ void srv_store_fail_all(srv_store *st, const char *why)
             fail_list(st, st->pending_inits.vals[i], st->broken_text);
     hmap_fini(&st->pending_inits);
     hmap_init(&st->pending_inits);
+    if (st->ctl)
+        srv_ctl_fail_all(st->ctl, why);
+}
+
+/* ---- for server/ctl.c and server/ckpt.c ---- */
+
+static void view_of(const srv_entry *e, srv_entry_view *v);
+
+size_t srv_store_views(srv_store *st, srv_entry_view *out, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < st->entries.cap; i++) {
+        if (st->entries.used[i] != 1)
+            continue;
+        for (srv_entry *e = st->entries.vals[i]; e; e = e->next, n++)
+            if (n < max)
+                view_of(e, &out[n]);
+    }
+    return n;
+}
+
+int srv_store_quiet(srv_store *st, char *why, size_t whylen)
+{
+    for (size_t i = 0; i < st->pending_inits.cap; i++)
+        if (st->pending_inits.used[i] == 1) {
+            srv_req *r = st->pending_inits.vals[i];
+            snprintf(why, whylen, "key %llu: an init is waiting for worker 0's values",
+                     (unsigned long long)r->h.key);
+            return KVS_EINVAL;
+        }
+    for (size_t i = 0; i < st->entries.cap; i++) {
+        if (st->entries.used[i] != 1)
+            continue;
+        for (srv_entry *e = st->entries.vals[i]; e; e = e->next)
+            if (e->npushed > 0 || e->deferred != NULL) {
+                snprintf(why, whylen, "key %llu: round %llu is in progress (%d of %d workers "
+                         "pushed%s); save and load act between rounds: call them after "
+                         "kvs_wait_all() on every worker", (unsigned long long)e->key,
+                         (unsigned long long)e->round, e->npushed, st->num_workers,
+                         e->deferred ? ", later rounds queued" : "");
+                return KVS_EINVAL;
+            }
+    }
+    return 0;
+}
+
+bool srv_store_pushes_began(srv_store *st)
+{
+    for (size_t i = 0; i < st->entries.cap; i++) {
+        if (st->entries.used[i] != 1)
+            continue;
+        for (srv_entry *e = st->entries.vals[i]; e; e = e->next)
+            if (e->round > 0 || e->npushed > 0 || e->deferred != NULL)
+                return true;
+    }
+    return false;
+}
+
+static void view_of(const srv_entry *e, srv_entry_view *v)
+{
+    *v = (srv_entry_view){e->key,   e->part,  e->dtype, e->count, e->offset, e->total,
+                          e->bytes, e->round, e->async, e->value, e->upd};
+}
+
+bool srv_store_view(srv_store *st, uint64_t key, uint32_t part, srv_entry_view *out)
+{
+    srv_entry *e = find_entry(st, key, part);
+    if (e)
+        view_of(e, out);
+    return e != NULL;
+}
+
+int srv_store_restore(srv_store *st, uint64_t key, uint32_t part, srv_buf *value,
+                      uint64_t round, struct srv_upd *upd)
+{
+    srv_entry *e = find_entry(st, key, part);
+    if (e == NULL)
+        return KVS_ENOKEY;
+    srv_buf_unref(e->value);
+    e->value = value;
+    e->round = round;
+    srv_upd_free(e->upd);
+    e->upd = upd;
+    return 0;
 }
 
 static size_t list_len(const srv_req *r)

@@ -49,6 +49,9 @@ typedef void (*srv_reply_fn)(void *arg, const uint8_t *ident, size_t ident_len,
                              const proto_hdr *req, int status, const char *text,
                              srv_buf *value, uint64_t round);
 
+struct srv_optim;
+struct srv_ctl;
+
 typedef struct srv_store {
     hmap entries;        /* hash(key, part) -> srv_entry chain */
     hmap pending_inits;  /* hash(key, part) -> srv_req chain (waiting for rank 0) */
@@ -63,6 +66,10 @@ typedef struct srv_store {
     uint64_t bytes_summed;
     struct met_series *m_round; /* histograms (may be NULL): first push to round done, */
     struct met_series *m_sum;   /* and the time summing one push */
+    struct srv_optim *optim; /* server/update.h: with an active spec a round's sum
+                              * is the gradient of an update (NULL: plain sums) */
+    struct srv_ctl *ctl;     /* server/ctl.h: collective requests; may hold data
+                              * requests while it works (NULL: none) */
 } srv_store;
 
 int srv_store_init(srv_store *st, int num_workers, red_pool *pool, srv_reply_fn reply,
@@ -90,6 +97,35 @@ void srv_store_worker_left(srv_store *st, int wrank);
 
 /* A node died: fail everything waiting, and every later request. */
 void srv_store_fail_all(srv_store *st, const char *why);
+
+/* ---- for server/ctl.c and server/ckpt.c (loop thread) ---- */
+
+/* What a checkpoint needs of an entry. */
+typedef struct srv_entry_view {
+    uint64_t key;
+    uint32_t part;
+    kvs_dtype dtype;
+    uint64_t count, offset, total, bytes;
+    uint64_t round;          /* completed rounds */
+    bool async;
+    const srv_buf *value;
+    const struct srv_upd *upd; /* NULL: no update ran yet */
+} srv_entry_view;
+
+/* Number of entries; fill up to max views in hash-table order. */
+size_t srv_store_views(srv_store *st, srv_entry_view *out, size_t max);
+/* 0 if no round is in progress anywhere (no partial round, no deferred
+ * push, no init waiting for rank 0), else KVS_EINVAL with why. */
+int srv_store_quiet(srv_store *st, char *why, size_t whylen);
+/* True once any entry completed a round or holds a push. */
+bool srv_store_pushes_began(srv_store *st);
+/* Replace an entry's value, round and update state (taking ownership of
+ * value's reference and of upd).  Returns KVS_ENOKEY when there is no such
+ * entry (then nothing is taken). */
+int srv_store_restore(srv_store *st, uint64_t key, uint32_t part, srv_buf *value,
+                      uint64_t round, struct srv_upd *upd);
+/* The view of entry (key, part): true, or false when there is none. */
+bool srv_store_view(srv_store *st, uint64_t key, uint32_t part, srv_entry_view *out);
 
 srv_buf *srv_buf_new(uint64_t bytes);
 /* A buffer made of a received frame (moved out of m): no copy. */

@@ -29,6 +29,7 @@ run unit "$BUILD/test-unit"
 run launch bash tests/launch/test-launch.sh
 # multi-host cases in network namespaces (root; one SKIP line otherwise)
 run netns bash tests/netns/test-netns.sh
+[ -x "$BUILD/tests/kvs-devworker" ] && run devices bash tests/device/test-dist-device.sh
 run python sh tests/python/run.sh
 run symbols sh tests/symbols/check-exports.sh
 # the proto fuzz corpus plus 200k random inputs: one check

@@ -13,9 +13,15 @@ int bench_reduce_main(int argc, char **argv);
  * kvsd code on the path (tools/bench_zmq.c). */
 int bench_zmq_main(int argc, char **argv);
 
+/* `kvs-bench --store device --devices N [...]`: local reduce + broadcast
+ * over N devices, flat vs tree vs NCCL (tools/bench_device.c). */
+int bench_device_main(int argc, char **argv);
 /* `kvs-bench --keys N` / `kvs-bench --model NAME`: rounds of many keys
  * (tools/bench_keys.c).  bench_keys_wanted: argv asks for that mode. */
 bool bench_keys_wanted(int argc, char **argv);
 int bench_keys_main(int argc, char **argv);
+/* `kvs-bench optim`: one server-side update per optimizer next to one push's
+ * add into the round buffer, through the reduction pool (tools/bench_optim.c). */
+int bench_optim_main(int argc, char **argv);
 
 #endif

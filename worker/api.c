@@ -26,6 +26,7 @@ void wrk_op_free(wrk_op *op)
     free(op->outptrs);
     free(op->tmp);
     free(op->tleft);
+    wrk_comm_post_free(op->post);
     free(op);
 }
 
@@ -95,6 +96,8 @@ static void op_release_locked(kvs_store *s, wrk_op *op, int err, const char *tex
     }
     if (--op->pending > 0 || op->done)
         return;
+    if (op->err == 0 && op->post && wrk_comm_post_locked(s, op))
+        return; /* the comm thread broadcasts to the device outputs first */
     op->done = true;
     if (!op->sync) {
         busy_done_locked(s, op);
@@ -141,15 +144,17 @@ void wrk_fail_all_locked(kvs_store *s, int err, const char *text)
 
 /* ---- argument checks ---- */
 
-static int check_array(const kvs_store *s, const kvs_array *a, uint64_t key, const char *what)
+static int check_array(kvs_store *s, const kvs_array *a, uint64_t key, const char *what)
 {
     uint64_t bytes;
     if ((unsigned)a->dtype >= KVS_NUM_DTYPES)
         return err_set(KVS_EINVAL, "key %llu: %s dtype %d is not a kvs_dtype",
                        (unsigned long long)key, what, (int)a->dtype);
-    if (a->device != KVS_CPU)
-        return err_set(KVS_EDEVICE, "key %llu: %s is on device %d; this store takes host "
-                       "memory (device = KVS_CPU)", (unsigned long long)key, what, a->device);
+    if (a->device != KVS_CPU) {
+        int rc = wrk_comm_check_device(s->comm, a->device, key, what);
+        if (rc)
+            return rc;
+    }
     if (!size_mul(a->count, kvs_dtype_size(a->dtype), &bytes))
         return err_set(KVS_ETOOBIG, "key %llu: %s of %llu %s elements: the byte size "
                        "overflows 64 bits", (unsigned long long)key, what,
@@ -306,8 +311,8 @@ static void trace_queued(kvs_store *s, const wrk_op *op, uint64_t t_call)
  * replies go (pull/pushpull).  Called without mu: the requests are planned
  * (routing, local sums) before the lock is taken, which then only checks
  * shapes, numbers the rounds and queues. */
-static int submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
-                  const kvs_array *vals, const kvs_array *outs, int priority, wrk_op **sync_op)
+int wrk_submit(kvs_store *s, int type, size_t n, const uint64_t *keys, const kvs_array *vals,
+               const kvs_array *outs, int priority, wrk_op **sync_op, wrk_post *post)
 {
     const kvs_array *shape = vals ? vals : outs;
     uint64_t t_call = clock_ns();
@@ -349,6 +354,7 @@ static int submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
     op->type = type;
     op->sync = sync_op != NULL;
     op->nkeys = (size_t)nu;
+    op->post = post;
     op->keys = malloc((size_t)(nu ? nu : 1) * sizeof *op->keys);
 
     /* count the parts and output pointers */
@@ -495,6 +501,8 @@ static int submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
     return 0;
 fail:
     free(first);
+    if (op)
+        op->post = NULL; /* on failure the caller still owns post */
     wrk_op_free(op);
     return rc;
 }
@@ -510,7 +518,7 @@ static int sticky_locked(kvs_store *s, int rc)
 }
 
 /* Wait for one op (sync ops: init, barrier, exit); removes it. */
-static int wait_op(kvs_store *s, wrk_op *op)
+int wrk_wait_op(kvs_store *s, wrk_op *op)
 {
     int rc;
     pthread_mutex_lock(&s->mu);
@@ -563,31 +571,37 @@ static int wait_ops(kvs_store *s, bool all, uint64_t key)
 
 /* ---- public API ---- */
 
-static int parse_type(const char *type, int *kind, bool *async)
+static const struct store_type {
+    const char *name;
+    int kind;
+    bool async;
+    int comm;
+} store_types[] = {
+    {"local", WRK_LOCAL, false, WRK_COMM_CPU},
+    {"device", WRK_LOCAL, false, WRK_COMM_DEVICE},
+    {"nccl", WRK_LOCAL, false, WRK_COMM_NCCL},
+    {"dist_sync", WRK_DIST, false, WRK_COMM_CPU},
+    {"dist", WRK_DIST, false, WRK_COMM_CPU},
+    {"dist_async", WRK_DIST, true, WRK_COMM_CPU},
+    {"dist_sync_device", WRK_DIST, false, WRK_COMM_DEVICE},
+    {"dist_device_sync", WRK_DIST, false, WRK_COMM_DEVICE},
+    {"dist_async_device", WRK_DIST, true, WRK_COMM_DEVICE},
+};
+
+static int parse_type(const char *type, int *kind, bool *async, int *comm)
 {
     if (type == NULL)
         return err_set(KVS_EINVAL, "store type is NULL");
-    if (!strcmp(type, "local")) {
-        *kind = WRK_LOCAL;
-        *async = false;
-        return 0;
-    }
-    if (!strcmp(type, "dist_sync") || !strcmp(type, "dist")) {
-        *kind = WRK_DIST;
-        *async = false;
-        return 0;
-    }
-    if (!strcmp(type, "dist_async")) {
-        *kind = WRK_DIST;
-        *async = true;
-        return 0;
-    }
-    if (!strcmp(type, "device") || !strcmp(type, "nccl") || !strcmp(type, "dist_sync_device") ||
-        !strcmp(type, "dist_device_sync"))
-        return err_set(KVS_ENOTSUP, "store type '%s' is not supported by this build (GPU "
-                       "stores come later); use 'local', 'dist_sync' or 'dist_async'", type);
-    return err_set(KVS_EINVAL, "unknown store type '%s': expected 'local', 'dist_sync' or "
-                   "'dist_async'", type);
+    for (size_t i = 0; i < sizeof store_types / sizeof store_types[0]; i++)
+        if (!strcmp(type, store_types[i].name)) {
+            *kind = store_types[i].kind;
+            *async = store_types[i].async;
+            *comm = store_types[i].comm;
+            return 0;
+        }
+    return err_set(KVS_EINVAL, "unknown store type '%s': expected 'local', 'device', 'nccl', "
+                   "'dist_sync', 'dist_async', 'dist_sync_device' (or 'dist_device_sync') or "
+                   "'dist_async_device'", type);
 }
 
 /* KVS_TRACE: "%r" in the path becomes the rank (one file per worker). */
@@ -609,13 +623,13 @@ int kvs_create(const char *type, kvs_store **out)
 {
     kvs_store *s;
     char err[512];
-    int kind = 0, rc;
+    int kind = 0, comm = 0, rc;
     bool async = false;
     err_clear();
     if (out == NULL)
         return err_set(KVS_EINVAL, "out is NULL");
     *out = NULL;
-    rc = parse_type(type, &kind, &async);
+    rc = parse_type(type, &kind, &async, &comm);
     if (rc)
         return rc;
     s = calloc(1, sizeof *s);
@@ -656,6 +670,8 @@ int kvs_create(const char *type, kvs_store **out)
         rc = err_set(rc, "cannot start %d reduction threads", s->c.reduction_nthreads);
         goto fail;
     }
+    if ((rc = wrk_comm_new(s, comm, &s->comm)) != 0)
+        goto fail; /* it set the message */
     if (kind == WRK_LOCAL) {
         s->num_workers = 1;
         s->rank = 0;
@@ -708,12 +724,14 @@ int kvs_init(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals
     err_clear();
     if ((rc = check_args(s, n, keys, vals, "init")) != 0)
         return rc;
+    if (wrk_comm_takes(s->comm, n, vals, NULL))
+        return wrk_comm_call(s, WRK_OP_INIT, n, keys, vals, NULL, 0);
     if (s->kind == WRK_LOCAL)
         return wrk_local_init(s, n, keys, vals);
-    rc = submit(s, WRK_OP_INIT, n, keys, vals, NULL, 0, &op);
+    rc = wrk_submit(s, WRK_OP_INIT, n, keys, vals, NULL, 0, &op, NULL);
     if (rc)
         return rc;
-    return wait_op(s, op);
+    return wrk_wait_op(s, op);
 }
 
 int kvs_push(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals, int priority)
@@ -722,9 +740,11 @@ int kvs_push(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals
     err_clear();
     if ((rc = check_args(s, n, keys, vals, "push")) != 0)
         return rc;
+    if (wrk_comm_takes(s->comm, n, vals, NULL))
+        return wrk_comm_call(s, WRK_OP_PUSH, n, keys, vals, NULL, priority);
     if (s->kind == WRK_LOCAL)
         return wrk_local_push(s, n, keys, vals);
-    return submit(s, WRK_OP_PUSH, n, keys, vals, NULL, priority, NULL);
+    return wrk_submit(s, WRK_OP_PUSH, n, keys, vals, NULL, priority, NULL, NULL);
 }
 
 int kvs_pull(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *outs, int priority)
@@ -733,9 +753,11 @@ int kvs_pull(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *outs
     err_clear();
     if ((rc = check_args(s, n, keys, outs, "pull")) != 0)
         return rc;
+    if (wrk_comm_takes(s->comm, n, NULL, outs))
+        return wrk_comm_call(s, WRK_OP_PULL, n, keys, NULL, outs, priority);
     if (s->kind == WRK_LOCAL)
         return wrk_local_pull(s, n, keys, outs);
-    return submit(s, WRK_OP_PULL, n, keys, NULL, outs, priority, NULL);
+    return wrk_submit(s, WRK_OP_PULL, n, keys, NULL, outs, priority, NULL, NULL);
 }
 
 int kvs_pushpull(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals,
@@ -746,6 +768,8 @@ int kvs_pushpull(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *
     if ((rc = check_args(s, n, keys, vals, "pushpull")) != 0 ||
         (rc = check_args(s, n, keys, outs, "pushpull")) != 0)
         return rc;
+    if (wrk_comm_takes(s->comm, n, vals, outs))
+        return wrk_comm_call(s, WRK_OP_PUSHPULL, n, keys, vals, outs, priority);
     if (s->kind == WRK_LOCAL) {
         /* check the outputs first: a failed call changes nothing */
         rc = wrk_local_check(s, n, keys, outs, "pushpull output");
@@ -753,7 +777,7 @@ int kvs_pushpull(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *
             rc = wrk_local_push(s, n, keys, vals);
         return rc ? rc : wrk_local_pull(s, n, keys, outs);
     }
-    return submit(s, WRK_OP_PUSHPULL, n, keys, vals, outs, priority, NULL);
+    return wrk_submit(s, WRK_OP_PUSHPULL, n, keys, vals, outs, priority, NULL, NULL);
 }
 
 int kvs_wait(kvs_store *s, uint64_t key)
@@ -801,7 +825,7 @@ static int control_op(kvs_store *s, int type)
     wrk_io_submit(s, op);
     pthread_mutex_unlock(&s->mu);
     uint64_t t0 = clock_ns();
-    int rc = wait_op(s, op);
+    int rc = wrk_wait_op(s, op);
     if (s->trace && type == WRK_OP_BARRIER) {
         wrk_tev ev = {.ts_ns = t0, .kind = TEV_BARRIER, .a = clock_ns() - t0, .status = rc};
         wrk_trace_add(s->trace, &ev);
@@ -834,13 +858,13 @@ int kvs_num_servers(const kvs_store *s)
     return s ? s->num_servers : KVS_EINVAL;
 }
 
-int kvs_set_optimizer(kvs_store *s, const char *spec)
+int kvs_get_device_stats(kvs_store *s, kvs_device_stats *out)
 {
     err_clear();
-    if (s == NULL || spec == NULL)
-        return err_set(KVS_EINVAL, "store or spec is NULL");
-    return err_set(KVS_ENOTSUP, "server-side optimizers ('%s') are not supported yet; "
-                   "servers store the plain sum", spec);
+    if (s == NULL || out == NULL)
+        return err_set(KVS_EINVAL, "store or out is NULL");
+    wrk_comm_stats(s->comm, out);
+    return 0;
 }
 
 int kvs_close(kvs_store *s)
@@ -886,6 +910,7 @@ int kvs_close(kvs_store *s)
     hmap_fini(&s->keys);
     hmap_fini(&s->busy);
     hmap_fini(&s->reqs);
+    wrk_comm_free(s->comm); /* after every op (their host staging) is freed */
     hmap_fini(&s->batches);
     for (int r = 0; s->fuse && r < s->num_servers; r++)
         free(s->fuse[r].reqs);
@@ -909,4 +934,20 @@ int kvs_close(kvs_store *s)
     pthread_cond_destroy(&s->cv);
     free(s);
     return rc;
+}
+
+int wrk_op_run(kvs_store *s, wrk_op *op)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->fatal || s->stop) {
+        int rc = s->fatal ? err_set(s->fatal, "%s", s->fatal_text)
+                          : err_set(KVS_ECLOSED, "store is closing");
+        pthread_mutex_unlock(&s->mu);
+        wrk_op_free(op);
+        return rc;
+    }
+    list_append(s, op);
+    wrk_io_submit(s, op);
+    pthread_mutex_unlock(&s->mu);
+    return wrk_wait_op(s, op);
 }

@@ -329,8 +329,8 @@ static void send_req(kvs_store *s, wrk_req *q)
 
 static bool fusable(const kvs_store *s, const wrk_req *q)
 {
-    return s->c.fuse_bytes > 0 && q->op != NULL && q->server >= 0 &&
-           q->server < s->num_servers &&
+    return s->c.fuse_bytes > 0 && q->op != NULL && q->op->type != WRK_OP_CTL &&
+           q->server >= 0 && q->server < s->num_servers &&
            q->h.count * kvs_dtype_size((kvs_dtype)q->h.dtype) < DP_FUSE_MAX;
 }
 
@@ -418,8 +418,10 @@ static void fuse_flush_all(kvs_store *s)
 static void dispatch(kvs_store *s, wrk_req *q)
 {
     if (!fusable(s, q)) {
-        /* p3: a part never overtakes a fused one queued before it */
-        if (s->routing.p3 && s->fuse && q->server >= 0 && q->server < s->num_servers)
+        /* p3: a part never overtakes a fused one queued before it; nor does a
+         * collective (ctl.c: a save must come after every earlier push) */
+        if ((s->routing.p3 || (q->op && q->op->type == WRK_OP_CTL)) && s->fuse &&
+            q->server >= 0 && q->server < s->num_servers)
             fuse_flush(s, q->server);
         send_req(s, q);
         return;
@@ -666,6 +668,10 @@ static void on_reply(kvs_store *s, const proto_hdr *hp, const char *body)
         snprintf(text, sizeof text, "server %d: %.*s", q->server, (int)h.body_len,
                  body ? body : kvs_strerror(st));
         wrk_op_release(s, q->op, st, text);
+        return;
+    }
+    if (q->op->type == WRK_OP_CTL && h.type == PROTO_REPLY) {
+        wrk_ctl_reply(s, q, &h, body);
         return;
     }
     if (h.type != PROTO_REPLY || h.key != q->h.key || h.part != q->h.part) {

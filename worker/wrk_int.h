@@ -21,12 +21,13 @@
 #include "net/live.h"
 #include "net/net.h"
 #include "reduce/reduce.h"
+#include "worker/comm.h"
 #include "worker/pq.h"
 #include <stdatomic.h>
 
 enum wrk_kind { WRK_LOCAL = 1, WRK_DIST };
 enum wrk_optype { WRK_OP_INIT = 1, WRK_OP_PUSH, WRK_OP_PULL, WRK_OP_PUSHPULL, WRK_OP_BARRIER,
-                  WRK_OP_EXIT };
+                  WRK_OP_EXIT, WRK_OP_CTL /* a collective to every server (ctl.c) */ };
 
 /* ---- routing (route.c) ---- */
 
@@ -102,6 +103,8 @@ struct wrk_op {
     void *tmp;           /* locally summed push data */
     uint64_t trace_id;   /* KVS_TRACE: the op's number (0: not traced) */
     uint32_t *tleft;     /* KVS_TRACE: per key, parts not yet replied (io) */
+    struct wrk_ctl_res *ctl; /* WRK_OP_CTL: where replies go (owned by the caller) */
+    wrk_post *post;      /* comm.c: host staging; broadcast to device outputs when done */
 };
 
 typedef struct wrk_key {
@@ -118,6 +121,7 @@ struct kvs_store {
     char who[32];
     wrk_routing routing;
     red_pool *pool;
+    wrk_comm *comm;      /* comm.c: device arrays, device store types */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -133,6 +137,7 @@ struct kvs_store {
     bool sched_gone;             /* (mu) the scheduler ended the job or went silent */
     bool stop;                   /* (mu) I/O thread must stop */
     int rank, node_id, num_workers, num_servers;
+    uint64_t ctl_seq;            /* (mu) collectives issued (ctl.c) */
 
     /* (io) */
     pthread_t thread;
@@ -186,6 +191,20 @@ void wrk_op_release(kvs_store *s, wrk_op *op, int err, const char *text);
 /* Mark the job broken and fail everything queued (call with mu held). */
 void wrk_fail_all_locked(kvs_store *s, int err, const char *text);
 void wrk_op_free(wrk_op *op);
+/* Queue a prepared synchronous op (op->sync, pending set), wait for it and
+ * free it; returns its error.  Called without mu. */
+int wrk_op_run(kvs_store *s, wrk_op *op);
+
+/* ctl.c */
+/* A successful reply to a WRK_OP_CTL request (I/O thread): keep what it
+ * carries, then release the request. */
+void wrk_ctl_reply(kvs_store *s, wrk_req *q, const proto_hdr *h, const void *body);
+
+/* Build and queue an op (dist stores).  sync_op: the caller waits with
+ * wrk_wait_op.  post (may be NULL) is owned by the op on success. */
+int wrk_submit(kvs_store *s, int type, size_t n, const uint64_t *keys, const kvs_array *vals,
+               const kvs_array *outs, int priority, wrk_op **sync_op, wrk_post *post);
+int wrk_wait_op(kvs_store *s, wrk_op *op);
 
 /* local.c */
 int wrk_local_init(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals);

@@ -112,30 +112,40 @@ def _is_torch(obj):
     return torch is not None and isinstance(obj, torch.Tensor)
 
 
+def _torch_name(t):
+    return str(t.dtype).replace("torch.", "")
+
+
 def _from_torch(t, writable, what):
     global _torch_codes
-    torch = sys.modules["torch"]
     if _torch_codes is None:
+        torch = sys.modules["torch"]
         _torch_codes = {torch.float32: FLOAT32, torch.float64: FLOAT64, torch.float16: FLOAT16,
                         torch.bfloat16: BFLOAT16, torch.int32: INT32, torch.int64: INT64}
-    name = str(t.dtype).replace("torch.", "")
     code = _torch_codes.get(t.dtype)
     if code is None:
-        raise _unsupported(what, name)
-    if t.layout is not torch.strided:
-        raise TypeError("%s: tensor of dtype %s has layout %s; only dense (strided) tensors "
-                        "can be pushed or pulled" % (_label(what), name, t.layout))
-    if not t.is_contiguous():
-        raise _noncontig(what, name, "shape %s, strides %s" % (tuple(t.shape), t.stride()))
+        raise _unsupported(what, _torch_name(t))
+    if not t.is_contiguous():   # (a sparse tensor raises here too; see below)
+        raise _noncontig(what, _torch_name(t), "shape %s, strides %s"
+                         % (tuple(t.shape), t.stride()))
     dev = t.device
     if dev.type == "cpu":
         device = KVS_CPU
     elif dev.type == "cuda":
-        device = dev.index if dev.index is not None else torch.cuda.current_device()
+        device = dev.index if dev.index is not None else sys.modules["torch"].cuda.current_device()
     else:
         raise TypeError("%s: tensor of dtype %s is on a %s device; kvsd takes host (cpu) and "
-                        "CUDA memory" % (_label(what), name, dev.type))
+                        "CUDA memory" % (_label(what), _torch_name(t), dev.type))
     return (t.data_ptr(), t.numel(), code, device, t)
+
+
+def _from_torch_checked(t, writable, what):
+    """_from_torch, with a clear error for layouts that have no strides."""
+    torch = sys.modules["torch"]
+    if t.layout is not torch.strided:
+        raise TypeError("%s: tensor of dtype %s has layout %s; only dense (strided) tensors "
+                        "can be pushed or pulled" % (_label(what), _torch_name(t), t.layout))
+    return _from_torch(t, writable, what)
 
 
 # ---- __cuda_array_interface__ ----------------------------------------------
@@ -311,7 +321,7 @@ def view(obj, writable, what):
     if isinstance(obj, np.ndarray):
         return _from_numpy(obj, writable, what, obj)
     if _is_torch(obj):
-        return _from_torch(obj, writable, what)
+        return _from_torch_checked(obj, writable, what)
     try:
         cai = obj.__cuda_array_interface__
     except AttributeError:   # also what a CPU torch.Tensor raises

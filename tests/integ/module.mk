@@ -17,7 +17,13 @@ $(INTEG_WORKER): $(call obj,tests/integ/testworker.c) $(LIBKVS_A)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
 
-TEST_DEPS += $(INTEG_RUNNER) $(INTEG_WORKER)
+# The worker of the optimizer and checkpoint tests (test_optim.c).
+INTEG_OPTWORKER  := $(BUILD)/tests/kvs-optworker
+$(INTEG_OPTWORKER): $(call obj,tests/integ/optworker.c) $(LIBKVS_A)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
 
-integ: $(INTEG_RUNNER) $(INTEG_WORKER) $(SCHED_BIN) $(SERVER_BIN)
+TEST_DEPS += $(INTEG_RUNNER) $(INTEG_WORKER) $(INTEG_OPTWORKER)
+
+integ: $(INTEG_RUNNER) $(INTEG_WORKER) $(INTEG_OPTWORKER) $(SCHED_BIN) $(SERVER_BIN)
 	BUILD=$(BUILD) $(INTEG_RUNNER) $(INTEG_ARGS)

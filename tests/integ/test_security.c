@@ -103,7 +103,8 @@ static int start_server_port(it_ctx *t, int i, const char *const *more)
  * worker's call returns it at once) and keeps serving the job. */
 IT_TEST(server_enomem_1x1)
 {
-    static const char *const argv[] = {"enomem", "--counts", "268435456", NULL};
+    static const char *const argv[] = {"enomem", "--counts", "268435456", "--pause-file", "go",
+                                       NULL};
     sec_env(t);
     it_start_scheduler(t, 1, 1, NULL);
     start_server_port(t, 0, NULL);
@@ -119,6 +120,13 @@ IT_TEST(server_enomem_1x1)
     /* one message for the whole key: the server's one allocation fails and
      * it keeps all of its headroom for the rest of the job */
     it_start_worker(t, 0, argv, (const char *const[]){"KVS_CHUNK_BYTES=1073741824", NULL});
+    /* the key goes by reference once the direct-copy proof is done: the
+     * server's own allocation fails (through the socket, ZeroMQ's would,
+     * and the connection would drop: KVS_EPEERDEAD, not KVS_ENOMEM) */
+    IT_ASSERT(t, it_wait_file(t, "paused-w0", 30, t->worker[0]), "worker0 did not pause");
+    IT_ASSERT(t, wait_log(t, t->worker[0], "copies our memory directly", 10),
+              "the direct-copy proof did not complete");
+    it_write_file(t, "go", "go\n");
     it_expect_job_ok(t, 60);
     IT_ASSERT(t, it_log_has(t, t->worker[0], "returned KVS_ENOMEM", 0), "no KVS_ENOMEM");
 }

@@ -73,7 +73,20 @@
     X(huge_keys_2x2, 300)                                                      \
     X(many_keys_small_fuse_2x3, 180)                                           \
     X(many_keys_p3_2x2, 180)                                                   \
-    X(p3_credit_2x2, 180)
+    X(p3_credit_2x2, 180) \
+    /* test_optim.c: server-side optimizers, checkpoints, the restart proof */ \
+    X(optim_sgd_2x2, 90)                                                       \
+    X(optim_sgd_momentum_2x2, 90)                                              \
+    X(optim_nag_2x2, 90)                                                       \
+    X(optim_adam_2x2, 90)                                                      \
+    X(optim_adagrad_2x2, 90)                                                   \
+    X(optim_rmsprop_2x2, 90)                                                   \
+    X(optim_rmsprop_centered_2x2, 90)                                          \
+    X(optim_off_2x2, 90)                                                       \
+    X(optim_async_2x2, 90)                                                     \
+    X(optim_errors_2x2, 120)                                                   \
+    X(restart_sgd_momentum_2x2, 180)                                           \
+    X(restart_adam_2x2, 240)
 
 #define IT_TEST(name) void it_test_##name(it_ctx *t)
 

@@ -421,7 +421,7 @@ fi
 # A link saturated for longer than PS_HEARTBEAT_TIMEOUT behind a 2 s deep
 # queue: the heartbeats (own connection, low-delay TOS, a higher pfifo_fast
 # band) still pass, so no live node is declared dead.
-case_sums saturated_deep_queue 200mbit 2 2 8000000 2 "" 2s
+case_sums saturated_deep_queue 200mbit 2 2 8000000 1 "" 2s
 case_cut cut_worker_host worker
 case_cut cut_server_host server
 case_cut cut_scheduler_host scheduler

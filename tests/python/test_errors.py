@@ -173,3 +173,16 @@ def test_version_matches_the_header():
     assert kvsd.__version__ == ".".join(parts)
     if kvsd.library_version is not None:
         assert kvsd.library_version == kvsd.__version__
+
+
+def test_server_only_calls_on_the_local_store(local, tmp_path):
+    """Per-key multipliers and checkpoints need servers: KVS_ENOTSUP (-4)."""
+    for call in (lambda: local.set_optimizer_key(1, "lr_mult=0.1"),
+                 lambda: local.save(tmp_path), lambda: local.load(str(tmp_path))):
+        with pytest.raises(kvsd.Error) as ei:
+            call()
+        assert ei.value.code == -4
+    with pytest.raises(TypeError):
+        local.save(None)
+    with pytest.raises(TypeError):
+        local.set_optimizer_key(1, None)

@@ -21,7 +21,8 @@ static const char *const all_vars[] = {
     "PS_HEARTBEAT_TIMEOUT", "PS_RESEND", "PS_RESEND_TIMEOUT", "MXNET_KVSTORE_BIGARRAY_BOUND",
     "MXNET_KVSTORE_REDUCTION_NTHREADS", "MXNET_KVSTORE_SLICE_THRESHOLD",
     "MXNET_KVSTORE_USETREE", "MXNET_UPDATE_ON_KVSTORE", "KVS_START_TIMEOUT",
-    "KVS_MAX_MESSAGE", "KVS_CHUNK_BYTES", "KVS_FUSE_BYTES", "KVS_P3_CREDIT", "KVS_PORT", "KVS_PORT_FILE", NULL};
+    "KVS_MAX_MESSAGE", "KVS_CHUNK_BYTES", "KVS_FUSE_BYTES", "KVS_P3_CREDIT", "KVS_PORT",
+    "KVS_PORT_FILE", "KVS_CHECKPOINT_DIR", "KVS_CHECKPOINT_EVERY", NULL};
 
 static void clear_env(void)
 {
@@ -386,6 +387,27 @@ START_TEST(test_verbose_watermark_resend)
     expect_bad("PS_RESEND_TIMEOUT", "0");
     expect_bad("PS_RESEND_TIMEOUT", "3600001");
     expect_bad("PS_RESEND_TIMEOUT", "1s");
+}
+END_TEST
+
+START_TEST(test_checkpoint_vars)
+{
+    cfg c;
+    clear_env();
+    load_ok(&c, false);
+    ck_assert(c.checkpoint_every == 0 && c.checkpoint_dir[0] == '\0');
+    setenv("KVS_CHECKPOINT_DIR", "/var/ckpt", 1);
+    setenv("KVS_CHECKPOINT_EVERY", "100", 1);
+    load_ok(&c, false);
+    ck_assert(c.checkpoint_every == 100);
+    ck_assert_str_eq(c.checkpoint_dir, "/var/ckpt");
+    setenv("KVS_CHECKPOINT_EVERY", "ten", 1);
+    load_bad(false, "KVS_CHECKPOINT_EVERY", "ten");
+    unsetenv("KVS_CHECKPOINT_EVERY");
+    load_bad(false, "KVS_CHECKPOINT_DIR", "KVS_CHECKPOINT_EVERY");
+    clear_env();
+    setenv("KVS_CHECKPOINT_EVERY", "5", 1);
+    load_bad(false, "KVS_CHECKPOINT_EVERY=5", "KVS_CHECKPOINT_DIR");
 }
 END_TEST
 
@@ -782,6 +804,7 @@ Suite *config_suite(void)
     tcase_add_test(t, test_van);
     tcase_add_test(t, test_verbose_watermark_resend);
     tcase_add_test(t, test_heartbeat);
+    tcase_add_test(t, test_checkpoint_vars);
     tcase_add_test(t, test_u64_vars);
     tcase_add_test(t, test_threads_and_timeout);
     tcase_add_test(t, test_strings_too_long);

@@ -217,6 +217,50 @@ START_TEST(test_tombstone_churn)
 }
 END_TEST
 
+/* Random puts, gets and deletes over a small key space (so probe chains,
+ * tombstones and freed runs interleave) agree with a plain array, and the
+ * tombstone count matches the table. */
+START_TEST(test_random_against_array)
+{
+    enum { K = 700, OPS = 400000 };
+    static void *ref[K];
+    hmap m;
+    uint64_t x = 0x2545F4914F6CDD1Dull;
+    size_t live = 0;
+    hmap_init(&m);
+    for (int op = 0; op < OPS; op++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        size_t k = (size_t)(x % K);
+        uint64_t key = k * 0x1000193ull; /* spread, and some neighbours collide */
+        switch ((x >> 32) % 3) {
+        case 0:
+            ck_assert_int_eq(hmap_put(&m, key, val_of(k, op)), 0);
+            live += ref[k] == NULL;
+            ref[k] = val_of(k, op);
+            break;
+        case 1:
+            ck_assert_ptr_eq(hmap_del(&m, key), ref[k]);
+            live -= ref[k] != NULL;
+            ref[k] = NULL;
+            break;
+        default:
+            ck_assert_ptr_eq(hmap_get(&m, key), ref[k]);
+        }
+        ck_assert_uint_eq(m.len, live);
+    }
+    size_t used = 0, tombs = 0;
+    for (size_t i = 0; i < m.cap; i++) {
+        used += m.used[i] == 1;
+        tombs += m.used[i] == 2;
+    }
+    ck_assert_uint_eq(used, m.len);
+    ck_assert_uint_eq(tombs, m.tombs);
+    for (size_t k = 0; k < K; k++)
+        ck_assert_ptr_eq(hmap_get(&m, k * 0x1000193ull), ref[k]);
+    hmap_fini(&m);
+}
+END_TEST
+
 Suite *hmap_suite(void)
 {
     Suite *s = suite_create("hmap");
@@ -228,6 +272,7 @@ Suite *hmap_suite(void)
     tcase_add_test(t, test_collisions);
     tcase_add_test(t, test_many_keys);
     tcase_add_test(t, test_tombstone_churn);
+    tcase_add_test(t, test_random_against_array);
     suite_add_tcase(s, t);
     return s;
 }

@@ -1,0 +1,179 @@
+/* dev.c - the device layer: argument checks, peer or staged copies,
+ * counters; the backends (sim.c, cuda.c) do the work. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "device/dev_int.h"
+
+int dev_open(const dev_opts *o, dev_layer **out)
+{
+    dev_layer *L = calloc(1, sizeof *L);
+    int rc;
+    *out = NULL;
+    if (L == NULL)
+        return err_set(KVS_ENOMEM, "out of memory");
+    L->p2p = o->p2p;
+    rc = o->sim_devices > 0 ? dev_sim_open(o, L) : dev_cuda_open(o, L);
+    if (rc != 0) {
+        free(L);
+        return rc;
+    }
+    snprintf(L->st.backend, sizeof L->st.backend, "%s", L->ops->name);
+    L->st.devices = L->n;
+    *out = L;
+    return 0;
+}
+
+void dev_close(dev_layer *L)
+{
+    if (L == NULL)
+        return;
+    L->ops->sync(L->b, -1);
+    for (int i = 0; i < 2; i++)
+        if (L->bounce[i])
+            L->ops->free(L->b, DEV_HOST, L->bounce[i]);
+    L->ops->close(L->b);
+    free(L);
+}
+
+const char *dev_backend(const dev_layer *L)
+{
+    return L->ops->name;
+}
+
+int dev_count(const dev_layer *L)
+{
+    return L->n;
+}
+
+bool dev_is_cuda(const dev_layer *L)
+{
+    return strcmp(L->ops->name, "cuda") == 0;
+}
+
+bool dev_peer(const dev_layer *L, int dst, int src)
+{
+    return L->p2p && L->access[dst][src];
+}
+
+static int bad_dev(const dev_layer *L, int dev, bool host_ok)
+{
+    if ((dev == DEV_HOST && host_ok) || (dev >= 0 && dev < L->n))
+        return 0;
+    return err_set(KVS_EDEVICE, "device %d does not exist (%s backend has devices 0..%d)", dev,
+                   L->ops->name, L->n - 1);
+}
+
+int dev_alloc(dev_layer *L, int dev, size_t bytes, void **out)
+{
+    int rc = bad_dev(L, dev, true);
+    *out = NULL;
+    return rc ? rc : L->ops->alloc(L->b, dev, bytes ? bytes : 1, out);
+}
+
+void dev_free(dev_layer *L, int dev, void *p)
+{
+    if (p != NULL)
+        L->ops->free(L->b, dev, p);
+}
+
+/* src (device s) -> dst (device d) through the pinned bounce buffers, in
+ * chunks: the copy to the host of chunk i+1 overlaps the copy to the device
+ * of chunk i. */
+static int staged(dev_layer *L, int d, char *dst, int s, const char *src, size_t bytes)
+{
+    int rc;
+    for (int i = 0; i < 2; i++)
+        if (L->bounce[i] == NULL &&
+            (rc = L->ops->alloc(L->b, DEV_HOST, DEV_STAGE_CHUNK, &L->bounce[i])) != 0)
+            return rc;
+    for (size_t off = 0, i = 0; off < bytes; off += DEV_STAGE_CHUNK, i++) {
+        size_t len = bytes - off < DEV_STAGE_CHUNK ? bytes - off : DEV_STAGE_CHUNK;
+        int slot = (int)(i & 1);
+        if (L->bounce_busy[slot] && (rc = L->ops->event_wait(L->b, slot)) != 0)
+            return rc;
+        if ((rc = L->ops->copy(L->b, DEV_D2H, DEV_HOST, L->bounce[slot], s, src + off, len)) != 0 ||
+            (rc = L->ops->sync(L->b, s)) != 0 ||
+            (rc = L->ops->copy(L->b, DEV_H2D, d, dst + off, DEV_HOST, L->bounce[slot], len)) != 0 ||
+            (rc = L->ops->event_record(L->b, d, slot)) != 0)
+            return rc;
+        L->bounce_busy[slot] = true;
+    }
+    return 0;
+}
+
+int dev_copy(dev_layer *L, int dst_dev, void *dst, int src_dev, const void *src, size_t bytes)
+{
+    int rc;
+    if ((rc = bad_dev(L, dst_dev, true)) != 0 || (rc = bad_dev(L, src_dev, true)) != 0)
+        return rc;
+    if (bytes == 0 || (dst == src && dst_dev == src_dev))
+        return 0;
+    if (dst_dev == DEV_HOST && src_dev == DEV_HOST) {
+        memcpy(dst, src, bytes);
+        return 0;
+    }
+    if (dst_dev == DEV_HOST) {
+        L->st.d2h_copies++;
+        return L->ops->copy(L->b, DEV_D2H, dst_dev, dst, src_dev, src, bytes);
+    }
+    if (src_dev == DEV_HOST) {
+        L->st.h2d_copies++;
+        return L->ops->copy(L->b, DEV_H2D, dst_dev, dst, src_dev, src, bytes);
+    }
+    if (dst_dev == src_dev) {
+        L->st.local_copies++;
+        return L->ops->copy(L->b, DEV_D2D, dst_dev, dst, src_dev, src, bytes);
+    }
+    if (dev_peer(L, dst_dev, src_dev)) {
+        L->st.peer_copies++;
+        L->st.peer_bytes += bytes;
+        return L->ops->copy(L->b, DEV_PEER, dst_dev, dst, src_dev, src, bytes);
+    }
+    L->st.staged_copies++;
+    L->st.staged_bytes += bytes;
+    return staged(L, dst_dev, dst, src_dev, src, bytes);
+}
+
+int dev_zero(dev_layer *L, int dev, void *p, size_t bytes)
+{
+    int rc = bad_dev(L, dev, false);
+    return rc ? rc : bytes ? L->ops->zero(L->b, dev, p, bytes) : 0;
+}
+
+int dev_sum(dev_layer *L, int dev, kvs_dtype dtype, void *dst, const void *const *srcs, int k,
+            uint64_t count)
+{
+    int rc = bad_dev(L, dev, false);
+    if (rc)
+        return rc;
+    if (k < 1 || k > DEV_SUM_MAX || (unsigned)dtype >= KVS_NUM_DTYPES)
+        return err_set(KVS_EINVAL, "device %d: sum of %d inputs of dtype %d", dev, k, (int)dtype);
+    if (count == 0 || (k == 1 && dst == srcs[0]))
+        return 0;
+    if (k == 1) {
+        L->st.local_copies++;
+        return L->ops->copy(L->b, DEV_D2D, dev, dst, dev, srcs[0],
+                            count * kvs_dtype_size(dtype));
+    }
+    L->st.sums++;
+    return L->ops->sum(L->b, dev, dtype, dst, srcs, k, count);
+}
+
+int dev_sync(dev_layer *L, int dev)
+{
+    int rc = dev == -1 ? 0 : bad_dev(L, dev, false);
+    return rc ? rc : L->ops->sync(L->b, dev);
+}
+
+void dev_stats(const dev_layer *L, kvs_device_stats *out)
+{
+    *out = L->st;
+}
+
+void dev_count_nccl(dev_layer *L)
+{
+    L->st.nccl_calls++;
+}

@@ -1,0 +1,113 @@
+/* dev.h - every device (GPU) behind one interface.
+ *
+ * A dev_layer is one open backend with devices 0..n-1:
+ *   sim   KVS_SIM_DEVICES=N: devices in host memory.  A device buffer is
+ *         ordinary host memory that the layer treats as belonging to that
+ *         device; it is touched only through dev_copy/dev_zero/dev_sum, exactly
+ *         where the CUDA backend would copy or launch a kernel.
+ *   cuda  the CUDA runtime (libcudart), loaded with dlopen at run time, and
+ *         the reduce/ sum kernels from the plugin libkvs_cuda.so (built where
+ *         nvcc exists; found through KVS_CUDA_PLUGIN, next to libkvs, or the
+ *         library path).  A libkvs built without nvcc runs on a GPU machine
+ *         as long as the plugin is installed; without it, copies work and
+ *         sums fail with KVS_EDEVICE naming the plugin.
+ * NCCL (dev_nccl_*) is a third module on top of an open cuda layer.
+ *
+ * Device ids are 0..n-1; DEV_HOST (-1) names host memory in dev_copy.
+ *
+ * Ordering.  Every operation is enqueued on the legacy default stream of the
+ * device that runs it (a copy: the receiving device; a device-to-host copy:
+ * the sending device), so it runs after all work the application issued
+ * there before (and after blocking streams).  A copy reads its source only
+ * after the source device's earlier work (event).  Nothing is complete until
+ * dev_sync(): call it before the host reads or reuses any buffer.
+ *
+ * Copies between two devices go peer to peer when the layer was opened with
+ * p2p (MXNET_ENABLE_GPU_P2P=1) and the backend can access the pair (CUDA:
+ * cudaDeviceCanAccessPeer + cudaDeviceEnablePeerAccess; sim: both directions
+ * of the pair have a link in the topology, or no topology was given);
+ * otherwise they are staged through two pinned host buffers in chunks.  The
+ * counters (dev_stats) record which path every copy took.
+ *
+ * Errors: KVS_* codes; KVS_EDEVICE with err_set() text that names the device
+ * and the backend's error ("device 2: cudaMalloc(64 MiB): out of memory").
+ * Nothing aborts.
+ *
+ * Threads: a layer is not thread-safe; its user (worker/comm.c) serialises
+ * every call with one lock.
+ */
+#ifndef KVS_DEVICE_DEV_H
+#define KVS_DEVICE_DEV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvs.h"
+#include "tree/tree.h"
+
+#define DEV_HOST (-1)
+#define DEV_MAX TREE_MAX_N          /* devices per layer */
+#define DEV_STAGE_CHUNK (4u << 20)  /* bytes per staged chunk */
+#define DEV_SUM_MAX 64              /* inputs of one dev_sum (= RED_CUDA_MAX_INPUTS) */
+
+typedef struct dev_layer dev_layer;
+
+typedef struct dev_opts {
+    int sim_devices;        /* KVS_SIM_DEVICES: > 0 selects the simulated backend */
+    bool p2p;               /* MXNET_ENABLE_GPU_P2P */
+    const tree_topo *topo;  /* sim: which pairs can access each other (NULL: all) */
+    double sim_gbps;        /* KVS_SIM_LINK_GBPS: sim pacing, GB/s per unit of link weight
+                               (0: no pacing) */
+} dev_opts;
+
+/* Open the sim backend (o->sim_devices > 0) or the CUDA backend.  On success
+ * *out owns the layer (dev_close).  KVS_EDEVICE when there is no CUDA
+ * runtime or no GPU (the message says which). */
+int dev_open(const dev_opts *o, dev_layer **out);
+/* Synchronise and release everything; dev_close(NULL) is a no-op. */
+void dev_close(dev_layer *L);
+
+const char *dev_backend(const dev_layer *L); /* "sim" or "cuda" */
+int dev_count(const dev_layer *L);
+bool dev_is_cuda(const dev_layer *L);
+/* Copies src -> dst (two devices) go peer to peer. */
+bool dev_peer(const dev_layer *L, int dst, int src);
+
+/* bytes on dev (DEV_HOST: pinned host memory).  0 bytes gives a valid
+ * pointer.  KVS_EDEVICE / KVS_ENOMEM. */
+int dev_alloc(dev_layer *L, int dev, size_t bytes, void **out);
+void dev_free(dev_layer *L, int dev, void *p);
+
+/* dst (on dst_dev) = src (on src_dev), bytes; either may be DEV_HOST. */
+int dev_copy(dev_layer *L, int dst_dev, void *dst, int src_dev, const void *src, size_t bytes);
+/* p[0..bytes) = 0 on dev. */
+int dev_zero(dev_layer *L, int dev, void *p, size_t bytes);
+/* dst = srcs[0] + ... + srcs[k-1] on dev (1 <= k <= DEV_SUM_MAX; all on dev;
+ * dst may alias srcs[0]).  Left to right per element; half types summed in
+ * float32 and rounded once, so it equals red_sum() bit for bit. */
+int dev_sum(dev_layer *L, int dev, kvs_dtype dtype, void *dst, const void *const *srcs, int k,
+            uint64_t count);
+/* Wait for all work on dev (-1: every device). */
+int dev_sync(dev_layer *L, int dev);
+
+/* The counters since dev_open (kvs_device_stats of kvs.h). */
+void dev_stats(const dev_layer *L, kvs_device_stats *out);
+/* Count one NCCL collective (dev_nccl_*). */
+void dev_count_nccl(dev_layer *L);
+
+/* ---- NCCL (device/nccl.c) ---- */
+
+typedef struct dev_nccl dev_nccl;
+
+/* One communicator over all devices of L (a cuda layer): libnccl is loaded
+ * with dlopen.  KVS_EDEVICE "NCCL needs CUDA devices" on a sim layer, or
+ * naming the missing library / the NCCL error. */
+int dev_nccl_open(dev_layer *L, dev_nccl **out);
+void dev_nccl_close(dev_nccl *c);
+/* bufs[i] on device i (every device), in place: */
+int dev_nccl_allreduce(dev_nccl *c, kvs_dtype dtype, void *const *bufs, uint64_t count);
+int dev_nccl_reduce(dev_nccl *c, int root, kvs_dtype dtype, void *const *bufs, uint64_t count);
+int dev_nccl_bcast(dev_nccl *c, int root, kvs_dtype dtype, void *const *bufs, uint64_t count);
+
+#endif

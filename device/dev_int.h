@@ -1,0 +1,47 @@
+/* dev_int.h - the backend interface of device/ (private to the folder).
+ *
+ * A backend implements the primitives; dev.c adds what is common: argument
+ * checks, the choice between peer and staged copies, the staged path itself
+ * (two pinned bounce buffers, chunked), and the counters. */
+#ifndef KVS_DEVICE_INT_H
+#define KVS_DEVICE_INT_H
+
+#include "device/dev.h"
+
+enum dev_kind { DEV_H2D = 1, DEV_D2H = 2, DEV_D2D = 3, DEV_PEER = 4 };
+
+typedef struct dev_ops {
+    const char *name;
+    void (*close)(void *b);
+    int (*alloc)(void *b, int dev, size_t bytes, void **out); /* dev DEV_HOST: pinned */
+    void (*free)(void *b, int dev, void *p);
+    /* Enqueue a copy (kind); H2D runs on dst_dev, D2H on src_dev, D2D on
+     * dst_dev (== src_dev), PEER on dst_dev after src_dev's earlier work. */
+    int (*copy)(void *b, int kind, int dst_dev, void *dst, int src_dev, const void *src,
+                size_t bytes);
+    int (*zero)(void *b, int dev, void *p, size_t bytes);
+    int (*sum)(void *b, int dev, kvs_dtype dtype, void *dst, const void *const *srcs, int k,
+               uint64_t count);
+    int (*sync)(void *b, int dev);
+    /* Bounce-buffer slot events: record after work enqueued on dev; the host
+     * waits for the last record of slot. */
+    int (*event_record)(void *b, int dev, int slot);
+    int (*event_wait)(void *b, int slot);
+} dev_ops;
+
+struct dev_layer {
+    const dev_ops *ops;
+    void *b;
+    int n;
+    bool p2p;
+    bool access[DEV_MAX][DEV_MAX]; /* [dst][src]: the backend can copy src -> dst directly */
+    void *bounce[2];               /* pinned, DEV_STAGE_CHUNK each; allocated on first use */
+    bool bounce_busy[2];
+    kvs_device_stats st;
+};
+
+/* Backends fill ops, b, n and access (and return KVS_* after err_set). */
+int dev_sim_open(const dev_opts *o, dev_layer *L);
+int dev_cuda_open(const dev_opts *o, dev_layer *L);
+
+#endif

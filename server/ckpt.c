@@ -1,0 +1,491 @@
+/* ckpt.c - checkpoint files; see ckpt.h for the format. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/sizes.h"
+#include "server/ckpt.h"
+
+#define HDR_LEN 64
+#define ENT_LEN 80
+#define MULT_LEN 24
+#define TRAILER_LEN 16
+static const char MAGIC[8] = {'K', 'V', 'S', 'C', 'K', 'P', 'T', '1'};
+static const char END_MAGIC[8] = {'K', 'V', 'S', 'C', 'K', 'E', 'N', 'D'};
+
+/* ---- CRC-32C: slicing-by-8 tables, or the SSE4.2 instruction ---- */
+
+static uint32_t crc_tab[8][256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+static int crc_hw;
+
+static void crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_tab[0][i] = c;
+    }
+    for (int t = 1; t < 8; t++)
+        for (int i = 0; i < 256; i++)
+            crc_tab[t][i] = (crc_tab[t - 1][i] >> 8) ^ crc_tab[0][crc_tab[t - 1][i] & 0xff];
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    crc_hw = __builtin_cpu_supports("sse4.2");
+#endif
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) static uint32_t crc_hw_run(uint32_t c, const uint8_t *p,
+                                                             size_t n)
+{
+    uint64_t c64 = c;
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c64 = __builtin_ia32_crc32di(c64, v);
+        p += 8;
+        n -= 8;
+    }
+    c = (uint32_t)c64;
+    while (n--)
+        c = __builtin_ia32_crc32qi(c, *p++);
+    return c;
+}
+#endif
+
+uint32_t srv_crc32c(uint32_t crc, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    uint32_t c = ~crc;
+    pthread_once(&crc_once, crc_init);
+#if defined(__x86_64__)
+    if (crc_hw)
+        return ~crc_hw_run(c, p, len);
+#endif
+    while (len >= 8) {
+        uint32_t lo = c ^ le_get32(p), hi = le_get32(p + 4);
+        c = crc_tab[7][lo & 0xff] ^ crc_tab[6][(lo >> 8) & 0xff] ^
+            crc_tab[5][(lo >> 16) & 0xff] ^ crc_tab[4][lo >> 24] ^ crc_tab[3][hi & 0xff] ^
+            crc_tab[2][(hi >> 8) & 0xff] ^ crc_tab[1][(hi >> 16) & 0xff] ^ crc_tab[0][hi >> 24];
+        p += 8;
+        len -= 8;
+    }
+    while (len--)
+        c = (c >> 8) ^ crc_tab[0][(c ^ *p++) & 0xff];
+    return ~c;
+}
+
+static int fail(char *why, size_t whylen, int err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(char *why, size_t whylen, int err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
+    return err;
+}
+
+void srv_ckpt_path(const char *dir, uint32_t rank, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/server-%u.kvsckpt", dir, rank);
+}
+
+/* ---- writing ---- */
+
+typedef struct wfile {
+    int fd;
+    uint32_t crc;
+    uint64_t written;
+} wfile;
+
+static int wput(wfile *w, const void *data, uint64_t len)
+{
+    const uint8_t *p = data;
+    w->crc = srv_crc32c(w->crc, data, (size_t)len);
+    while (len > 0) {
+        size_t n = len > (1u << 30) ? (1u << 30) : (size_t)len;
+        ssize_t r = write(w->fd, p, n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        p += r;
+        len -= (uint64_t)r;
+        w->written += (uint64_t)r;
+    }
+    return 0;
+}
+
+static int mkdirs(const char *dir)
+{
+    char buf[4096];
+    if (strlen(dir) >= sizeof buf) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    snprintf(buf, sizeof buf, "%s", dir);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+static uint64_t entry_len(const srv_entry_view *v)
+{
+    uint64_t len = ENT_LEN + v->bytes;
+    if (v->upd)
+        len += (uint64_t)v->upd->nstate * srv_upd_state_bytes(v->upd);
+    return len;
+}
+
+static void tmp_path(const char *dir, uint32_t rank, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/.server-%u.kvsckpt.tmp", dir, rank);
+}
+
+int srv_ckpt_commit(const char *dir, uint32_t rank, char *why, size_t whylen)
+{
+    char path[4200], tmp[4300];
+    srv_ckpt_path(dir, rank, path, sizeof path);
+    tmp_path(dir, rank, tmp, sizeof tmp);
+    if (rename(tmp, path) != 0)
+        return fail(why, whylen, KVS_EINVAL, "cannot rename %s to %s: %s", tmp, path,
+                    strerror(errno));
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || fsync(dfd) != 0) {
+        int rc = fail(why, whylen, KVS_EINVAL, "cannot sync directory %s: %s", dir,
+                      strerror(errno));
+        if (dfd >= 0)
+            close(dfd);
+        return rc;
+    }
+    close(dfd);
+    return 0;
+}
+
+void srv_ckpt_abort(const char *dir, uint32_t rank)
+{
+    char tmp[4300];
+    tmp_path(dir, rank, tmp, sizeof tmp);
+    unlink(tmp);
+}
+
+int srv_ckpt_write(const char *dir, const srv_ckpt_meta *meta, const srv_entry_view *v,
+                   size_t n, const srv_optim *o, bool commit, char *why, size_t whylen)
+{
+    char path[4200], tmp[4300];
+    uint8_t h[HDR_LEN] = {0};
+    wfile w = {-1, 0, 0};
+    int rc = 0;
+    uint32_t spec_len = o && o->set ? (uint32_t)strlen(o->text) : 0;
+    size_t nmults = 0;
+    if (o)
+        for (size_t i = 0; i < o->mults.cap; i++)
+            nmults += o->mults.used[i] == 1;
+    srv_ckpt_path(dir, meta->rank, path, sizeof path);
+    tmp_path(dir, meta->rank, tmp, sizeof tmp);
+    if (mkdirs(dir) != 0)
+        return fail(why, whylen, KVS_EINVAL, "cannot create checkpoint directory %s: %s", dir,
+                    strerror(errno));
+    uint64_t total = HDR_LEN + spec_len + nmults * MULT_LEN + TRAILER_LEN;
+    for (size_t i = 0; i < n; i++)
+        total += entry_len(&v[i]);
+
+    w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (w.fd < 0)
+        return fail(why, whylen, KVS_EINVAL, "cannot create %s: %s", tmp, strerror(errno));
+    memcpy(h, MAGIC, 8);
+    le_put32(h + 8, CKPT_VERSION);
+    le_put32(h + 12, meta->rank);
+    le_put32(h + 16, meta->num_servers);
+    le_put32(h + 20, meta->num_workers);
+    le_put64(h + 24, meta->save_id);
+    le_put64(h + 32, n);
+    le_put64(h + 40, total);
+    le_put32(h + 48, (o && o->set ? 1u : 0u) | (o && o->active ? 2u : 0u));
+    le_put32(h + 52, spec_len);
+    le_put32(h + 56, (uint32_t)nmults);
+    if (wput(&w, h, HDR_LEN) != 0 || wput(&w, o ? o->text : "", spec_len) != 0)
+        goto io_err;
+    for (size_t i = 0; o && i < o->mults.cap; i++) {
+        if (o->mults.used[i] != 1)
+            continue;
+        const optim_mult *m = o->mults.vals[i];
+        uint8_t b[MULT_LEN];
+        uint64_t bits;
+        le_put64(b, o->mults.keys[i]);
+        memcpy(&bits, &m->lr_mult, 8);
+        le_put64(b + 8, bits);
+        memcpy(&bits, &m->wd_mult, 8);
+        le_put64(b + 16, bits);
+        if (wput(&w, b, MULT_LEN) != 0)
+            goto io_err;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const srv_entry_view *e = &v[i];
+        const srv_upd *u = e->upd;
+        uint8_t b[ENT_LEN] = {0};
+        le_put64(b, e->key);
+        le_put32(b + 8, e->part);
+        le_put32(b + 12, (uint32_t)e->dtype);
+        le_put64(b + 16, e->count);
+        le_put64(b + 24, e->offset);
+        le_put64(b + 32, e->total);
+        le_put64(b + 40, e->round);
+        le_put64(b + 48, u ? u->t : 0);
+        le_put32(b + 56, (e->async ? 1u : 0u) | (u ? 2u : 0u) | (u && u->master_ok ? 4u : 0u));
+        le_put32(b + 60, u ? (uint32_t)u->nstate : 0);
+        le_put64(b + 64, e->bytes);
+        le_put32(b + 72, (uint32_t)optim_state_dtype(e->dtype));
+        if (wput(&w, b, ENT_LEN) != 0 || wput(&w, e->value->data, e->bytes) != 0)
+            goto io_err;
+        for (int j = 0; u && j < u->nstate; j++)
+            if (wput(&w, u->state[j], srv_upd_state_bytes(u)) != 0)
+                goto io_err;
+    }
+    uint8_t t[TRAILER_LEN] = {0};
+    memcpy(t, END_MAGIC, 8);
+    le_put32(t + 8, w.crc);
+    if (wput(&w, t, TRAILER_LEN) != 0)
+        goto io_err;
+    if (w.written != total) {
+        rc = fail(why, whylen, KVS_EINTERNAL, "%s: wrote %llu bytes, planned %llu", tmp,
+                  (unsigned long long)w.written, (unsigned long long)total);
+        goto out;
+    }
+    if (fsync(w.fd) != 0)
+        goto io_err;
+    if (close(w.fd) != 0) {
+        w.fd = -1;
+        goto io_err;
+    }
+    w.fd = -1;
+    return commit ? srv_ckpt_commit(dir, meta->rank, why, whylen) : 0;
+io_err:
+    rc = fail(why, whylen, KVS_EINVAL, "cannot write %s: %s", tmp, strerror(errno));
+out:
+    if (w.fd >= 0)
+        close(w.fd);
+    unlink(tmp);
+    return rc;
+}
+
+/* ---- reading ---- */
+
+typedef struct rfile {
+    FILE *f;
+    const char *path;
+    uint64_t size, pos;
+    uint32_t crc;
+} rfile;
+
+static int rget(rfile *r, void *buf, uint64_t len, const char *what, char *why, size_t whylen)
+{
+    if (len > r->size - r->pos)
+        return fail(why, whylen, KVS_EPROTO, "%s: truncated or corrupted: %s needs %llu bytes "
+                    "at offset %llu, the file has %llu", r->path, what,
+                    (unsigned long long)len, (unsigned long long)r->pos,
+                    (unsigned long long)r->size);
+    uint8_t *p = buf;
+    uint64_t left = len;
+    while (left > 0) {
+        size_t n = left > (1u << 30) ? (1u << 30) : (size_t)left;
+        size_t got = fread(p, 1, n, r->f);
+        if (got == 0)
+            return fail(why, whylen, KVS_EPROTO, "%s: read error at offset %llu: %s", r->path,
+                        (unsigned long long)r->pos, ferror(r->f) ? strerror(errno)
+                                                                  : "unexpected end");
+        r->crc = srv_crc32c(r->crc, p, got);
+        p += got;
+        left -= got;
+        r->pos += got;
+    }
+    return 0;
+}
+
+void srv_ckpt_free(srv_ckpt *c)
+{
+    for (size_t i = 0; c->parts && i < c->n; i++) {
+        srv_buf_unref(c->parts[i].value);
+        srv_upd_free(c->parts[i].upd);
+    }
+    free(c->parts);
+    free(c->mult_keys);
+    free(c->mults);
+    memset(c, 0, sizeof *c);
+}
+
+static int read_entry(rfile *r, srv_ckpt_part *p, uint64_t idx, char *why, size_t whylen)
+{
+    uint8_t b[ENT_LEN];
+    char what[64];
+    int rc;
+    snprintf(what, sizeof what, "entry %llu", (unsigned long long)idx);
+    if ((rc = rget(r, b, ENT_LEN, what, why, whylen)) != 0)
+        return rc;
+    p->key = le_get64(b);
+    p->part = le_get32(b + 8);
+    uint32_t dtype = le_get32(b + 12);
+    p->count = le_get64(b + 16);
+    p->offset = le_get64(b + 24);
+    p->total = le_get64(b + 32);
+    p->round = le_get64(b + 40);
+    uint64_t t = le_get64(b + 48);
+    uint32_t flags = le_get32(b + 56), nstate = le_get32(b + 60);
+    uint64_t vbytes = le_get64(b + 64), bytes, end;
+    uint32_t sdtype = le_get32(b + 72);
+    if (dtype >= KVS_NUM_DTYPES || !size_mul(p->count, kvs_dtype_size(dtype), &bytes) ||
+        bytes != vbytes || !size_add(p->offset, p->count, &end) || end > p->total ||
+        nstate > OPTIM_MAX_STATE || (flags & ~7u) != 0 ||
+        (nstate > 0 && sdtype != (uint32_t)optim_state_dtype(dtype)) ||
+        (nstate > 0 && !(flags & 2u)))
+        return fail(why, whylen, KVS_EPROTO, "%s: corrupted: entry %llu (key %llu) has an "
+                    "impossible header", r->path, (unsigned long long)idx,
+                    (unsigned long long)p->key);
+    p->dtype = (kvs_dtype)dtype;
+    p->async = flags & 1u;
+    if (vbytes > r->size - r->pos)
+        return rget(r, NULL, vbytes, "a value", why, whylen);
+    p->value = srv_buf_new(vbytes);
+    if (p->value == NULL)
+        return fail(why, whylen, KVS_ENOMEM, "%s: out of memory for key %llu (%llu bytes)",
+                    r->path, (unsigned long long)p->key, (unsigned long long)vbytes);
+    if ((rc = rget(r, p->value->data, vbytes, "a value", why, whylen)) != 0)
+        return rc;
+    if (!(flags & 2u))
+        return 0;
+    p->upd = calloc(1, sizeof *p->upd);
+    if (p->upd == NULL)
+        return fail(why, whylen, KVS_ENOMEM, "out of memory");
+    p->upd->t = t;
+    p->upd->dtype = p->dtype;
+    p->upd->count = p->count;
+    p->upd->master_ok = (flags & 4u) != 0;
+    uint64_t sbytes = srv_upd_state_bytes(p->upd);
+    for (uint32_t j = 0; j < nstate; j++) {
+        if (sbytes > r->size - r->pos)
+            return rget(r, NULL, sbytes, "optimizer state", why, whylen);
+        p->upd->state[j] = malloc(sbytes ? sbytes : 1);
+        if (p->upd->state[j] == NULL)
+            return fail(why, whylen, KVS_ENOMEM, "%s: out of memory for the state of key %llu",
+                        r->path, (unsigned long long)p->key);
+        p->upd->nstate = (int)j + 1;
+        if ((rc = rget(r, p->upd->state[j], sbytes, "optimizer state", why, whylen)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+int srv_ckpt_read(const char *dir, uint32_t rank, srv_ckpt *out, char *why, size_t whylen)
+{
+    uint8_t h[HDR_LEN], t[TRAILER_LEN];
+    rfile r = {0};
+    struct stat stt;
+    int rc = 0;
+    memset(out, 0, sizeof *out);
+    srv_ckpt_path(dir, rank, out->path, sizeof out->path);
+    r.path = out->path;
+    r.f = fopen(out->path, "rb");
+    if (r.f == NULL)
+        return fail(why, whylen, KVS_EPROTO, "cannot open checkpoint %s: %s", out->path,
+                    strerror(errno));
+    if (fstat(fileno(r.f), &stt) != 0) {
+        rc = fail(why, whylen, KVS_EPROTO, "%s: %s", out->path, strerror(errno));
+        goto out;
+    }
+    r.size = (uint64_t)stt.st_size;
+    if ((rc = rget(&r, h, HDR_LEN, "the header", why, whylen)) != 0)
+        goto out;
+    if (memcmp(h, MAGIC, 8) != 0) {
+        rc = fail(why, whylen, KVS_EPROTO, "%s is not a kvsd checkpoint (bad magic)", r.path);
+        goto out;
+    }
+    if (le_get32(h + 8) != CKPT_VERSION) {
+        rc = fail(why, whylen, KVS_EPROTO, "%s: checkpoint format version %u; this build reads "
+                  "version %d", r.path, le_get32(h + 8), CKPT_VERSION);
+        goto out;
+    }
+    if (le_get64(h + 40) != r.size) {
+        rc = fail(why, whylen, KVS_EPROTO, "%s: truncated or corrupted: %llu bytes, the header "
+                  "says %llu", r.path, (unsigned long long)r.size,
+                  (unsigned long long)le_get64(h + 40));
+        goto out;
+    }
+    out->meta.rank = le_get32(h + 12);
+    out->meta.num_servers = le_get32(h + 16);
+    out->meta.num_workers = le_get32(h + 20);
+    out->meta.save_id = le_get64(h + 24);
+    uint64_t n = le_get64(h + 32);
+    uint32_t flags = le_get32(h + 48), spec_len = le_get32(h + 52), nmults = le_get32(h + 56);
+    if (spec_len >= OPTIM_TEXT_MAX || (flags & ~3u) || n > r.size / ENT_LEN ||
+        nmults > r.size / MULT_LEN || out->meta.rank != rank) {
+        rc = fail(why, whylen, KVS_EPROTO, "%s: corrupted header (rank %u, %llu entries, "
+                  "spec of %u bytes)", r.path, out->meta.rank, (unsigned long long)n, spec_len);
+        goto out;
+    }
+    out->spec_set = flags & 1u;
+    out->active = (flags & 2u) != 0;
+    if ((rc = rget(&r, out->spec, spec_len, "the optimizer spec", why, whylen)) != 0)
+        goto out;
+    out->spec[spec_len] = '\0';
+    out->mult_keys = calloc(nmults ? nmults : 1, sizeof *out->mult_keys);
+    out->mults = calloc(nmults ? nmults : 1, sizeof *out->mults);
+    out->parts = calloc(n ? n : 1, sizeof *out->parts);
+    if (out->mult_keys == NULL || out->mults == NULL || out->parts == NULL) {
+        rc = fail(why, whylen, KVS_ENOMEM, "%s: out of memory", r.path);
+        goto out;
+    }
+    for (uint32_t i = 0; i < nmults; i++) {
+        uint8_t b[MULT_LEN];
+        uint64_t bits;
+        if ((rc = rget(&r, b, MULT_LEN, "a key multiplier", why, whylen)) != 0)
+            goto out;
+        out->mult_keys[i] = le_get64(b);
+        bits = le_get64(b + 8);
+        memcpy(&out->mults[i].lr_mult, &bits, 8);
+        bits = le_get64(b + 16);
+        memcpy(&out->mults[i].wd_mult, &bits, 8);
+        out->nmults = i + 1;
+    }
+    out->n = n;
+    for (uint64_t i = 0; i < n; i++)
+        if ((rc = read_entry(&r, &out->parts[i], i, why, whylen)) != 0)
+            goto out;
+    uint32_t crc = r.crc;
+    if ((rc = rget(&r, t, TRAILER_LEN, "the trailer", why, whylen)) != 0)
+        goto out;
+    if (memcmp(t, END_MAGIC, 8) != 0 || r.pos != r.size) {
+        rc = fail(why, whylen, KVS_EPROTO, "%s: corrupted: no trailer where it belongs", r.path);
+        goto out;
+    }
+    if (le_get32(t + 8) != crc) {
+        rc = fail(why, whylen, KVS_EPROTO, "%s: corrupted: checksum 0x%08x, the file says "
+                  "0x%08x", r.path, crc, le_get32(t + 8));
+        goto out;
+    }
+out:
+    fclose(r.f);
+    if (rc) {
+        char keep[4200];
+        snprintf(keep, sizeof keep, "%s", out->path);
+        srv_ckpt_free(out);
+        snprintf(out->path, sizeof out->path, "%s", keep);
+    }
+    return rc;
+}

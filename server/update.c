@@ -1,0 +1,136 @@
+/* update.c - see update.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/update.h"
+
+#define UPD_CHUNK (1u << 15) /* elements per pool task */
+
+void srv_optim_init(srv_optim *o, bool server_on, uint64_t par_min)
+{
+    memset(o, 0, sizeof *o);
+    o->server_on = server_on;
+    o->par_min = par_min ? par_min : 1;
+    hmap_init(&o->mults);
+}
+
+void srv_optim_fini(srv_optim *o)
+{
+    for (size_t i = 0; i < o->mults.cap; i++)
+        if (o->mults.used[i] == 1)
+            free(o->mults.vals[i]);
+    hmap_fini(&o->mults);
+}
+
+const optim_mult *srv_optim_mult(const srv_optim *o, uint64_t key)
+{
+    return hmap_get((hmap *)&o->mults, key);
+}
+
+int srv_optim_set_mult(srv_optim *o, uint64_t key, const optim_mult *m)
+{
+    optim_mult *have = hmap_get(&o->mults, key);
+    if (have) {
+        *have = *m;
+        return 0;
+    }
+    have = malloc(sizeof *have);
+    if (have == NULL)
+        return KVS_ENOMEM;
+    *have = *m;
+    if (hmap_put(&o->mults, key, have) != 0) {
+        free(have);
+        return KVS_ENOMEM;
+    }
+    return 0;
+}
+
+uint64_t srv_upd_state_bytes(const srv_upd *u)
+{
+    return u->count * kvs_dtype_size(optim_state_dtype(u->dtype));
+}
+
+void srv_upd_free(srv_upd *u)
+{
+    if (u == NULL)
+        return;
+    for (int j = 0; j < u->nstate; j++)
+        free(u->state[j]);
+    free(u);
+}
+
+void srv_upd_forget_master(srv_upd *u)
+{
+    if (u)
+        u->master_ok = false;
+}
+
+srv_upd *srv_upd_new(const srv_optim *o, kvs_dtype dtype, uint64_t count)
+{
+    srv_upd *u = calloc(1, sizeof *u);
+    if (u == NULL)
+        return NULL;
+    u->gen = o->gen;
+    u->dtype = dtype;
+    u->count = count;
+    u->nstate = optim_nstate(&o->spec, dtype);
+    uint64_t bytes = srv_upd_state_bytes(u);
+    for (int j = 0; j < u->nstate; j++) {
+        /* calloc: every state starts at zero (MXNet's create_state) */
+        u->state[j] = calloc(bytes ? bytes : 1, 1);
+        if (u->state[j] == NULL) {
+            srv_upd_free(u);
+            return NULL;
+        }
+    }
+    return u;
+}
+
+struct upd_job {
+    optim_step step;
+    kvs_dtype dtype;
+    const void *w;
+    void *g;
+    void *const *state;
+};
+
+static void upd_run(const void *arg, uint64_t lo, uint64_t hi)
+{
+    const struct upd_job *j = arg;
+    optim_update(&j->step, j->dtype, j->w, j->g, j->state, lo, hi);
+}
+
+int srv_upd_apply(srv_optim *o, red_pool *pool, uint64_t key, kvs_dtype dtype,
+                  uint64_t count, srv_upd **up, const void *w, void *g, char *why,
+                  size_t whylen)
+{
+    srv_upd *u = *up;
+    if (!optim_dtype_ok(dtype)) {
+        snprintf(why, whylen, "key %llu is %s: optimizer %s updates float32, float64, "
+                 "float16 and bfloat16 keys only", (unsigned long long)key,
+                 kvs_dtype_name(dtype), optim_name(o->spec.kind));
+        return KVS_ESHAPE;
+    }
+    if (u && (u->gen != o->gen || u->dtype != dtype || u->count != count)) {
+        srv_upd_free(u);
+        *up = u = NULL;
+    }
+    if (u == NULL) {
+        *up = u = srv_upd_new(o, dtype, count);
+        if (u == NULL) {
+            snprintf(why, whylen, "server out of memory for the optimizer state of key %llu",
+                     (unsigned long long)key);
+            return KVS_ENOMEM;
+        }
+    }
+    if (optim_has_master(&o->spec, dtype) && !u->master_ok) {
+        red_to_f32(dtype, u->state[u->nstate - 1], w, count);
+        u->master_ok = true;
+    }
+    struct upd_job j = {.dtype = dtype, .w = w, .g = g, .state = u->state};
+    u->t++;
+    optim_step_init(&j.step, &o->spec, u->t, srv_optim_mult(o, key));
+    red_pool_for(count >= o->par_min ? pool : NULL, count, UPD_CHUNK, upd_run, &j);
+    return 0;
+}

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Device store types in real jobs started by deploy/kvs-launch: 2 workers x
+# 4 simulated devices x 2 servers (kvs-devworker checks every output).
+# Usage: BUILD=build bash tests/device/test-dist-device.sh
+# Ends with "devices: N passed, N failed"; exit 0 iff nothing failed.
+set -u
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${BUILD:-build}
+case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+export KVS_BIN_DIR=$BUILD
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/kvs-devtest.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+pass=0 fail=0
+# KVS_DEVTEST_CUDA=1 (tests/gpu/run.sh): the CUDA devices instead of simulated
+# ones; jobs written for another device count are skipped.
+CUDA=${KVS_DEVTEST_CUDA:-0}
+NGPU=0
+[[ $CUDA == 1 ]] && NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+
+# job NAME WORKERS SERVERS DEVICES ENV... -- ARGS...
+# With EXPECT=peer (or staged) every worker's device-to-device copies must all
+# have been peer copies (or all staged): the counters of kvs_get_device_stats.
+EXPECT=
+paths_ok() {
+    local line peer staged
+    while read -r line; do
+        peer=$(sed -E 's/.*peer ([0-9]+),.*/\1/' <<<"$line")
+        staged=$(sed -E 's/.*staged ([0-9]+),.*/\1/' <<<"$line")
+        # on CUDA, peer access depends on the hardware (and 1 GPU copies nothing
+        # between devices): only "no peer copy with P2P off" is certain
+        case $EXPECT,$CUDA in
+            peer,0) [[ $peer -gt 0 && $staged == 0 ]] || return 1 ;;
+            staged,0) [[ $peer == 0 && $staged -gt 0 ]] || return 1 ;;
+            staged,1) [[ $peer == 0 ]] || return 1 ;;
+        esac
+    done < <(grep 'devworker [0-9]*: .*: ok' "$WORK/out")
+}
+job() {
+    local name=$1 w=$2 s=$3 n=$4; shift 4
+    local envs=() fixed=0
+    while [[ $# -gt 0 && $1 != -- ]]; do
+        envs+=(--env "$1"); [[ $1 == KVS_TOPOLOGY=* ]] && fixed=1; shift
+    done
+    shift
+    if [[ $CUDA == 1 ]]; then
+        # every GPU of the machine; a fixed topology needs its device count
+        if [[ $fixed == 1 && $n != "$NGPU" ]] || [[ $NGPU -lt 1 ]]; then
+            echo "skip - $name (needs $n GPUs, $NGPU present)"; return
+        fi
+        name="$name [CUDA, $NGPU GPUs]"
+        n=
+    fi
+    timeout -s KILL 180 "$ROOT/deploy/kvs-launch" -n "$w" -s "$s" \
+        ${n:+--env KVS_SIM_DEVICES="$n"} --env MXNET_KVSTORE_TREE_ARRAY_BOUND=600 \
+        --env MXNET_KVSTORE_BIGARRAY_BOUND=1500 --env KVS_START_TIMEOUT=60 "${envs[@]}" \
+        -- "$BUILD/tests/kvs-devworker" "$@" >"$WORK/out" 2>"$WORK/err" </dev/null
+    local rc=$?
+    local oks; oks=$(grep -c 'devworker [0-9]*: .*: ok' "$WORK/out")
+    if [[ $rc == 0 && $oks == "$w" ]] && paths_ok; then
+        pass=$((pass + 1)); echo "ok   - $name ($(grep -m1 'devworker 0:' "$WORK/out" | sed 's/.*devworker 0: //'))"
+    else
+        fail=$((fail + 1)); echo "FAIL - $name (exit $rc, $oks of $w workers ok)"
+        sed 's/^/    | /' "$WORK/out" | tail -n 20
+        sed 's/^/    ! /' "$WORK/err" | tail -n 20
+    fi
+}
+
+EXPECT=peer
+job "dist_sync_device 2x4x2 flat P2P"      2 2 4 -- --type dist_sync_device
+EXPECT=staged
+job "dist_sync_device 2x4x2 flat no P2P"   2 2 4 MXNET_ENABLE_GPU_P2P=0 -- --type dist_sync_device
+EXPECT=peer
+job "dist_device_sync 2x4x2 tree"          2 2 4 MXNET_KVSTORE_USETREE=1 -- --type dist_device_sync
+EXPECT=staged
+job "dist_sync_device 2x4x2 tree ring no P2P" 2 2 4 MXNET_KVSTORE_USETREE=1 MXNET_ENABLE_GPU_P2P=0 \
+    "KVS_TOPOLOGY=0,1,0,1;1,0,1,0;0,1,0,1;1,0,1,0" -- --type dist_sync_device
+EXPECT=
+job "dist_sync (CPU sums) 2x4x2"           2 2 4 -- --type dist_sync
+job "dist_async_device 2x4x2"              2 2 4 -- --type dist_async_device --async
+job "dist_async (CPU sums) 2x3x1"          2 1 3 -- --type dist_async --async
+EXPECT=peer
+job "dist_sync_device 3x8x2 tree DGX-1"    3 2 8 MXNET_KVSTORE_USETREE=1 \
+    "KVS_TOPOLOGY=0,2,2,3,3,0,0,0;2,0,3,2,0,3,0,0;2,3,0,3,0,0,2,0;3,2,3,0,0,0,0,2;3,0,0,0,0,2,2,3;0,3,0,0,2,0,3,2;0,0,2,0,2,3,0,3;0,0,0,2,3,2,3,0" \
+    -- --type dist_sync_device --rounds 2
+
+echo "devices: $pass passed, $fail failed"
+[[ $fail == 0 ]]

@@ -1,0 +1,192 @@
+/*
+ * test_optim.c - server-side optimizers and checkpoints, run by
+ * kvs-optworker (optworker.c): every optimizer against a float64 reference
+ * of kvs.h's formulas (float32 and float64, split and unsplit keys, 2
+ * workers x 2 servers); plain sums with MXNET_UPDATE_ON_KVSTORE=0; bad
+ * specs and load errors; and the restart proof: a job that saves after
+ * round 5 and is killed, restarted from the checkpoint, ends round 10
+ * bit-identical to a job that ran 10 rounds straight.
+ */
+#include "tests.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void opt_env(it_ctx *t)
+{
+    if (strstr(t->worker_bin, "kvs-testworker") == NULL)
+        return; /* done already */
+    snprintf(t->worker_bin + strlen(t->worker_bin) - strlen("kvs-testworker"),
+             sizeof t->worker_bin - (strlen(t->worker_bin) - strlen("kvs-testworker")),
+             "kvs-optworker");
+    it_setenv(t, "MXNET_KVSTORE_BIGARRAY_BOUND", "1000");
+    it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_setenv(t, "PS_VERBOSE", "1");
+}
+
+/* Start a 2x2 job running argv; the previous job (if any) is gone. */
+static void start_job(it_ctx *t, const char *const *argv)
+{
+    char port[PATH_MAX + 32];
+    snprintf(port, sizeof port, "%s/scheduler.port", t->dir);
+    unlink(port);
+    t->nserver = t->nworker = 0;
+    it_start_job(t, 2, 2, argv);
+}
+
+static void train_ok(it_ctx *t, const char *spec, const char *extra1, const char *extra2)
+{
+    const char *argv[] = {"train", "--spec", spec, "--rounds", "6", extra1, extra2, NULL};
+    opt_env(t);
+    start_job(t, argv);
+    it_expect_job_ok(t, 60);
+}
+
+IT_TEST(optim_sgd_2x2)
+{
+    train_ok(t, "sgd learning_rate=0.02 wd=0.001 rescale_grad=0.5 clip_gradient=1.5", "--mult",
+             NULL);
+}
+
+IT_TEST(optim_sgd_momentum_2x2)
+{
+    train_ok(t, "sgd learning_rate=0.002 momentum=0.9 wd=0.0001 lr_scheduler=factor step=2 "
+                "factor=0.5 stop_factor_lr=0.003", "--mult", NULL);
+}
+
+IT_TEST(optim_nag_2x2)
+{
+    train_ok(t, "nag learning_rate=0.01 momentum=0.8 wd=0.001 clip_gradient=2", NULL, NULL);
+}
+
+IT_TEST(optim_adam_2x2)
+{
+    /* with a float16 key and its float32 master copy */
+    train_ok(t, "adam learning_rate=0.01 wd=0.001 rescale_grad=0.5 multi_precision=1",
+             "--half", "--mult");
+}
+
+IT_TEST(optim_adagrad_2x2)
+{
+    train_ok(t, "adagrad learning_rate=0.05 eps=1e-6 wd=0.001", NULL, NULL);
+}
+
+IT_TEST(optim_rmsprop_2x2)
+{
+    train_ok(t, "rmsprop learning_rate=0.01 gamma1=0.95 wd=0.001 clip_weights=1.9", NULL, NULL);
+}
+
+IT_TEST(optim_rmsprop_centered_2x2)
+{
+    train_ok(t, "rmsprop learning_rate=0.01 centered=1 gamma2=0.8 clip_gradient=3", "--half",
+             NULL);
+}
+
+IT_TEST(optim_off_2x2)
+{
+    opt_env(t);
+    it_setenv(t, "MXNET_UPDATE_ON_KVSTORE", "0");
+    train_ok(t, "sgd learning_rate=0.1 momentum=0.9", "--sums", NULL);
+}
+
+IT_TEST(optim_async_2x2)
+{
+    static const char *const argv[] = {"async", NULL};
+    opt_env(t);
+    start_job(t, argv);
+    it_expect_job_ok(t, 60);
+}
+
+IT_TEST(optim_errors_2x2)
+{
+    char dir[PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/ckpt", t->dir);
+    const char *argv[] = {"errors", "--dir", dir, NULL};
+    opt_env(t);
+    start_job(t, argv);
+    it_expect_job_ok(t, 90);
+}
+
+/* Compare two files of the test directory byte for byte. */
+static void same_files(it_ctx *t, const char *a, const char *b)
+{
+    char pa[PATH_MAX + 64], pb[PATH_MAX + 64];
+    size_t la = 0, lb = 0;
+    snprintf(pa, sizeof pa, "%s/%s", t->dir, a);
+    snprintf(pb, sizeof pb, "%s/%s", t->dir, b);
+    char *x = it_slurp(pa, &la), *y = it_slurp(pb, &lb);
+    IT_ASSERT(t, x && y, "%s or %s is missing", a, b);
+    IT_ASSERT(t, la == lb && la > 0, "%s has %zu bytes, %s %zu", a, la, b, lb);
+    size_t i = 0;
+    while (i < la && x[i] == y[i])
+        i++;
+    IT_ASSERT(t, i == la, "%s and %s differ first at byte %zu of %zu", a, b, i, la);
+    it_info(t, "%s and %s: %zu bytes, identical", a, b, la);
+    free(x);
+    free(y);
+}
+
+static void restart_proof(it_ctx *t, const char *spec, int auto_ckpt)
+{
+    char save[PATH_MAX + 16], autodir[PATH_MAX + 16], from_auto[PATH_MAX + 64];
+    snprintf(save, sizeof save, "%s/saved", t->dir);
+    snprintf(autodir, sizeof autodir, "%s/auto", t->dir);
+    opt_env(t);
+    /* 1: ten rounds straight (with automatic checkpoints every 3 rounds) */
+    if (auto_ckpt) {
+        it_setenv(t, "KVS_CHECKPOINT_DIR", "%s", autodir);
+        it_setenv(t, "KVS_CHECKPOINT_EVERY", "3");
+    }
+    const char *straight[] = {"train", "--spec", spec, "--rounds", "10", "--dump",
+                              "straight.bin", NULL};
+    start_job(t, straight);
+    it_expect_job_ok(t, 60);
+    if (auto_ckpt) {
+        it_setenv(t, "KVS_CHECKPOINT_DIR", "%s", "");
+        it_setenv(t, "KVS_CHECKPOINT_EVERY", "0");
+    }
+    /* 2: five rounds, save, then everything is killed */
+    const char *killed[] = {"train", "--spec", spec, "--rounds", "10", "--save-at", "5",
+                            "--save-dir", save, "--hang-after-save", NULL};
+    start_job(t, killed);
+    IT_ASSERT(t, it_wait_file(t, "saved-w0", 60, t->worker[0]), "worker 0 did not save");
+    IT_ASSERT(t, it_wait_file(t, "saved-w1", 60, t->worker[1]), "worker 1 did not save");
+    for (int i = 0; i < t->nproc; i++)
+        it_kill(t, i, SIGKILL);
+    for (int i = 0; i < t->nproc; i++)
+        it_wait(t, i, 10);
+    /* 3: a fresh job loads the checkpoint and runs rounds 5..9 */
+    const char *restarted[] = {"train", "--spec", spec, "--from", "5", "--rounds", "10",
+                               "--load", save, "--dump", "restarted.bin", NULL};
+    start_job(t, restarted);
+    it_expect_job_ok(t, 60);
+    same_files(t, "straight.bin", "restarted.bin");
+    if (!auto_ckpt)
+        return;
+    /* 4: from the first job's automatic checkpoint of round 6; 3 was pruned */
+    snprintf(from_auto, sizeof from_auto, "%s/round-000000000006", autodir);
+    char p3[PATH_MAX + 64], p9[PATH_MAX + 64];
+    snprintf(p3, sizeof p3, "%s/round-000000000003/server-0.kvsckpt", autodir);
+    snprintf(p9, sizeof p9, "%s/round-000000000009/server-1.kvsckpt", autodir);
+    IT_ASSERT(t, access(p3, F_OK) != 0, "%s is still there: only the last two are kept", p3);
+    IT_ASSERT(t, access(p9, F_OK) == 0, "%s is missing", p9);
+    const char *from6[] = {"train", "--spec", spec, "--from", "6", "--rounds", "10", "--load",
+                           from_auto, "--dump", "auto.bin", NULL};
+    start_job(t, from6);
+    it_expect_job_ok(t, 60);
+    same_files(t, "straight.bin", "auto.bin");
+}
+
+IT_TEST(restart_sgd_momentum_2x2)
+{
+    restart_proof(t, "sgd learning_rate=0.002 momentum=0.9 wd=0.0001 lr_scheduler=factor step=3 "
+                     "factor=0.5", 0);
+}
+
+IT_TEST(restart_adam_2x2)
+{
+    restart_proof(t, "adam learning_rate=0.01 wd=0.001 multi_precision=1", 1);
+}

@@ -1,0 +1,1044 @@
+/* comm.c - local multi-device reduce and broadcast (see comm.h).
+ *
+ * Per key (device modes) a ckey holds: the merge device m (chosen when the
+ * key is first seen: the device with the fewest merge bytes so far), buf[m]
+ * (the merge buffer; in the "device" and "nccl" stores, the key's value),
+ * and as needed copies of sources on m (flat), one buffer per device and a
+ * landing buffer per device (tree, nccl).
+ *
+ * Summation order.  Flat: the sources in the order of the call, left to
+ * right, one rounding for half types: bit-identical to the CPU path
+ * (red_sum over the same arrays).  CPU mode: the host paths, same order.
+ * Tree: per device first (call order), then along the tree, rounding at
+ * every step: equal to the CPU result only where partial sums are exact.
+ * NCCL: its own order. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "device/dev.h"
+#include "tree/tree.h"
+#include "worker/comm.h"
+#include "worker/wrk_int.h"
+
+typedef struct ckey {
+    uint64_t count;
+    kvs_dtype dtype;
+    size_t bytes;
+    int m;
+    void *buf[DEV_MAX];
+    void *scr[DEV_MAX];
+    void **cp;
+    int ncp;
+    bool whole;  /* buf[m] holds the value */
+    bool sliced; /* tree, split: buf[i] holds slice i of the value (root of tree i) */
+} ckey;
+
+struct wrk_comm {
+    kvs_store *s;
+    int mode;
+    pthread_mutex_t mu; /* everything below but the queue */
+    dev_layer *L;
+    int open_rc;
+    char open_err[512];
+    bool opened;
+    bool tree;
+    tree_opts topts;
+    tree_topo topo;
+    bool have_topo;
+    tree_set trees;
+    dev_nccl *nccl;
+    hmap keys; /* key -> ckey */
+    uint64_t load[DEV_MAX];
+
+    pthread_mutex_t qmu; /* the post queue */
+    pthread_cond_t qcv;
+    wrk_post *qhead, *qtail;
+    bool qstop;
+    pthread_t thr;
+    bool thr_started;
+};
+
+typedef struct post_copy {
+    int dst_dev;
+    void *dst;
+    const void *src;
+    size_t bytes;
+} post_copy;
+
+typedef struct post_key {
+    uint64_t key;
+    void *staging;       /* host: the pulled value */
+    size_t nouts;
+    kvs_array *outs;     /* into post->arrays */
+} post_key;
+
+struct wrk_post {
+    wrk_comm *c;
+    wrk_post *next;
+    wrk_op *op;
+    bool ran;
+    size_t nhost;
+    void **host;         /* pinned staging to release */
+    size_t ncopies;      /* CPU mode: host temp -> device output */
+    post_copy *copies;
+    size_t nkeys;        /* device mode: broadcasts */
+    post_key *keys;
+    kvs_array *arrays;
+};
+
+static void *post_thread(void *arg);
+
+/* ------------------------------------------------------------ opening */
+
+static int open_locked(wrk_comm *c)
+{
+    char err[512];
+    int rc;
+    if (c->opened)
+        return c->open_rc ? err_set(c->open_rc, "%s", c->open_err) : 0;
+    c->opened = true;
+    dev_opts o = {c->s->c.sim_devices, c->topts.gpu_p2p, NULL, c->s->c.sim_link_gbps};
+    bool found = false;
+    if ((rc = tree_topo_from_env(&c->topo, &found, err, sizeof err)) != 0) {
+        rc = err_set(rc, "%s", err);
+        goto out;
+    }
+    c->have_topo = found;
+    if (found && o.sim_devices > 0)
+        o.topo = &c->topo;
+    if ((rc = dev_open(&o, &c->L)) != 0)
+        goto out;
+    int n = dev_count(c->L);
+    if (found && c->topo.n != n) {
+        rc = err_set(KVS_ECONFIG, "KVS_TOPOLOGY has %d devices but the %s backend has %d",
+                     c->topo.n, dev_backend(c->L), n);
+        goto out;
+    }
+    if (c->mode == WRK_COMM_NCCL && (rc = dev_nccl_open(c->L, &c->nccl)) != 0)
+        goto out;
+    if (c->mode == WRK_COMM_DEVICE && c->s->c.use_tree && n > 1) {
+        if (!found) {
+            if (dev_is_cuda(c->L)) {
+                if ((rc = tree_topo_detect(&c->topo, false, err, sizeof err)) != 0) {
+                    rc = err_set(KVS_EDEVICE, "MXNET_KVSTORE_USETREE=1: %s", err);
+                    goto out;
+                }
+            } else {
+                /* simulated devices without KVS_TOPOLOGY: all linked alike */
+                if ((rc = tree_topo_init(&c->topo, n)) != 0)
+                    goto out;
+                for (int i = 0; i < n * n; i++)
+                    c->topo.w[i] = 1;
+                snprintf(c->topo.name, sizeof c->topo.name, "uniform");
+            }
+            c->have_topo = true;
+        }
+        if ((rc = tree_plan(&c->topo, &c->topts, &c->trees, err, sizeof err)) != 0) {
+            rc = err_set(rc == KVS_EINVAL ? KVS_ECONFIG : rc, "MXNET_KVSTORE_USETREE=1: "
+                         "cannot plan trees over %d devices: %s", n, err);
+            goto out;
+        }
+        c->tree = true;
+    }
+    LOG(LOG_INFO, c->s->who, "comm", "%d %s devices, %s, P2P %s", n, dev_backend(c->L),
+        c->mode == WRK_COMM_NCCL ? "NCCL" : c->mode == WRK_COMM_CPU ? "CPU sums"
+        : c->tree ? "tree" : "flat", c->topts.gpu_p2p ? "on" : "off");
+out:
+    if (rc) {
+        c->open_rc = rc;
+        snprintf(c->open_err, sizeof c->open_err, "%s", kvs_last_error());
+    }
+    return rc;
+}
+
+int wrk_comm_new(kvs_store *s, int mode, wrk_comm **out)
+{
+    char err[512];
+    int rc;
+    wrk_comm *c = calloc(1, sizeof *c);
+    *out = NULL;
+    if (c == NULL)
+        return err_set(KVS_ENOMEM, "out of memory");
+    c->s = s;
+    c->mode = mode;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->qmu, NULL);
+    pthread_cond_init(&c->qcv, NULL);
+    hmap_init(&c->keys);
+    if ((rc = tree_opts_from_env(&c->topts, err, sizeof err)) != 0) {
+        rc = err_set(rc, "%s", err);
+        goto fail;
+    }
+    if (mode != WRK_COMM_CPU && (rc = open_locked(c)) != 0)
+        goto fail;
+    if (s->kind == WRK_DIST) {
+        if (pthread_create(&c->thr, NULL, post_thread, c) != 0) {
+            rc = err_set(KVS_ENOMEM, "cannot start the device thread");
+            goto fail;
+        }
+        c->thr_started = true;
+    }
+    *out = c;
+    return 0;
+fail:
+    wrk_comm_free(c);
+    return rc;
+}
+
+static void ckey_free(wrk_comm *c, ckey *k)
+{
+    for (int i = 0; i < DEV_MAX; i++) {
+        dev_free(c->L, i, k->buf[i]);
+        dev_free(c->L, i, k->scr[i]);
+    }
+    for (int i = 0; i < k->ncp; i++)
+        dev_free(c->L, k->m, k->cp[i]);
+    free(k->cp);
+    free(k);
+}
+
+void wrk_comm_free(wrk_comm *c)
+{
+    if (c == NULL)
+        return;
+    if (c->thr_started) {
+        pthread_mutex_lock(&c->qmu);
+        c->qstop = true;
+        pthread_cond_signal(&c->qcv);
+        pthread_mutex_unlock(&c->qmu);
+        pthread_join(c->thr, NULL);
+    }
+    for (size_t i = 0; i < c->keys.cap; i++)
+        if (c->keys.used[i] == 1)
+            ckey_free(c, c->keys.vals[i]);
+    hmap_fini(&c->keys);
+    dev_nccl_close(c->nccl);
+    if (c->tree)
+        tree_set_fini(&c->trees);
+    tree_topo_fini(&c->topo);
+    dev_close(c->L);
+    pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->qmu);
+    pthread_cond_destroy(&c->qcv);
+    free(c);
+}
+
+int wrk_comm_check_device(wrk_comm *c, int device, uint64_t key, const char *what)
+{
+    int rc, n;
+    pthread_mutex_lock(&c->mu);
+    rc = open_locked(c);
+    n = rc ? 0 : dev_count(c->L);
+    pthread_mutex_unlock(&c->mu);
+    if (rc)
+        return err_set(KVS_EDEVICE, "key %llu: %s is on device %d: %s", (unsigned long long)key,
+                       what, device, kvs_last_error());
+    if (device < 0 || device >= n)
+        return err_set(KVS_EDEVICE, "key %llu: %s is on device %d, which does not exist (%d %s "
+                       "devices: 0..%d)", (unsigned long long)key, what, device, n,
+                       dev_backend(c->L), n - 1);
+    return 0;
+}
+
+bool wrk_comm_takes(const wrk_comm *c, size_t n, const kvs_array *a, const kvs_array *b)
+{
+    if (c == NULL)
+        return false;
+    if (c->mode != WRK_COMM_CPU)
+        return true;
+    for (size_t i = 0; i < n; i++)
+        if ((a && a[i].device != KVS_CPU) || (b && b[i].device != KVS_CPU))
+            return true;
+    return false;
+}
+
+void wrk_comm_stats(wrk_comm *c, kvs_device_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (c == NULL)
+        return;
+    pthread_mutex_lock(&c->mu);
+    if (c->L)
+        dev_stats(c->L, out);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* ------------------------------------------------------- per-key state */
+
+static int key_get(wrk_comm *c, uint64_t key, const kvs_array *shape, ckey **out)
+{
+    ckey *k = hmap_get(&c->keys, key);
+    if (k) {
+        if (k->count != shape->count || k->dtype != shape->dtype)
+            return err_set(KVS_ESHAPE, "key %llu: %llu %s elements, but the key was used with "
+                           "%llu %s elements", (unsigned long long)key,
+                           (unsigned long long)shape->count, kvs_dtype_name(shape->dtype),
+                           (unsigned long long)k->count, kvs_dtype_name(k->dtype));
+        *out = k;
+        return 0;
+    }
+    if ((k = calloc(1, sizeof *k)) == NULL)
+        return err_set(KVS_ENOMEM, "out of memory");
+    k->count = shape->count;
+    k->dtype = shape->dtype;
+    k->bytes = shape->count * kvs_dtype_size(shape->dtype);
+    /* merge device: the one with the fewest merge bytes so far */
+    for (int i = 1; i < dev_count(c->L); i++)
+        if (c->load[i] < c->load[k->m])
+            k->m = i;
+    int rc = dev_alloc(c->L, k->m, k->bytes, &k->buf[k->m]);
+    if (rc == 0 && hmap_put(&c->keys, key, k) != 0)
+        rc = err_set(KVS_ENOMEM, "out of memory");
+    if (rc) {
+        ckey_free(c, k);
+        return rc;
+    }
+    c->load[k->m] += k->bytes;
+    *out = k;
+    return 0;
+}
+
+static int need(wrk_comm *c, int dev, void **p, size_t bytes)
+{
+    return *p ? 0 : dev_alloc(c->L, dev, bytes, p);
+}
+
+/* Copy buffer i on the merge device (flat sources). */
+static int cp_get(wrk_comm *c, ckey *k, int i, void **out)
+{
+    if (i >= k->ncp) {
+        void **n = realloc(k->cp, (size_t)(i + 1) * sizeof *n);
+        if (n == NULL)
+            return err_set(KVS_ENOMEM, "out of memory");
+        for (int j = k->ncp; j <= i; j++)
+            n[j] = NULL;
+        k->cp = n;
+        k->ncp = i + 1;
+    }
+    int rc = need(c, k->m, &k->cp[i], k->bytes);
+    *out = k->cp[i];
+    return rc;
+}
+
+/* dst = srcs[0] + ... + srcs[k-1] on dev, in chunks of DEV_SUM_MAX inputs. */
+static int sum_many(wrk_comm *c, int dev, kvs_dtype dt, void *dst, const void **srcs, int k,
+                    uint64_t count)
+{
+    int take = k < DEV_SUM_MAX ? k : DEV_SUM_MAX, rc;
+    if ((rc = dev_sum(c->L, dev, dt, dst, srcs, take, count)) != 0)
+        return rc;
+    for (int done = take; done < k; done += take) {
+        const void *part[DEV_SUM_MAX];
+        take = k - done < DEV_SUM_MAX - 1 ? k - done : DEV_SUM_MAX - 1;
+        part[0] = dst;
+        memcpy(&part[1], &srcs[done], (size_t)take * sizeof *part);
+        if ((rc = dev_sum(c->L, dev, dt, dst, part, take + 1, count)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- tree */
+
+typedef struct tctx {
+    wrk_comm *c;
+    ckey *k;
+} tctx;
+
+static int t_copy(void *ctx, int dst, void *dstp, int src, const void *srcp, uint64_t bytes)
+{
+    return dev_copy(((tctx *)ctx)->c->L, dst, dstp, src, srcp, bytes);
+}
+
+static int t_reduce(void *ctx, int dst, void *dstp, int src, const void *srcp, kvs_dtype dt,
+                    uint64_t count)
+{
+    tctx *t = ctx;
+    size_t off = (size_t)((char *)dstp - (char *)t->k->buf[dst]);
+    char *tmp = (char *)t->k->scr[dst] + off;
+    const void *two[2] = {dstp, tmp};
+    int rc = dev_copy(t->c->L, dst, tmp, src, srcp, count * kvs_dtype_size(dt));
+    return rc ? rc : dev_sum(t->c->L, dst, dt, dstp, two, 2, count);
+}
+
+static int t_stage_end(void *ctx)
+{
+    return dev_sync(((tctx *)ctx)->c->L, -1);
+}
+
+static bool split(const wrk_comm *c, const ckey *k)
+{
+    return c->tree && k->count > c->topts.array_bound && dev_count(c->L) > 1;
+}
+
+/* Run the reduce and/or broadcast phases of the key's trees: the tree
+ * rooted at the merge device (one_tree or not split), or slice i along
+ * tree i. */
+static int tree_run(wrk_comm *c, ckey *k, unsigned phases, bool one_tree)
+{
+    tree_sched sc;
+    tctx t = {c, k};
+    tree_backend be = {&t, t_copy, t_reduce, t_stage_end};
+    int rc = tree_sched_build(&c->trees, split(c, k) && !one_tree ? -1 : k->m, phases, &sc);
+    if (rc)
+        return err_set(rc, "tree schedule: %s", kvs_strerror(rc));
+    rc = tree_exec(&sc, &be, k->buf, k->dtype, k->count);
+    tree_sched_fini(&sc);
+    if (rc && kvs_last_error()[0] == 0)
+        err_set(rc, "tree: %s", kvs_strerror(rc));
+    return rc;
+}
+
+/* Slices between the roots of the trees and one place (a merge buffer or
+ * host memory) at where on device wdev: to_roots moves slice i from there to
+ * buf[i], else from buf[i] to there. */
+static int slices(wrk_comm *c, ckey *k, int wdev, char *where, bool to_roots)
+{
+    int n = dev_count(c->L), rc = 0;
+    size_t es = kvs_dtype_size(k->dtype);
+    for (int i = 0; i < n && rc == 0; i++) {
+        uint64_t off, len;
+        char *root = k->buf[i];
+        tree_slice(k->count, n, i, &off, &len);
+        if (wdev == i && where == root)
+            continue;
+        rc = to_roots ? dev_copy(c->L, i, root + off * es, wdev, where + off * es, len * es)
+                      : dev_copy(c->L, wdev, where + off * es, i, root + off * es, len * es);
+    }
+    return rc ? rc : dev_sync(c->L, -1);
+}
+
+/* ------------------------------------------------- reduce and broadcast */
+
+static bool flat(const wrk_comm *c)
+{
+    return c->mode == WRK_COMM_DEVICE && !c->tree;
+}
+
+/* srcs[j], on[j]: where source j is read.  Host sources (and, flat, every
+ * source off the merge device) are first copied to the merge device. */
+static int place_sources(wrk_comm *c, ckey *k, const kvs_array *vals, const size_t *idx,
+                         size_t cnt, const void **srcs, int *on)
+{
+    int rc = 0, ncp = 0;
+    for (size_t j = 0; j < cnt && rc == 0; j++) {
+        const kvs_array *a = &vals[idx[j]];
+        on[j] = a->device;
+        srcs[j] = a->data;
+        if (a->device == KVS_CPU || (flat(c) && a->device != k->m)) {
+            void *cp = NULL;
+            if ((rc = cp_get(c, k, ncp++, &cp)) == 0)
+                rc = dev_copy(c->L, k->m, cp, a->device, a->data, k->bytes);
+            on[j] = k->m;
+            srcs[j] = cp;
+        }
+    }
+    return rc;
+}
+
+/* buf[d] = the sum of the sources on d (call order), or zeros; every device. */
+static int local_sums(wrk_comm *c, ckey *k, const void **srcs, const int *on, size_t cnt)
+{
+    int rc = 0, n = dev_count(c->L);
+    const void **mine = calloc(cnt ? cnt : 1, sizeof *mine);
+    if (mine == NULL)
+        return err_set(KVS_ENOMEM, "out of memory");
+    for (int d = 0; d < n && rc == 0; d++) {
+        int nm = 0;
+        for (size_t j = 0; j < cnt; j++)
+            if (on[j] == d)
+                mine[nm++] = srcs[j];
+        if ((rc = need(c, d, &k->buf[d], k->bytes)) == 0 && c->tree)
+            rc = need(c, d, &k->scr[d], k->bytes);
+        if (rc == 0)
+            rc = nm ? sum_many(c, d, k->dtype, k->buf[d], mine, nm, k->count)
+                    : dev_zero(c->L, d, k->buf[d], k->bytes);
+    }
+    free(mine);
+    return rc ? rc : dev_sync(c->L, -1);
+}
+
+/* The sum of vals[idx[0..cnt)] into k->buf[k->m]; with bcast also into every
+ * device's buffer (all-reduce). */
+static int reduce(wrk_comm *c, ckey *k, const kvs_array *vals, const size_t *idx, size_t cnt,
+                  bool bcast)
+{
+    int rc;
+    const void **srcs = calloc(cnt ? cnt : 1, sizeof *srcs);
+    int *on = calloc(cnt ? cnt : 1, sizeof *on);
+    if (srcs == NULL || on == NULL)
+        rc = err_set(KVS_ENOMEM, "out of memory");
+    else if (k->count == 0)
+        rc = 0;
+    else if ((rc = place_sources(c, k, vals, idx, cnt, srcs, on)) != 0)
+        ;
+    else if (flat(c))
+        rc = sum_many(c, k->m, k->dtype, k->buf[k->m], srcs, (int)cnt, k->count);
+    else if ((rc = local_sums(c, k, srcs, on, cnt)) != 0)
+        ;
+    else if (c->tree && (rc = tree_run(c, k, TREE_PHASE_REDUCE |
+                                                (bcast ? TREE_PHASE_BCAST : 0), false)) != 0)
+        ;
+    else if (c->tree)
+        ;
+    else if (bcast)
+        rc = dev_nccl_allreduce(c->nccl, k->dtype, k->buf, k->count);
+    else
+        rc = dev_nccl_reduce(c->nccl, k->m, k->dtype, k->buf, k->count);
+    free(srcs);
+    free(on);
+    if (rc == 0) {
+        /* a split tree reduce leaves slice i at the root of tree i */
+        k->sliced = split(c, k);
+        k->whole = bcast || !k->sliced;
+    }
+    return rc;
+}
+
+/* From the buffers to outs[idx[0..cnt)]: from the output's own device where
+ * every device holds the value (everywhere), else from the merge device. */
+static int to_outputs(wrk_comm *c, ckey *k, const kvs_array *outs, const size_t *idx, size_t cnt,
+                      bool everywhere)
+{
+    int rc = 0;
+    for (size_t j = 0; j < cnt && rc == 0 && k->count; j++) {
+        const kvs_array *o = &outs[idx[j]];
+        int from = everywhere && o->device != KVS_CPU ? o->device : k->m;
+        rc = dev_copy(c->L, o->device, o->data, from, k->buf[from], k->bytes);
+    }
+    return rc ? rc : dev_sync(c->L, -1);
+}
+
+/* The value in k->buf[k->m] to outs[idx[0..cnt)]. */
+static int spread(wrk_comm *c, ckey *k, const kvs_array *outs, const size_t *idx, size_t cnt)
+{
+    int rc = 0, n = dev_count(c->L);
+    if (k->count == 0 || flat(c))
+        return to_outputs(c, k, outs, idx, cnt, false);
+    for (int d = 0; d < n && rc == 0; d++)
+        if ((rc = need(c, d, &k->buf[d], k->bytes)) == 0 && c->tree)
+            rc = need(c, d, &k->scr[d], k->bytes);
+    if (rc == 0)
+        rc = dev_sync(c->L, -1);
+    /* a whole value in the merge buffer goes down the merge device's tree
+     * (links only); slices go down their own trees */
+    if (rc == 0)
+        rc = c->tree ? tree_run(c, k, TREE_PHASE_BCAST, !k->sliced)
+                     : dev_nccl_bcast(c->nccl, k->m, k->dtype, k->buf, k->count);
+    if (rc == 0)
+        k->whole = k->sliced = true;
+    return rc ? rc : to_outputs(c, k, outs, idx, cnt, true);
+}
+
+/* The value to host memory h / from h into the merge buffer (or, split,
+ * into the roots of the trees). */
+static int to_host(wrk_comm *c, ckey *k, void *h)
+{
+    if (k->count == 0)
+        return 0;
+    if (!k->whole)
+        return slices(c, k, DEV_HOST, h, false);
+    int rc = dev_copy(c->L, DEV_HOST, h, k->m, k->buf[k->m], k->bytes);
+    return rc ? rc : dev_sync(c->L, -1);
+}
+
+static int from_host(wrk_comm *c, ckey *k, const void *h)
+{
+    int rc = 0;
+    if (k->count == 0)
+        return 0;
+    if (split(c, k)) {
+        for (int d = 0; d < dev_count(c->L) && rc == 0; d++)
+            rc = need(c, d, &k->buf[d], k->bytes);
+        if (rc == 0 && (rc = slices(c, k, DEV_HOST, (char *)h, true)) == 0) {
+            k->sliced = true;
+            k->whole = false;
+        }
+        return rc;
+    }
+    if ((rc = dev_copy(c->L, k->m, k->buf[k->m], DEV_HOST, h, k->bytes)) == 0) {
+        k->whole = true;
+        k->sliced = false;
+    }
+    return rc;
+}
+
+/* Sum of vals into k->buf[m] and every output. */
+static int reduce_spread(wrk_comm *c, ckey *k, const kvs_array *vals, const size_t *vi,
+                         size_t vn, const kvs_array *outs, const size_t *oi, size_t on)
+{
+    int rc = reduce(c, k, vals, vi, vn, !flat(c));
+    if (rc)
+        return rc;
+    return flat(c) ? to_outputs(c, k, outs, oi, on, false) : to_outputs(c, k, outs, oi, on, true);
+}
+
+/* ---------------------------------------------------------- key groups */
+
+/* The arrays of one call grouped by key: group u has the indices
+ * idx[head[u] .. head[u+1]) in call order. */
+typedef struct groups {
+    size_t nu;
+    size_t *head;
+    size_t *idx;
+} groups;
+
+static void groups_fini(groups *g)
+{
+    free(g->head);
+    free(g->idx);
+}
+
+static int group(size_t n, const uint64_t *keys, groups *g)
+{
+    hmap seen;
+    size_t *of = malloc((n ? n : 1) * sizeof *of), *fill = NULL;
+    int rc = 0;
+    memset(g, 0, sizeof *g);
+    g->head = calloc(n + 1, sizeof *g->head);
+    g->idx = malloc((n ? n : 1) * sizeof *g->idx);
+    hmap_init(&seen);
+    if (of == NULL || g->head == NULL || g->idx == NULL) {
+        rc = err_set(KVS_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        void *v = hmap_get(&seen, keys[i]);
+        if (v == NULL) {
+            v = (void *)(uintptr_t)(++g->nu);
+            if (hmap_put(&seen, keys[i], v) != 0) {
+                rc = err_set(KVS_ENOMEM, "out of memory");
+                goto out;
+            }
+        }
+        of[i] = (size_t)(uintptr_t)v - 1;
+        g->head[of[i] + 1]++;
+    }
+    for (size_t u = 0; u < g->nu; u++)
+        g->head[u + 1] += g->head[u];
+    if ((fill = malloc((g->nu ? g->nu : 1) * sizeof *fill)) == NULL) {
+        rc = err_set(KVS_ENOMEM, "out of memory");
+        goto out;
+    }
+    memcpy(fill, g->head, g->nu * sizeof *fill);
+    for (size_t i = 0; i < n; i++)
+        g->idx[fill[of[i]]++] = i;
+out:
+    hmap_fini(&seen);
+    free(of);
+    free(fill);
+    if (rc)
+        groups_fini(g);
+    return rc;
+}
+
+/* Every array of a key in one call has the key's first shape. */
+static int same_shapes(const groups *g, const uint64_t *keys, const kvs_array *a,
+                       const kvs_array *b)
+{
+    for (size_t u = 0; u < g->nu; u++) {
+        const kvs_array *f = a ? &a[g->idx[g->head[u]]] : &b[g->idx[g->head[u]]];
+        for (size_t j = g->head[u]; j < g->head[u + 1]; j++) {
+            size_t i = g->idx[j];
+            if ((a && (a[i].count != f->count || a[i].dtype != f->dtype)) ||
+                (b && (b[i].count != f->count || b[i].dtype != f->dtype)))
+                return err_set(KVS_ESHAPE, "key %llu appears with different counts or dtypes "
+                               "in one call", (unsigned long long)keys[i]);
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------ host staging */
+
+/* Pinned host copies of the device arrays of a[0..n) (copy: their data too);
+ * h gets the host views.  Buffers are appended to *host (count *nhost). */
+static int stage(wrk_comm *c, size_t n, const kvs_array *a, bool copy, kvs_array *h,
+                 void **host, size_t *nhost)
+{
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        h[i] = a[i];
+        if (a[i].device == KVS_CPU)
+            continue;
+        size_t bytes = a[i].count * kvs_dtype_size(a[i].dtype);
+        void *p;
+        if ((rc = dev_alloc(c->L, DEV_HOST, bytes, &p)) != 0)
+            break;
+        host[(*nhost)++] = p;
+        h[i].data = p;
+        h[i].device = KVS_CPU;
+        if (copy)
+            rc = dev_copy(c->L, DEV_HOST, p, a[i].device, a[i].data, bytes);
+    }
+    return rc ? rc : dev_sync(c->L, -1);
+}
+
+static int unstage(wrk_comm *c, size_t n, const kvs_array *outs, const kvs_array *h)
+{
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        if (outs[i].device != KVS_CPU)
+            rc = dev_copy(c->L, outs[i].device, outs[i].data, DEV_HOST, h[i].data,
+                          outs[i].count * kvs_dtype_size(outs[i].dtype));
+    return rc ? rc : dev_sync(c->L, -1);
+}
+
+static void free_host(wrk_comm *c, void **host, size_t nhost)
+{
+    for (size_t i = 0; i < nhost; i++)
+        dev_free(c->L, DEV_HOST, host[i]);
+}
+
+/* ------------------------------------------------------------ local kinds */
+
+/* "local" with device arrays (CommCPU): the host store on staged copies. */
+static int local_cpu(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_t *keys,
+                     const kvs_array *vals, const kvs_array *outs)
+{
+    kvs_array *hv = calloc(n ? n : 1, sizeof *hv), *ho = calloc(n ? n : 1, sizeof *ho);
+    void **host = calloc(2 * n + 1, sizeof *host);
+    size_t nhost = 0;
+    int rc = 0;
+    if (hv == NULL || ho == NULL || host == NULL) {
+        rc = err_set(KVS_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (vals && (rc = stage(c, n, vals, true, hv, host, &nhost)) != 0)
+        goto out;
+    if (outs && (rc = stage(c, n, outs, false, ho, host, &nhost)) != 0)
+        goto out;
+    switch (type) {
+    case WRK_OP_INIT:
+        rc = wrk_local_init(s, n, keys, hv);
+        break;
+    case WRK_OP_PUSH:
+        rc = wrk_local_push(s, n, keys, hv);
+        break;
+    case WRK_OP_PULL:
+        if ((rc = wrk_local_pull(s, n, keys, ho)) == 0)
+            rc = unstage(c, n, outs, ho);
+        break;
+    default:
+        if ((rc = wrk_local_check(s, n, keys, outs, "pushpull output")) == 0 &&
+            (rc = wrk_local_push(s, n, keys, hv)) == 0 &&
+            (rc = wrk_local_pull(s, n, keys, ho)) == 0)
+            rc = unstage(c, n, outs, ho);
+    }
+out:
+    free_host(c, host, nhost);
+    free(host);
+    free(hv);
+    free(ho);
+    return rc;
+}
+
+/* "device" / "nccl": the values live in the merge buffers. */
+static int local_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_t *keys,
+                     const kvs_array *vals, const kvs_array *outs)
+{
+    groups g;
+    int rc = group(n, keys, &g);
+    if (rc)
+        return rc;
+    if ((rc = same_shapes(&g, keys, vals, outs)) != 0)
+        goto out;
+    if (type == WRK_OP_INIT) {
+        pthread_mutex_lock(&s->mu);
+        for (size_t u = 0; u < g.nu && rc == 0; u++) {
+            const kvs_array *a = &vals[g.idx[g.head[u]]];
+            uint64_t key = keys[g.idx[g.head[u]]];
+            wrk_key *k = hmap_get(&s->keys, key);
+            if (k && (k->count != a->count || k->dtype != a->dtype))
+                rc = err_set(KVS_ESHAPE, "key %llu: init has %llu %s elements but the key was "
+                             "initialised with %llu %s elements", (unsigned long long)key,
+                             (unsigned long long)a->count, kvs_dtype_name(a->dtype),
+                             (unsigned long long)k->count, kvs_dtype_name(k->dtype));
+        }
+        for (size_t u = 0; u < g.nu && rc == 0; u++) {
+            const kvs_array *a = &vals[g.idx[g.head[u]]];
+            uint64_t key = keys[g.idx[g.head[u]]];
+            wrk_key *k = hmap_get(&s->keys, key);
+            if (k)
+                continue;
+            if ((k = calloc(1, sizeof *k)) == NULL || hmap_put(&s->keys, key, k) != 0) {
+                free(k);
+                rc = err_set(KVS_ENOMEM, "out of memory");
+                break;
+            }
+            k->count = a->count;
+            k->dtype = a->dtype;
+        }
+        pthread_mutex_unlock(&s->mu);
+    } else {
+        if (vals)
+            rc = wrk_local_check(s, n, keys, vals, "push value");
+        if (rc == 0 && outs)
+            rc = wrk_local_check(s, n, keys, outs, type == WRK_OP_PULL ? "pull output"
+                                                                       : "pushpull output");
+    }
+    for (size_t u = 0; u < g.nu && rc == 0; u++) {
+        const size_t *ix = &g.idx[g.head[u]];
+        size_t cnt = g.head[u + 1] - g.head[u];
+        const kvs_array *shape = vals ? &vals[ix[0]] : &outs[ix[0]];
+        ckey *k;
+        if ((rc = key_get(c, keys[ix[0]], shape, &k)) != 0)
+            break;
+        if (type == WRK_OP_INIT) {
+            if ((rc = dev_copy(c->L, k->m, k->buf[k->m], shape->device, shape->data,
+                               k->bytes)) == 0)
+                rc = dev_sync(c->L, -1);
+            k->whole = true;
+            k->sliced = false;
+        } else if (type == WRK_OP_PUSH) {
+            if ((rc = reduce(c, k, vals, ix, cnt, false)) == 0)
+                rc = dev_sync(c->L, -1);
+        } else if (type == WRK_OP_PULL) {
+            rc = spread(c, k, outs, ix, cnt);
+        } else {
+            rc = reduce_spread(c, k, vals, ix, cnt, outs, ix, cnt);
+        }
+    }
+out:
+    groups_fini(&g);
+    return rc;
+}
+
+/* ------------------------------------------------------------- dist kinds */
+
+static wrk_post *post_new(wrk_comm *c, size_t nhost, size_t ncopies, size_t nkeys, size_t narrays)
+{
+    wrk_post *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return NULL;
+    p->c = c;
+    p->host = calloc(nhost + 1, sizeof *p->host);
+    p->copies = calloc(ncopies + 1, sizeof *p->copies);
+    p->keys = calloc(nkeys + 1, sizeof *p->keys);
+    p->arrays = calloc(narrays + 1, sizeof *p->arrays);
+    if (p->host == NULL || p->copies == NULL || p->keys == NULL || p->arrays == NULL) {
+        wrk_comm_post_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void wrk_comm_post_free(wrk_post *p)
+{
+    if (p == NULL)
+        return;
+    if (p->host)
+        free_host(p->c, p->host, p->nhost);
+    free(p->host);
+    free(p->copies);
+    free(p->keys);
+    free(p->arrays);
+    free(p);
+}
+
+/* dist_* with device arrays: host copies go through the host path; the
+ * pulled values are copied to the device outputs afterwards. */
+static int dist_cpu(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_t *keys,
+                    const kvs_array *vals, const kvs_array *outs, int priority)
+{
+    kvs_array *hv = calloc(n ? n : 1, sizeof *hv), *ho = calloc(n ? n : 1, sizeof *ho);
+    wrk_post *p = post_new(c, 2 * n, n, 0, 0);
+    wrk_op *op = NULL;
+    int rc = 0;
+    if (hv == NULL || ho == NULL || p == NULL) {
+        rc = err_set(KVS_ENOMEM, "out of memory");
+        goto out;
+    }
+    pthread_mutex_lock(&c->mu);
+    if (vals)
+        rc = stage(c, n, vals, true, hv, p->host, &p->nhost);
+    if (rc == 0 && outs)
+        rc = stage(c, n, outs, false, ho, p->host, &p->nhost);
+    pthread_mutex_unlock(&c->mu);
+    if (rc)
+        goto out;
+    for (size_t i = 0; outs && i < n; i++)
+        if (outs[i].device != KVS_CPU)
+            p->copies[p->ncopies++] = (post_copy){outs[i].device, outs[i].data, ho[i].data,
+                                                  outs[i].count * kvs_dtype_size(outs[i].dtype)};
+    if (type == WRK_OP_INIT) {
+        if ((rc = wrk_submit(s, type, n, keys, hv, NULL, 0, &op, NULL)) == 0)
+            rc = wrk_wait_op(s, op);
+        goto out;
+    }
+    rc = wrk_submit(s, type, n, keys, vals ? hv : NULL, outs ? ho : NULL, priority, NULL, p);
+    if (rc == 0)
+        p = NULL; /* the op owns it */
+out:
+    wrk_comm_post_free(p);
+    free(hv);
+    free(ho);
+    return rc;
+}
+
+/* dist_*_device: one summed array per key through the servers. */
+static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_t *keys,
+                    const kvs_array *vals, const kvs_array *outs, int priority)
+{
+    groups g;
+    wrk_post *p = NULL;
+    wrk_op *op = NULL;
+    uint64_t *uk = NULL;
+    kvs_array *hv = NULL, *ho = NULL;
+    int rc = group(n, keys, &g);
+    if (rc)
+        return rc;
+    if ((rc = same_shapes(&g, keys, vals, outs)) != 0)
+        goto out;
+    uk = calloc(g.nu + 1, sizeof *uk);
+    hv = calloc(g.nu + 1, sizeof *hv);
+    ho = calloc(g.nu + 1, sizeof *ho);
+    p = post_new(c, g.nu, 0, outs ? g.nu : 0, outs ? n : 0);
+    if (uk == NULL || hv == NULL || ho == NULL || p == NULL) {
+        rc = err_set(KVS_ENOMEM, "out of memory");
+        goto out;
+    }
+    pthread_mutex_lock(&c->mu);
+    for (size_t u = 0; u < g.nu && rc == 0; u++) {
+        const size_t *ix = &g.idx[g.head[u]];
+        size_t cnt = g.head[u + 1] - g.head[u];
+        const kvs_array *shape = vals ? &vals[ix[0]] : &outs[ix[0]];
+        ckey *k;
+        void *h;
+        uk[u] = keys[ix[0]];
+        if (type == WRK_OP_INIT) {
+            /* rank 0's first value, as it is */
+            if ((rc = stage(c, 1, shape, true, &hv[u], p->host, &p->nhost)) != 0)
+                break;
+            continue;
+        }
+        if ((rc = key_get(c, uk[u], shape, &k)) != 0 ||
+            (rc = dev_alloc(c->L, DEV_HOST, k->bytes, &h)) != 0)
+            break;
+        p->host[p->nhost++] = h;
+        hv[u] = ho[u] = (kvs_array){h, k->count, k->dtype, KVS_CPU};
+        if (vals) {
+            if ((rc = reduce(c, k, vals, ix, cnt, false)) != 0 || (rc = to_host(c, k, h)) != 0)
+                break;
+        }
+        if (outs) {
+            post_key *pk = &p->keys[p->nkeys++];
+            pk->key = uk[u];
+            pk->staging = h;
+            pk->outs = &p->arrays[g.head[u]];
+            for (size_t j = 0; j < cnt; j++)
+                pk->outs[pk->nouts++] = outs[ix[j]];
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (rc)
+        goto out;
+    if (type == WRK_OP_INIT) {
+        if ((rc = wrk_submit(s, type, g.nu, uk, hv, NULL, 0, &op, NULL)) == 0)
+            rc = wrk_wait_op(s, op);
+        goto out;
+    }
+    rc = wrk_submit(s, type, g.nu, uk, vals ? hv : NULL, outs ? ho : NULL, priority, NULL, p);
+    if (rc == 0)
+        p = NULL;
+out:
+    wrk_comm_post_free(p);
+    free(uk);
+    free(hv);
+    free(ho);
+    groups_fini(&g);
+    return rc;
+}
+
+int wrk_comm_call(kvs_store *s, int type, size_t n, const uint64_t *keys, const kvs_array *vals,
+                  const kvs_array *outs, int priority)
+{
+    wrk_comm *c = s->comm;
+    int rc;
+    if (s->kind == WRK_DIST)
+        return c->mode == WRK_COMM_CPU ? dist_cpu(s, c, type, n, keys, vals, outs, priority)
+                                       : dist_dev(s, c, type, n, keys, vals, outs, priority);
+    pthread_mutex_lock(&c->mu);
+    rc = c->mode == WRK_COMM_CPU ? local_cpu(s, c, type, n, keys, vals, outs)
+                                 : local_dev(s, c, type, n, keys, vals, outs);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+/* ------------------------------------------------------ the post thread */
+
+static int run_post(wrk_comm *c, wrk_post *p)
+{
+    int rc = 0;
+    for (size_t i = 0; i < p->ncopies && rc == 0; i++)
+        rc = dev_copy(c->L, p->copies[i].dst_dev, p->copies[i].dst, DEV_HOST, p->copies[i].src,
+                      p->copies[i].bytes);
+    for (size_t i = 0; i < p->nkeys && rc == 0; i++) {
+        post_key *pk = &p->keys[i];
+        ckey *k = hmap_get(&c->keys, pk->key);
+        size_t idx[64], *ix = idx;
+        if (k == NULL)
+            return err_set(KVS_EINTERNAL, "key %llu: no device state", (unsigned long long)pk->key);
+        if (pk->nouts > 64 && (ix = malloc(pk->nouts * sizeof *ix)) == NULL)
+            return err_set(KVS_ENOMEM, "out of memory");
+        for (size_t j = 0; j < pk->nouts; j++)
+            ix[j] = j;
+        rc = from_host(c, k, pk->staging);
+        if (rc == 0)
+            rc = spread(c, k, pk->outs, ix, pk->nouts);
+        if (ix != idx)
+            free(ix);
+    }
+    return rc ? rc : dev_sync(c->L, -1);
+}
+
+bool wrk_comm_post_locked(kvs_store *s, wrk_op *op)
+{
+    wrk_post *p = op->post;
+    wrk_comm *c = s->comm;
+    if (p == NULL || p->ran || (p->ncopies == 0 && p->nkeys == 0))
+        return false;
+    p->ran = true;
+    p->op = op;
+    op->pending = 1;
+    pthread_mutex_lock(&c->qmu);
+    p->next = NULL;
+    if (c->qtail)
+        c->qtail->next = p;
+    else
+        c->qhead = p;
+    c->qtail = p;
+    pthread_cond_signal(&c->qcv);
+    pthread_mutex_unlock(&c->qmu);
+    return true;
+}
+
+static void *post_thread(void *arg)
+{
+    wrk_comm *c = arg;
+    char text[512];
+    for (;;) {
+        pthread_mutex_lock(&c->qmu);
+        while (c->qhead == NULL && !c->qstop)
+            pthread_cond_wait(&c->qcv, &c->qmu);
+        wrk_post *p = c->qhead;
+        if (p == NULL) {
+            pthread_mutex_unlock(&c->qmu);
+            break;
+        }
+        c->qhead = p->next;
+        if (c->qhead == NULL)
+            c->qtail = NULL;
+        pthread_mutex_unlock(&c->qmu);
+        err_clear();
+        pthread_mutex_lock(&c->mu);
+        int rc = run_post(c, p);
+        pthread_mutex_unlock(&c->mu);
+        snprintf(text, sizeof text, "%s", rc ? kvs_last_error() : "");
+        wrk_op_release(c->s, p->op, rc, rc ? text : NULL); /* may free p */
+    }
+    return NULL;
+}
