@@ -57,6 +57,8 @@ if [ "${BENCH_QUICK:-0}" != 1 ]; then
     run bert-base $launch -n 2 -s 2 -- "$BUILD/kvs-bench" --model bert-base --iters 5
     # P3 under a 1 Gbit link between two network namespaces (root only)
     run p3-netns bash bench/p3-netns.sh
+    # what the job secret costs: open vs auth vs curve (bench/security.sh)
+    run security sh bench/security.sh
     # the socket path against a 2-rank Gloo allreduce in the same run
     run gloo-vs-kvsd bash bench/gloo-vs-kvsd.sh
     # server-side optimizers: one update next to one push's add, then whole jobs

@@ -17,6 +17,8 @@ struct srv_fuse {
     uint64_t req_id;       /* the FUSED message's */
     uint64_t left;         /* records not answered yet */
     uint64_t nout;         /* answers collected, not sent */
+    int sender;            /* our node id in those answers (all the same: the server may
+                            * learn its id from the scheduler between two of them) */
     uint8_t *out;          /* the collected answer records */
     uint64_t len, cap;
 };
@@ -45,7 +47,7 @@ static void batch_send(srv_fuser *f, srv_fuse *b)
     zmq_msg_t body;
     if (b->nout == 0)
         return;
-    proto_hdr h = {.type = PROTO_FUSED_REPLY, .sender = *f->node_id, .req_id = b->req_id,
+    proto_hdr h = {.type = PROTO_FUSED_REPLY, .sender = b->sender, .req_id = b->req_id,
                    .count = b->nout, .body_len = b->len};
     if (zmq_msg_init_data(&body, b->out, b->len, free_body, NULL) != 0) {
         /* cannot happen for a non-NULL buffer; the records are lost: log it */
@@ -180,6 +182,9 @@ void srv_fuse_answer(srv_fuser *f, proto_hdr *reply, const char *text, const voi
         net_send_text(f->sock, b->ident, b->ident_len, reply,
                       "server out of memory answering a fused request");
     } else {
+        if (b->nout == 0)
+            b->sender = *f->node_id;
+        reply->sender = b->sender;
         b->len += proto_fused_put(b->out + b->len, reply, data);
         b->nout++;
     }
