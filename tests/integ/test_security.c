@@ -14,7 +14,12 @@
 #include <string.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -470,4 +475,94 @@ IT_TEST(cma_other_process_1x2)
     zmq_ctx_term(ctx);
     IT_ASSERT(t, it_log_has(t, t->server[0], "not the sender's process", 0),
               "the server did not log the refused proof");
+}
+
+/* ---- a huge declared frame ---- */
+
+/* Speak ZMTP 3.0 with mechanism mech ("NULL") to 127.0.0.1:port on a raw TCP
+ * socket, declare one message frame of 1 GiB and stream up to 256 MiB of it
+ * (until the peer closes).  Returns the bytes the peer took. */
+static size_t huge_frame(it_ctx *t, int port, const char *mech)
+{
+    struct sockaddr_in a = {0};
+    uint8_t greet[64] = {0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F, 3, 0};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    IT_ASSERT(t, fd >= 0, "socket: %s", strerror(errno));
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    IT_ASSERT(t, connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect: %s", strerror(errno));
+    memcpy(greet + 12, mech, strlen(mech));
+    static const uint8_t ready[] = {0x04, 28, 5, 'R', 'E', 'A', 'D', 'Y', 11, 'S', 'o', 'c', 'k',
+                                    'e', 't', '-', 'T', 'y', 'p', 'e', 0, 0, 0, 6, 'D', 'E',
+                                    'A', 'L', 'E', 'R'};
+    uint8_t frame[9] = {0x02, 0, 0, 0, 0, 0x40, 0, 0, 0}; /* long frame of 2^30 bytes */
+    size_t sent = 0;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct timeval tv = {2, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    if (send(fd, greet, sizeof greet, MSG_NOSIGNAL) == (ssize_t)sizeof greet &&
+        send(fd, ready, sizeof ready, MSG_NOSIGNAL) == (ssize_t)sizeof ready &&
+        send(fd, frame, sizeof frame, MSG_NOSIGNAL) == (ssize_t)sizeof frame) {
+        static uint8_t zeros[1 << 20];
+        while (sent < (256u << 20)) {
+            ssize_t n = send(fd, zeros, sizeof zeros, MSG_NOSIGNAL);
+            if (n <= 0)
+                break; /* the peer closed (or stopped reading for 2 s) */
+            sent += (size_t)n;
+        }
+    }
+    close(fd);
+    return sent;
+}
+
+/* A peer declaring a 1 GiB frame to the scheduler, to a server of an open
+ * job with KVS_MAX_MESSAGE=1 MiB, and to a server of a job with a secret
+ * (default KVS_MAX_MESSAGE: the handshake refuses it first) leaves each
+ * one's peak memory (VmHWM) less than 16 MiB higher, and the job works. */
+IT_TEST(huge_frame_rss_1x1)
+{
+    static const char *const argv[] = {"sum", "--dtype", "f32", "--rounds", "2", NULL};
+    sec_env(t);
+    it_setenv(t, "KVS_MAX_MESSAGE", "1048576");
+    it_start_scheduler(t, 1, 1, NULL);
+    int sport = start_server_port(t, 0, NULL);
+    pid_t pids[2] = {t->proc[t->sched].pid, t->proc[t->server[0]].pid};
+    int ports[2] = {t->port, sport};
+    const char *names[2] = {"scheduler", "server"};
+    for (int i = 0; i < 2; i++) {
+        unsigned long long before = vm_size(pids[i], "VmHWM:");
+        size_t took = huge_frame(t, ports[i], "NULL");
+        unsigned long long after = vm_size(pids[i], "VmHWM:");
+        it_info(t, "%s: took %zu bytes of a 1 GiB frame; VmHWM %llu -> %llu KiB", names[i], took,
+                before >> 10, after >> 10);
+        IT_ASSERT(t, before > 0 && after < before + (16ull << 20),
+                  "%s grew by %llu MiB", names[i], (after - before) >> 20);
+    }
+    it_start_worker(t, 0, argv, NULL);
+    it_expect_job_ok(t, 60);
+}
+
+IT_TEST(huge_frame_rss_secret_1x1)
+{
+    static const char *const argv[] = {"sum", "--dtype", "f32", "--rounds", "2", NULL};
+    sec_env(t);
+    set_secret(t, "secret", "the job's own secret, 32 bytes!!", 0600);
+    it_start_scheduler(t, 1, 1, NULL);
+    int sport = start_server_port(t, 0, NULL);
+    pid_t pid = t->proc[t->server[0]].pid;
+    const char *mechs[2] = {"NULL", "PLAIN"};
+    for (int i = 0; i < 2; i++) {
+        unsigned long long before = vm_size(pid, "VmHWM:");
+        size_t took = huge_frame(t, sport, mechs[i]);
+        unsigned long long after = vm_size(pid, "VmHWM:");
+        it_info(t, "server, %s: took %zu bytes; VmHWM %llu -> %llu KiB", mechs[i], took,
+                before >> 10, after >> 10);
+        IT_ASSERT(t, before > 0 && after < before + (16ull << 20),
+                  "the server grew by %llu MiB before any proof (%s)", (after - before) >> 20,
+                  mechs[i]);
+    }
+    it_start_worker(t, 0, argv, NULL);
+    it_expect_job_ok(t, 60);
 }

@@ -67,6 +67,8 @@
     X(secret_refusals_1x1, 90)                                                 \
     X(outsider_2x2, 90)                                                        \
     X(cma_other_process_1x2, 60)                                               \
+    X(huge_frame_rss_1x1, 60)                                                  \
+    X(huge_frame_rss_secret_1x1, 60)                                           \
     /* test_workload.c: many keys, huge key counts, fusion */                  \
     X(many_keys_2x2, 180)                                                      \
     X(many_keys_socket_3x2, 180)                                               \
