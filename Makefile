@@ -1,4 +1,4 @@
-# kvsd build.  Targets: all (default), test, demo, bench, asan, install, clean.
+# kvsd build.  Targets: all (default), test, demo, bench, asan, install, uninstall, clean.
 # Project flags live in KVS_CFLAGS; the user's CFLAGS/LDFLAGS are appended.
 # Components may add rules in <dir>/module.mk (included below if present).
 
@@ -132,14 +132,7 @@ asan:
 	$(MAKE) BUILD=build-asan NVCC= EXTRA_CFLAGS="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 	    EXTRA_LDFLAGS="-fsanitize=address,undefined" test
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include
-	install -m 755 $(BINS) deploy/kvs-launch $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 $(LIBKVS_A) $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(LIBKVS_SO) $(DESTDIR)$(PREFIX)/lib/libkvs.so.0
-	ln -sf libkvs.so.0 $(DESTDIR)$(PREFIX)/lib/libkvs.so
-	install -m 644 include/kvs.h $(DESTDIR)$(PREFIX)/include/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|0.1.0|g' deploy/kvs.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kvs.pc
+# install, uninstall: deploy/module.mk
 
 clean:
 	rm -rf build build-asan

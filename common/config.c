@@ -246,6 +246,17 @@ int cfg_load(cfg *c, bool needs_job, char *err, size_t errlen)
     TRY(cfg_get_int("KVS_PORT", 0, 0, 65535, &v, err, errlen));
     c->port = (int)v;
     TRY(get_str("KVS_PORT_FILE", c->port_file, sizeof c->port_file, err, errlen));
+    TRY(cfg_get_int("KVS_METRICS_PORT", 0, 0, 65535, &v, err, errlen));
+    c->metrics_port = (int)v;
+    snprintf(c->metrics_addr, sizeof c->metrics_addr, "0.0.0.0");
+    TRY(get_str("KVS_METRICS_ADDR", c->metrics_addr, sizeof c->metrics_addr, err, errlen));
+    {
+        struct in_addr a;
+        if (inet_pton(AF_INET, c->metrics_addr, &a) != 1)
+            return bad(err, errlen, "KVS_METRICS_ADDR", c->metrics_addr,
+                       "an IPv4 address (0.0.0.0: every interface)");
+    }
+    TRY(get_str("KVS_TRACE", c->trace_path, sizeof c->trace_path, err, errlen));
     TRY(cfg_get_int("KVS_SIM_DEVICES", 0, 0, 64, &v, err, errlen));
     c->sim_devices = (int)v;
     TRY(cfg_get_double("KVS_SIM_LINK_GBPS", 0, 0, 1e6, &c->sim_link_gbps, err, errlen));

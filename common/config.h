@@ -57,6 +57,9 @@ typedef struct cfg {
     bool malloc_tune;               /* KVS_MALLOC_TUNE (libkvs): see common/memtune.h */
     int port;                       /* KVS_PORT: server bind port (0 = ephemeral) */
     char port_file[4096];           /* KVS_PORT_FILE: scheduler writes its bound port here */
+    int metrics_port;               /* KVS_METRICS_PORT: Prometheus /metrics (0 = off) */
+    char metrics_addr[64];          /* KVS_METRICS_ADDR: IPv4 address it listens on */
+    char trace_path[4096];          /* KVS_TRACE (libkvs): Chrome trace file ("" = off) */
     int sim_devices;                /* KVS_SIM_DEVICES: simulated devices (0 = CUDA's) */
     double sim_link_gbps;           /* KVS_SIM_LINK_GBPS: sim copy pacing (0 = off) */
     enum cfg_security security;     /* KVS_SECURITY (default: auth with a secret, else none) */

@@ -13,6 +13,9 @@ endif
 ifneq ($(NVCC),)
 install: install-cuda-plugin
 install-cuda-plugin: $(CUDA_PLUGIN)
-	install -D -m 755 $(CUDA_PLUGIN) $(DESTDIR)$(PREFIX)/lib/libkvs_cuda.so
-.PHONY: install-cuda-plugin
+	install -D -m 755 $(CUDA_PLUGIN) $(DESTDIR)$(LIBDIR)/libkvs_cuda.so
+uninstall: uninstall-cuda-plugin
+uninstall-cuda-plugin:
+	rm -f $(DESTDIR)$(LIBDIR)/libkvs_cuda.so
+.PHONY: install-cuda-plugin uninstall-cuda-plugin
 endif

@@ -328,6 +328,18 @@ const char *kvs_dtype_name(kvs_dtype dtype);
  * KVS_VERSION_STRING, the version of the header compiled against). */
 const char *kvs_version(void);
 
+/* This store's metrics in the Prometheus text format (version 0.0.4): bytes
+ * and messages to and from each server by data path (socket, cma), requests
+ * by type, errors by code, request latency histograms, queue depths, the
+ * scheduler's heartbeat age.  Writes at most len bytes into buf, always
+ * NUL-terminated when len > 0, and returns the length of the whole text
+ * (like snprintf: a return >= len means buf was too small; call again with
+ * a bigger one, or with buf NULL and len 0 to learn the size).  With
+ * KVS_METRICS_PORT set, a worker also serves the same text over HTTP at
+ * /metrics.  Thread-safe.  Errors: KVS_EINVAL (s NULL, or buf NULL with
+ * len > 0), KVS_ETOOBIG. */
+int kvs_metrics(kvs_store *s, char *buf, size_t len);
+
 /* Log levels passed to a log handler. */
 #define KVS_LOG_ERROR (-1)
 #define KVS_LOG_WARN 0

@@ -253,3 +253,10 @@ void net_link_free(net_link *l)
     uv_timer_stop(&l->timer);
     uv_close((uv_handle_t *)&l->timer, on_timer_closed);
 }
+
+double net_link_silence_s(const net_link *l)
+{
+    if (l == NULL || !l->registered)
+        return -1;
+    return (double)(clock_ms() - l->last_ack_ms) / 1000.0;
+}

@@ -40,6 +40,10 @@ bool net_link_gone(const net_link *l);
 /* Send h (sender is set here) with an optional text body. */
 int net_link_send(net_link *l, proto_hdr *h, const char *text);
 
+/* Seconds since the scheduler was last heard from (heartbeat acks and every
+ * other message), or -1 before registration (metrics). */
+double net_link_silence_s(const net_link *l);
+
 /* Stop the timers and close the socket.  NULL is a no-op. */
 void net_link_free(net_link *l);
 

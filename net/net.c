@@ -30,7 +30,28 @@ struct net_sock {
     void *arg;
     struct net_out *q_head, *q_tail;
     size_t queued;
+    net_count_fn count;
+    void *count_arg;
 };
+
+void net_sock_count(net_sock *s, net_count_fn fn, void *arg)
+{
+    s->count = fn;
+    s->count_arg = arg;
+}
+
+/* Count frames [first, n) of a message (first 1: frame 0 is a routing id). */
+static void count_frames(net_sock *s, const zmq_msg_t *f, int n, int out)
+{
+    int first = s->type == ZMQ_ROUTER ? 1 : 0;
+    uint64_t bytes = 0;
+    if (s->count == NULL)
+        return;
+    for (int i = first; i < n; i++)
+        bytes += zmq_msg_size((zmq_msg_t *)&f[i]);
+    s->count(s->count_arg, first && n > 0 ? zmq_msg_data((zmq_msg_t *)&f[0]) : NULL,
+             first && n > 0 ? zmq_msg_size((zmq_msg_t *)&f[0]) : 0, bytes, out);
+}
 
 static void drain(net_sock *s);
 
@@ -235,8 +256,10 @@ static void drain(net_sock *s)
         int rc = recv_one(s, &m);
         if (rc == EAGAIN)
             break;
-        if (rc == 0)
+        if (rc == 0) {
+            count_frames(s, m.frames, m.nframes, 0);
             s->fn(s, &m, s->arg);
+        }
         for (int i = 0; i < m.nframes; i++)
             zmq_msg_close(&m.frames[i]);
         if (s->closing)
@@ -277,6 +300,7 @@ int net_send(net_sock *s, const void *ident, size_t ident_len, const proto_hdr *
         n++;
     }
     o->nframes = n;
+    count_frames(s, o->frames, n, 1);
     if (!s->in_drain)
         /* a send outside our drain may take the edge of ZMQ_FD that announced
          * input (edge-triggered): drain on the next turn instead of waiting */

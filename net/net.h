@@ -76,6 +76,14 @@ int net_send(net_sock *s, const void *ident, size_t ident_len, const proto_hdr *
 int net_send_text(net_sock *s, const void *ident, size_t ident_len, proto_hdr *h,
                   const char *text);
 
+/* Traffic counting (metrics): fn(arg, ident, ident_len, bytes, out) for
+ * every message received (out 0) and every message accepted for sending
+ * (out 1).  bytes: the header and body frames; ident: the routing id (ROUTER
+ * sockets; NULL on others).  fn NULL: off (the default). */
+typedef void (*net_count_fn)(void *arg, const void *ident, size_t ident_len, uint64_t bytes,
+                             int out);
+void net_sock_count(net_sock *s, net_count_fn fn, void *arg);
+
 /* Messages waiting for the high-water mark to clear. */
 size_t net_sock_queued(const net_sock *s);
 

@@ -115,6 +115,7 @@ int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
                         (unsigned long long)h.total);
     }
     h.cma_src = h.cma_dst = 0;
+    h.t_arrive_ns = h.sum_ns = h.t_round_ns = 0;
     h.fuse = 0;
     if (h.flags & PROTO_F_CMA) {
         bool req = is_data_request(h.type);
@@ -135,6 +136,10 @@ int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
         if (bytes > lim->max_message)
             return fail(why, whylen, KVS_ETOOBIG, "%llu bytes > KVS_MAX_MESSAGE (%llu)",
                         (unsigned long long)bytes, (unsigned long long)lim->max_message);
+    } else if (h.type == PROTO_TIMING) {
+        if (h.body_len != PROTO_TIMING_LEN)
+            return fail(why, whylen, KVS_EPROTO, "TIMING of %llu bytes",
+                        (unsigned long long)h.body_len);
     } else if (h.type == PROTO_HELLO || h.type == PROTO_PROOF) {
         if (h.body_len != PROTO_HELLO_LEN)
             return fail(why, whylen, KVS_EPROTO, "%s of %llu bytes", proto_type_name(h.type),
@@ -250,6 +255,7 @@ const char *proto_type_name(int type)
         [PROTO_REFUSED] = "REFUSED",
         [PROTO_CHALLENGE] = "CHALLENGE",
         [PROTO_PROOF] = "PROOF",
+        [PROTO_TIMING] = "TIMING",
         [PROTO_OPT_SET] = "OPT_SET",
         [PROTO_OPT_KEY] = "OPT_KEY",
         [PROTO_SAVE] = "SAVE",

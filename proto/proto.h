@@ -61,6 +61,9 @@ enum proto_type {
     PROTO_PEER_LOST = 41, /* node -> scheduler: key = id of a peer whose data connection
                            * this node lost (closed, or silent past the heartbeat
                            * timeout, or never connected); text body = why */
+    /* operations (56-63) */
+    PROTO_TIMING = 56,   /* server -> worker, just before the REPLY to a request that had
+                          * PROTO_F_TRACE: req_id, key, part echo it; body: proto_timing */
     /* Ranges reserved per feature so that parallel work never reuses a value:
      *   32-39 security (authentication, challenges)
      *   40-47 liveness (departures, data-path pings)
@@ -103,6 +106,8 @@ enum proto_flags {
     PROTO_F_ASYNC = 1u << 0, /* INIT: the key runs dist_async */
     PROTO_F_CMA = 1u << 1,   /* data by reference: the body is a proto_cma descriptor (a
                               * request) or empty (a reply: the value was written there) */
+    PROTO_F_TRACE = 1u << 15, /* data request: the worker traces it (KVS_TRACE); the server
+                               * sends a PROTO_TIMING before the reply */
 };
 
 /* Same-host data path ("cross-memory attach").  A worker on the server's
@@ -114,6 +119,10 @@ enum proto_flags {
 #define PROTO_NONCE_LEN 16
 #define PROTO_HELLO_LEN (16 + PROTO_NONCE_LEN) /* u64 pid, u64 nonce_addr, nonce */
 #define PROTO_CMA_LEN 16                         /* u64 src_addr, u64 dst_addr */
+/* PROTO_TIMING body: u64 ns the request spent on the server (arrival to
+ * reply), u64 ns summing its data, u64 ns from its arrival to the round's
+ * completion (0 when it waited for no round). */
+#define PROTO_TIMING_LEN 24
 
 typedef struct proto_hdr {
     uint16_t type;
@@ -132,6 +141,8 @@ typedef struct proto_hdr {
     uint64_t body_len;
     /* not on the wire: filled by the receiver of a PROTO_F_CMA request */
     uint64_t cma_src, cma_dst;
+    /* not on the wire: a server's timing of a request (PROTO_F_TRACE) */
+    uint64_t t_arrive_ns, sum_ns, t_round_ns;
     /* not on the wire: the server's batch of a record of a FUSED request (0: none) */
     uintptr_t fuse;
 } proto_hdr;

@@ -16,6 +16,13 @@ install-python:
 demo-python: deps all
 	@BUILD=$(BUILD) PYTHON3=$(PYTHON3) sh examples/demo-python.sh
 
+.PHONY: uninstall-python
+uninstall: uninstall-python
+uninstall-python:
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/$(PY_SITE)/kvsd/,$(notdir $(PY_SRC)))
+	rm -rf $(DESTDIR)$(PREFIX)/$(PY_SITE)/kvsd/__pycache__
+	-rmdir $(DESTDIR)$(PREFIX)/$(PY_SITE)/kvsd $(DESTDIR)$(PREFIX)/$(PY_SITE) \
+	    $(DESTDIR)$(PREFIX)/lib/python3 2>/dev/null || true
 # Time per epoch, kvsd vs PyTorch DDP (gloo), W = 2 and 4 (bench/RESULTS.md).
 .PHONY: bench-python
 bench-python: deps all

@@ -9,6 +9,8 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/metrics.h"
+#include "net/http.h"
 #include "net/auth.h"
 #include "net/live.h"
 #include "net/net.h"
@@ -51,6 +53,9 @@ typedef struct sched {
     int exit_code;
     int dead_count;
     uint64_t start_ms;
+    met_reg *met;     /* metrics (KVS_METRICS_PORT serves them) */
+    net_http *http;
+    met_series *m_barriers;
     int end_status;       /* the error SHUTDOWN carries when the job fails (0: peer dead) */
     int fail_status;      /* != 0: the job failed before it started; refuse everyone */
     uint64_t linger_until; /* then exit (fail_status set) */
@@ -63,6 +68,80 @@ static sched_node *find_node(sched *s, const void *ident, size_t len)
         if (s->nodes[i].ident_len == len && !memcmp(s->nodes[i].ident, ident, len))
             return &s->nodes[i];
     return NULL;
+}
+
+/* ---- metrics ---- */
+
+static sched_node *find_node(sched *s, const void *ident, size_t len);
+
+/* The socket's traffic, by node (net_sock_count). */
+static void count_msg(void *arg, const void *ident, size_t len, uint64_t bytes, int dir)
+{
+    sched *s = arg;
+    char peer[32];
+    met_peer p;
+    const sched_node *n = ident ? find_node(s, ident, len) : NULL;
+    if (n && n->id)
+        proto_node_name(n->id, peer, sizeof peer);
+    else
+        snprintf(peer, sizeof peer, "unregistered");
+    met_peer_init(&p, s->met, peer);
+    if (dir)
+        met_peer_out(&p, MET_PATH_SOCKET, bytes);
+    else
+        met_peer_in(&p, MET_PATH_SOCKET, bytes);
+}
+
+/* Before each scrape: the job view (loop thread). */
+static void collect(void *arg)
+{
+    sched *s = arg;
+    static const char *const states[] = {"starting", "running", "done", "failed"};
+    static const char *const nstates[] = {"alive", "dead", "exited"};
+    met_reg *r = s->met;
+    met_fam *hb = met_family(r, MET_GAUGE, "kvs_heartbeat_age_seconds",
+                             "Seconds since the node was last heard from", "node", "host");
+    met_fam *nodes = met_family(r, MET_GAUGE, "kvs_nodes",
+                                "Nodes of the job by role and state", "role", "state");
+    met_fam *job = met_family(r, MET_GAUGE, "kvs_job_state",
+                              "1 for the job's current state, 0 for the others", "state", NULL);
+    int cur = s->done ? (s->exit_code ? 3 : 2) : s->started ? 1 : 0;
+    for (int i = 0; i < 4; i++)
+        met_set(met_get(job, states[i], NULL), i == cur);
+    int count[2][3] = {{0}};
+    uint64_t now = clock_ms();
+    for (int i = 0; i < s->nnodes; i++) {
+        sched_node *n = &s->nodes[i];
+        int ri = n->role == CFG_ROLE_SERVER ? 0 : 1;
+        int st = !n->alive ? 1 : n->exited ? 2 : 0;
+        count[ri][st]++;
+        if (n->id) {
+            char name[32];
+            proto_node_name(n->id, name, sizeof name);
+            met_set(met_get(hb, name, n->host), (double)(now - n->last_seen) / 1000.0);
+        }
+    }
+    for (int ri = 0; ri < 2; ri++)
+        for (int st = 0; st < 3; st++)
+            met_set(met_get(nodes, ri ? "worker" : "server", nstates[st]), count[ri][st]);
+    met_set(met_get(met_family(r, MET_GAUGE, "kvs_job_size", "Nodes the job was configured "
+                               "with (DMLC_NUM_SERVER, DMLC_NUM_WORKER)", "role", NULL),
+                    "server", NULL), s->c->num_server);
+    met_set(met_get(met_family(r, MET_GAUGE, "kvs_job_size", NULL, "role", NULL), "worker",
+                    NULL), s->c->num_worker);
+    met_set(met_get(met_family(r, MET_GAUGE, "kvs_queue_depth", "Messages or requests "
+                               "waiting, by queue", "queue", NULL), "send", NULL),
+            (double)net_sock_queued(s->sock));
+}
+
+static void metrics_init(sched *s)
+{
+    s->met = met_reg_new();
+    met_process_info(s->met, "scheduler");
+    s->m_barriers = met_one(s->met, MET_COUNTER, "kvs_barriers_total",
+                            "Barriers completed (every live worker entered)");
+    met_reg_on_collect(s->met, collect, s);
+    net_sock_count(s->sock, count_msg, s);
 }
 
 static void send_to(sched *s, sched_node *n, proto_hdr *h, const char *text)
@@ -305,6 +384,7 @@ static void check_barrier(sched *s)
     int in, live = live_workers(s, &in);
     if (in == 0 || in < live)
         return;
+    met_add(s->m_barriers, 1);
     for (int i = 0; i < s->nnodes; i++) {
         sched_node *n = &s->nodes[i];
         if (n->in_barrier) {
@@ -458,7 +538,9 @@ static void on_recv(net_sock *sock, net_msg *m, void *arg)
     const void *ident = zmq_msg_data(&m->frames[0]);
     size_t ident_len = zmq_msg_size(&m->frames[0]);
     zmq_msg_t *bodymsg;
-    if (net_msg_decode(m, true, &lim, &h, &bodymsg, why, sizeof why) != 0) {
+    int drc = net_msg_decode(m, true, &lim, &h, &bodymsg, why, sizeof why);
+    if (drc != 0) {
+        met_error(s->met, drc);
         LOG(LOG_WARN, WHO, "net", "dropped a malformed message: %s", why);
         proto_hdr e = {.type = PROTO_ERROR, .status = KVS_EPROTO, .sender = PROTO_SCHEDULER_ID};
         if (m->total >= 1)
@@ -627,6 +709,17 @@ int sched_run(const cfg *c)
     }
     LOG(LOG_INFO, WHO, "net", "listening on port %d for %d servers and %d workers", port,
         c->num_server, c->num_worker);
+    metrics_init(&s);
+    char why[256];
+    if (net_http_metrics(&s.loop, c, s.met, WHO, &s.http, why, sizeof why) != 0) {
+        LOG(LOG_ERROR, WHO, "metrics", "%s", why);
+        net_sock_free(s.sock);
+        uv_walk(&s.loop, close_walk, NULL);
+        uv_run(&s.loop, UV_RUN_DEFAULT);
+        zmq_ctx_term(s.zctx);
+        met_reg_free(s.met);
+        return 1;
+    }
     net_sock_start(s.sock);
     if (net_mon_new(&s.loop, s.zctx, net_sock_zmq(s.sock),
                     ZMQ_EVENT_DISCONNECTED | NET_AUTH_LISTEN_EVENTS, on_monitor,
@@ -652,11 +745,13 @@ int sched_run(const cfg *c)
     zmq_setsockopt(net_sock_zmq(s.sock), ZMQ_LINGER, &linger, sizeof linger);
     net_mon_free(s.mon);
     net_sock_free(s.sock);
+    net_http_free(s.http);
     net_auth_free(s.auth);
     uv_walk(&s.loop, close_walk, NULL);
     uv_run(&s.loop, UV_RUN_DEFAULT);
     uv_loop_close(&s.loop);
     zmq_ctx_term(s.zctx);
+    met_reg_free(s.met);
     free(s.nodes);
     LOG(LOG_INFO, WHO, "job", "exiting with status %d", s.exit_code);
     return s.exit_code;

@@ -10,6 +10,7 @@
 #include <uv.h>
 #include <zmq.h>
 
+#include "common/clock.h"
 #include "common/datapath.h"
 #include "common/log.h"
 #include "common/sizes.h"
@@ -18,6 +19,7 @@
 #include "net/live.h"
 #include "net/net.h"
 #include "server/cma.h"
+#include "server/metrics.h"
 #include "server/ctl.h"
 #include "server/server.h"
 #include "server/fuse.h"
@@ -52,6 +54,7 @@ typedef struct srv {
     uint64_t dropped;
     char endpoint[640];
     srv_cma *cma; /* per worker rank: direct memory access, once proven */
+    srv_met met;  /* metrics (served at KVS_METRICS_PORT) */
     srv_fuser fuser; /* answers to FUSED requests */
 } srv;
 
@@ -61,10 +64,31 @@ static void stop(srv *s, int code)
     uv_stop(&s->loop);
 }
 
+/* A traced request (PROTO_F_TRACE): its timing on this server, just before
+ * its reply. */
+static void send_timing(srv *s, const uint8_t *ident, size_t ident_len, const proto_hdr *req)
+{
+    uint64_t now = clock_ns();
+    proto_hdr t = {.type = PROTO_TIMING, .sender = s->node_id, .req_id = req->req_id,
+                   .key = req->key, .part = req->part, .body_len = PROTO_TIMING_LEN};
+    zmq_msg_t body;
+    if (req->t_arrive_ns == 0 || zmq_msg_init_size(&body, PROTO_TIMING_LEN) != 0)
+        return;
+    uint8_t *b = zmq_msg_data(&body);
+    le_put64(b, now - req->t_arrive_ns);
+    le_put64(b + 8, req->sum_ns);
+    le_put64(b + 16, req->t_round_ns > req->t_arrive_ns ? req->t_round_ns - req->t_arrive_ns : 0);
+    net_send(s->data, ident, ident_len, &t, &body);
+    zmq_msg_close(&body);
+}
+
 static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const proto_hdr *req,
                        int status, const char *text, srv_buf *value, uint64_t round)
 {
     srv *s = arg;
+    if (req->flags & PROTO_F_TRACE)
+        send_timing(s, ident, ident_len, req);
+    int wrank = (req->sender - 9) / 2;
     proto_hdr h = *req;
     h.type = PROTO_REPLY;
     h.sender = s->node_id;
@@ -81,6 +105,7 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
         snprintf(buf, sizeof buf, "%s", text ? text : "");
         LOG(LOG_DEBUG, s->who, "store", "reply %s to %s key %llu: %s", kvs_errname(status),
             proto_type_name(req->type), (unsigned long long)req->key, buf);
+        met_error(s->met.reg, status);
         net_send_text(s->data, ident, ident_len, &h, buf);
         return;
     }
@@ -99,9 +124,11 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
             snprintf(text, sizeof text, "cannot write the value into worker %d's memory: %s",
                      (req->sender - 9) / 2, strerror(errno));
             h.status = KVS_EINVAL;
+            met_error(s->met.reg, KVS_EINVAL);
             net_send_text(s->data, ident, ident_len, &h, text);
             return;
         }
+        srv_met_out(&s->met, wrank, MET_PATH_CMA, h.body_len);
         h.flags = PROTO_F_CMA;
         h.body_len = 0;
         net_send(s->data, ident, ident_len, &h, NULL);
@@ -212,9 +239,11 @@ static void on_cma_request(srv *s, const uint8_t *ident, size_t ident_len, int w
                  (unsigned long long)bytes, wrank, strerror(errno));
         zmq_msg_close(&data);
         e.status = KVS_EINVAL;
+        met_error(s->met.reg, KVS_EINVAL);
         net_send_text(s->data, ident, ident_len, &e, text);
         return;
     }
+    srv_met_in(&s->met, wrank, MET_PATH_CMA, bytes);
     h->body_len = bytes;
     srv_store_handle(&s->store, ident, ident_len, wrank, h, zmq_msg_data(&data), &data);
     zmq_msg_close(&data);
@@ -278,6 +307,7 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
     }
     if (rc != 0) {
         s->dropped++;
+        met_error(s->met.reg, rc);
         LOG(LOG_WARN, s->who, "net", "dropped a malformed message (%llu so far): %s",
             (unsigned long long)s->dropped, why);
         proto_hdr e = {.type = PROTO_ERROR, .status = rc, .sender = s->node_id};
@@ -285,6 +315,9 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
         return;
     }
     int wrank = (h.sender - 9) / 2;
+    srv_met_request(&s->met, h.type);
+    if (h.flags & PROTO_F_TRACE)
+        h.t_arrive_ns = clock_ns();
     LOG(LOG_DEBUG, s->who, "net", "%s key %llu part %u round %llu from worker %d",
         proto_type_name(h.type), (unsigned long long)h.key, h.part,
         (unsigned long long)h.round, wrank);
@@ -493,6 +526,11 @@ int srv_run(const cfg *c)
     net_mon_new(&s->loop, s->zctx, net_sock_zmq(s->data), NET_AUTH_LISTEN_EVENTS, on_data_event,
                 s, &s->mon);
     net_sock_start(s->data);
+    if (srv_met_init(&s->met, c, &s->loop, &s->store, &s->data, &s->link, s->who, err,
+                     sizeof err) != 0) {
+        LOG(LOG_ERROR, s->who, "metrics", "%s", err);
+        goto out;
+    }
     srv_fuser_init(&s->fuser, &s->loop, s->data, &s->node_id);
     if (net_check_host(c->root_uri, "DMLC_PS_ROOT_URI", err, sizeof err) != 0) {
         LOG(LOG_ERROR, s->who, "net", "%s", err);
@@ -515,6 +553,7 @@ int srv_run(const cfg *c)
         (unsigned long long)s->store.rounds_done, (unsigned long long)s->store.bytes_summed,
         (unsigned long long)s->dropped);
 out:
+    srv_met_stop(&s->met);
     srv_ctl_stop(s->ctl); /* a checkpoint being written finishes first */
     net_link_free(s->link);
     net_mon_free(s->mon);
@@ -525,6 +564,7 @@ out:
     uv_loop_close(&s->loop);
     srv_ctl_free(s->ctl);
     srv_store_fini(&s->store);
+    srv_met_fini(&s->met);
     srv_fuser_fini(&s->fuser);
     zmq_ctx_term(s->zctx);
     red_pool_free(s->pool);

@@ -4,8 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/datapath.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/sizes.h"
 #include "server/ctl.h"
 #include "server/store.h"
@@ -26,6 +28,7 @@ struct srv_entry {
     srv_req *waiting, **waiting_tail; /* answered when the round completes */
     srv_req *pulls;                   /* waiting for a later round */
     srv_req *deferred, **deferred_tail; /* pushes for later rounds */
+    uint64_t round_start_ns; /* first push of the current round arrived (metrics) */
     struct srv_upd *upd;                /* optimizer state (server/update.h) */
 };
 
@@ -372,12 +375,15 @@ static void complete_round(srv_store *st, srv_entry *e)
     e->npushed = 0;
     memset(e->pushed, 0, (size_t)st->num_workers);
     st->rounds_done++;
+    met_observe(st->m_round, (double)(clock_ns() - e->round_start_ns) / 1e9);
 
     srv_req *r = e->waiting;
     e->waiting = NULL;
     e->waiting_tail = &e->waiting;
+    uint64_t now = clock_ns();
     while (r) {
         srv_req *n = r->next;
+        r->h.t_round_ns = now;
         if (err)
             reply_err(st, r->ident, r->ident_len, &r->h, err, "%s", why);
         else
@@ -390,6 +396,7 @@ static void complete_round(srv_store *st, srv_entry *e)
         r = *pp;
         if (r->h.round <= e->round) {
             *pp = r->next;
+            r->h.t_round_ns = now;
             if (err)
                 reply_err(st, r->ident, r->ident_len, &r->h, err, "%s", why);
             else
@@ -408,6 +415,9 @@ static void complete_round(srv_store *st, srv_entry *e)
 static bool add_push(srv_store *st, srv_entry *e, srv_req *r, const void *data,
                      zmq_msg_t *msg)
 {
+    uint64_t t0 = clock_ns();
+    if (e->npushed == 0)
+        e->round_start_ns = t0;
     if (e->npushed == 0 && msg && e->bytes >= DP_ADOPT_MIN && zmq_msg_size(msg) == e->bytes) {
         /* the first push of a round becomes the round buffer: no copy */
         e->acc = srv_buf_adopt(msg);
@@ -428,6 +438,9 @@ static bool add_push(srv_store *st, srv_entry *e, srv_req *r, const void *data,
     } else {
         red_add(st->pool, e->dtype, e->acc->data, data, e->count);
     }
+    uint64_t t1 = clock_ns();
+    met_observe(st->m_sum, (double)(t1 - t0) / 1e9);
+    r->h.sum_ns = t1 - t0;
     st->bytes_summed += e->bytes;
     e->pushed[r->wrank] = 1;
     e->npushed++;
@@ -778,4 +791,30 @@ int srv_store_restore(srv_store *st, uint64_t key, uint32_t part, srv_buf *value
     srv_upd_free(e->upd);
     e->upd = upd;
     return 0;
+}
+
+static size_t list_len(const srv_req *r)
+{
+    size_t n = 0;
+    for (; r; r = r->next)
+        n++;
+    return n;
+}
+
+void srv_store_depths(const srv_store *st, srv_store_depth *d)
+{
+    memset(d, 0, sizeof *d);
+    for (size_t i = 0; i < st->entries.cap; i++) {
+        if (st->entries.used[i] != 1)
+            continue;
+        for (const srv_entry *e = st->entries.vals[i]; e; e = e->next) {
+            d->keys++;
+            d->round_pushes += list_len(e->waiting);
+            d->pulls += list_len(e->pulls);
+            d->deferred += list_len(e->deferred);
+        }
+    }
+    for (size_t i = 0; i < st->pending_inits.cap; i++)
+        if (st->pending_inits.used[i] == 1)
+            d->inits += list_len(st->pending_inits.vals[i]);
 }

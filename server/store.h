@@ -64,6 +64,8 @@ typedef struct srv_store {
     char broken_text[512];
     uint64_t rounds_done;
     uint64_t bytes_summed;
+    struct met_series *m_round; /* histograms (may be NULL): first push to round done, */
+    struct met_series *m_sum;   /* and the time summing one push */
     struct srv_optim *optim; /* server/update.h: with an active spec a round's sum
                               * is the gradient of an update (NULL: plain sums) */
     struct srv_ctl *ctl;     /* server/ctl.h: collective requests; may hold data
@@ -80,6 +82,15 @@ void srv_store_fini(srv_store *st);
 void srv_store_handle(srv_store *st, const uint8_t *ident, size_t ident_len, int wrank,
                       const proto_hdr *h, const void *body, zmq_msg_t *bodymsg);
 
+/* What waits in the store (for the metrics). */
+typedef struct srv_store_depth {
+    uint64_t keys;         /* entries (key parts) */
+    uint64_t round_pushes; /* pushes summed into a round that is not complete */
+    uint64_t pulls;        /* pulls waiting for a later round */
+    uint64_t deferred;     /* pushes for a later round */
+    uint64_t inits;        /* inits waiting for rank 0's values */
+} srv_store_depth;
+void srv_store_depths(const srv_store *st, srv_store_depth *d);
 /* Worker wrank left the job normally: every round it did not push can never
  * complete, so the requests waiting for one (now or later) fail. */
 void srv_store_worker_left(srv_store *st, int wrank);

@@ -40,6 +40,17 @@ if [ -x "$BUILD/fuzz/run-corpus" ]; then
         echo "fuzz: 0 passed, 1 failed"; fail=$((fail+1)); status=1
     fi
 fi
+# the metrics responder's HTTP parser: corpus plus 200k random inputs
+if [ -x "$BUILD/fuzz/run-http" ]; then
+    if "$BUILD/fuzz/run-http" -n 200000 tests/fuzz/http-corpus; then
+        echo "fuzz-http: 1 passed, 0 failed"; pass=$((pass+1))
+    else
+        echo "fuzz-http: 0 passed, 1 failed"; fail=$((fail+1)); status=1
+    fi
+fi
+[ -x "$BUILD/tests/kvs-opsworker" ] && run ops bash tests/ops/test-ops.sh
+run install bash tests/ops/test-install.sh
+run deploy bash tests/ops/test-deploy.sh
 if [ -d "$BUILD/gpu" ] && ls "$BUILD"/gpu/* >/dev/null 2>&1; then
     run gpu sh tests/gpu/run.sh
 fi

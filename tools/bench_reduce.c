@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -302,53 +303,68 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     o->inputs = 4;
     o->isa = red_isa_best();
     o->min_time = 0.15;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},         {"json", no_argument, NULL, 'j'},
+        {"cap", no_argument, NULL, 'c'},          {"sizes", required_argument, NULL, 's'},
+        {"threads", required_argument, NULL, 't'}, {"dtypes", required_argument, NULL, 'd'},
+        {"inputs", required_argument, NULL, 'i'}, {"time", required_argument, NULL, 'T'},
+        {"isa", required_argument, NULL, 'I'},    {NULL, 0, NULL, 0}};
+    int ch, isa;
+    char *end;
+    opterr = 0;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'h':
             usage(stdout);
             return 1;
-        } else if (!strcmp(a, "--json")) {
-            o->json = 1;
-        } else if (!strcmp(a, "--cap")) {
-            o->cap = 1;
-        } else if (v == NULL) {
-            fprintf(stderr, "kvs-bench reduce: %s: unknown option or missing value\n", a);
-            return -1;
-        } else if (!strcmp(a, "--sizes") || !strcmp(a, "--threads") || !strcmp(a, "--dtypes")) {
-            if (parse_list(a + 2, v, o)) {
-                fprintf(stderr, "kvs-bench reduce: %s '%s': bad list\n", a, v);
+        case 'j': o->json = 1; break;
+        case 'c': o->cap = 1; break;
+        case 's':
+        case 't':
+        case 'd': {
+            const char *what = ch == 's' ? "sizes" : ch == 't' ? "threads" : "dtypes";
+            if (parse_list(what, optarg, o)) {
+                fprintf(stderr, "kvs-bench reduce: --%s '%s': bad list\n", what, optarg);
                 return -1;
             }
-            i++;
-        } else if (!strcmp(a, "--inputs")) {
-            o->inputs = atoi(v);
-            if (o->inputs < 1 || o->inputs > MAX_INPUTS) {
-                fprintf(stderr, "kvs-bench reduce: --inputs '%s': expected 1..%d\n", v, MAX_INPUTS);
+            break;
+        }
+        case 'i':
+            o->inputs = (int)strtol(optarg, &end, 10);
+            if (*end || o->inputs < 1 || o->inputs > MAX_INPUTS) {
+                fprintf(stderr, "kvs-bench reduce: --inputs '%s': expected 1..%d\n", optarg,
+                        MAX_INPUTS);
                 return -1;
             }
-            i++;
-        } else if (!strcmp(a, "--time")) {
-            o->min_time = atof(v);
-            if (!(o->min_time > 0 && o->min_time < 60)) {
-                fprintf(stderr, "kvs-bench reduce: --time '%s': expected 0 < s < 60\n", v);
+            break;
+        case 'T':
+            o->min_time = strtod(optarg, &end);
+            if (*end || !(o->min_time > 0 && o->min_time < 60)) {
+                fprintf(stderr, "kvs-bench reduce: --time '%s': expected 0 < s < 60\n", optarg);
                 return -1;
             }
-            i++;
-        } else if (!strcmp(a, "--isa")) {
-            int isa;
+            break;
+        case 'I':
             for (isa = 0; isa < RED_ISA_COUNT; isa++)
-                if (!strcmp(v, red_isa_name(isa)))
+                if (!strcmp(optarg, red_isa_name(isa)))
                     break;
             if (isa == RED_ISA_COUNT || !red_isa_supported(isa)) {
-                fprintf(stderr, "kvs-bench reduce: --isa '%s': not known or not on this CPU\n", v);
+                fprintf(stderr, "kvs-bench reduce: --isa '%s': not known or not on this CPU\n",
+                        optarg);
                 return -1;
             }
             o->isa = isa;
-            i++;
-        } else {
-            fprintf(stderr, "kvs-bench reduce: %s: unknown option (try --help)\n", a);
+            break;
+        default:
+            fprintf(stderr, "kvs-bench reduce: %s: unknown option or missing value (try "
+                    "--help)\n", argv[optind - 1]);
             return -1;
         }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "kvs-bench reduce: unexpected argument '%s'\n", argv[optind]);
+        return -1;
     }
     return 0;
 }

@@ -2,6 +2,7 @@
  * processes over 127.0.0.1, the floor that kvsd's numbers are compared with.
  * The echo side keeps the received message and sends it back (no copy). */
 #include <signal.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,17 +62,43 @@ int bench_zmq_main(int argc, char **argv)
 {
     const char *sizes = "4K,256K,4M,64M";
     int iters = 0, fds[2];
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--sizes") && i + 1 < argc)
-            sizes = argv[++i];
-        else if (!strcmp(argv[i], "--iters") && i + 1 < argc)
-            iters = atoi(argv[++i]);
-        else {
-            printf("usage: kvs-bench zmq [--sizes 4K,256K,4M,64M] [--iters N]\n"
-                   "Raw ZeroMQ DEALER->ROUTER echo between two processes over 127.0.0.1:\n"
-                   "the transport floor under kvsd's push/pull numbers.\n");
-            return strcmp(argv[i], "--help") ? 2 : 0;
+    static const struct option longopts[] = {{"sizes", required_argument, NULL, 's'},
+                                             {"iters", required_argument, NULL, 'i'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
+    static const char zusage[] =
+        "usage: kvs-bench zmq [--sizes 4K,256K,4M,64M] [--iters N]\n"
+        "Raw ZeroMQ DEALER->ROUTER echo between two processes over 127.0.0.1:\n"
+        "the transport floor under kvsd's push/pull numbers.\n";
+    int ch;
+    char *end;
+    opterr = 0;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 's':
+            sizes = optarg;
+            break;
+        case 'i':
+            iters = (int)strtol(optarg, &end, 10);
+            if (*end || iters < 1) {
+                fprintf(stderr, "kvs-bench zmq: --iters '%s': expected a positive integer\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'h':
+            fputs(zusage, stdout);
+            return 0;
+        default:
+            fprintf(stderr, "kvs-bench zmq: unknown or incomplete option '%s'\n%s",
+                    argv[optind - 1], zusage);
+            return 2;
         }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "kvs-bench zmq: unexpected argument '%s'\n%s", argv[optind], zusage);
+        return 2;
     }
     if (pipe(fds) != 0)
         return 1;

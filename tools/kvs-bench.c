@@ -6,6 +6,7 @@
  *   deploy/kvs-launch -n 2 -s 2 -- build/kvs-bench --sizes 4K,4M
  * Rank 0 prints the table (or JSON with --json). */
 #include <math.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,88 +76,112 @@ static int parse_size(const char *s, uint64_t *out)
     return 0;
 }
 
+/* Split a comma list; fn(item, o) returns 0 or -1 (it printed why). */
+static int each_item(const char *list, struct opts *o, int (*fn)(const char *, struct opts *))
+{
+    char *dup = strdup(list), *save, *t;
+    int rc = 0;
+    if (dup == NULL)
+        return -1;
+    for (t = strtok_r(dup, ",", &save); t && rc == 0; t = strtok_r(NULL, ",", &save))
+        rc = fn(t, o);
+    free(dup);
+    return rc;
+}
+
+static int add_size(const char *t, struct opts *o)
+{
+    if (o->nsizes == 32 || parse_size(t, &o->sizes[o->nsizes]) != 0) {
+        fprintf(stderr, "kvs-bench: bad size '%s' (e.g. 4K, 256K, 4M, 64M)\n", t);
+        return -1;
+    }
+    o->nsizes++;
+    return 0;
+}
+
+static int add_dtype(const char *t, struct opts *o)
+{
+    int d;
+    for (d = 0; d < KVS_NUM_DTYPES; d++)
+        if (!strcmp(t, kvs_dtype_name((kvs_dtype)d)))
+            break;
+    if (d == KVS_NUM_DTYPES || o->ndtypes == KVS_NUM_DTYPES) {
+        fprintf(stderr, "kvs-bench: unknown dtype '%s'\n", t);
+        return -1;
+    }
+    o->dtypes[o->ndtypes++] = (kvs_dtype)d;
+    return 0;
+}
+
+static int add_op(const char *t, struct opts *o)
+{
+    int k;
+    for (k = 0; k < 3; k++)
+        if (!strcmp(t, op_names[k]))
+            break;
+    if (k == 3 || o->nops == 3) {
+        fprintf(stderr, "kvs-bench: unknown op '%s' (push, pull, pushpull)\n", t);
+        return -1;
+    }
+    o->ops[o->nops++] = k;
+    return 0;
+}
+
+static int parse_int(const char *opt, const char *v, int min, int *out)
+{
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || x < min || x > 100000000) {
+        fprintf(stderr, "kvs-bench: %s '%s': expected an integer >= %d\n", opt, v, min);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},    {"version", no_argument, NULL, 'V'},
+        {"json", no_argument, NULL, 'j'},    {"sizes", required_argument, NULL, 's'},
+        {"dtypes", required_argument, NULL, 'd'}, {"ops", required_argument, NULL, 'o'},
+        {"iters", required_argument, NULL, 'i'},  {"warmup", required_argument, NULL, 'w'},
+        {"type", required_argument, NULL, 't'},   {"optimizer", required_argument, NULL, 'O'},
+        {NULL, 0, NULL, 0}};
+    int ch, rc = 0;
     memset(o, 0, sizeof *o);
     o->iters = 0;
     o->warmup = 3;
     o->type = "dist_sync";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    opterr = 0;
+    optind = 1;
+    while (rc == 0 && (ch = getopt_long(argc, argv, "hV", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'h':
             fputs(usage, stdout);
             exit(0);
-        } else if (!strcmp(a, "--json")) {
-            o->json = 1;
-        } else if (v && !strcmp(a, "--sizes")) {
-            char *dup = strdup(v), *save, *t;
-            for (t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-                if (o->nsizes == 32 || parse_size(t, &o->sizes[o->nsizes]) != 0) {
-                    fprintf(stderr, "kvs-bench: bad size '%s' (e.g. 4K, 256K, 4M, 64M)\n", t);
-                    free(dup);
-                    return -1;
-                }
-                o->nsizes++;
-            }
-            free(dup);
-            i++;
-        } else if (v && !strcmp(a, "--dtypes")) {
-            char *dup = strdup(v), *save, *t;
-            for (t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-                int d;
-                for (d = 0; d < KVS_NUM_DTYPES; d++)
-                    if (!strcmp(t, kvs_dtype_name((kvs_dtype)d)))
-                        break;
-                if (d == KVS_NUM_DTYPES || o->ndtypes == KVS_NUM_DTYPES) {
-                    fprintf(stderr, "kvs-bench: unknown dtype '%s'\n", t);
-                    free(dup);
-                    return -1;
-                }
-                o->dtypes[o->ndtypes++] = (kvs_dtype)d;
-            }
-            free(dup);
-            i++;
-        } else if (v && !strcmp(a, "--ops")) {
-            char *dup = strdup(v), *save, *t;
-            for (t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-                int k;
-                for (k = 0; k < 3; k++)
-                    if (!strcmp(t, op_names[k]))
-                        break;
-                if (k == 3 || o->nops == 3) {
-                    fprintf(stderr, "kvs-bench: unknown op '%s' (push, pull, pushpull)\n", t);
-                    free(dup);
-                    return -1;
-                }
-                o->ops[o->nops++] = k;
-            }
-            free(dup);
-            i++;
-        } else if (v && !strcmp(a, "--iters")) {
-            o->iters = atoi(v);
-            if (o->iters < 1) {
-                fprintf(stderr, "kvs-bench: --iters '%s': expected a positive integer\n", v);
-                return -1;
-            }
-            i++;
-        } else if (v && !strcmp(a, "--warmup")) {
-            o->warmup = atoi(v);
-            if (o->warmup < 0) {
-                fprintf(stderr, "kvs-bench: --warmup '%s': expected >= 0\n", v);
-                return -1;
-            }
-            i++;
-        } else if (v && !strcmp(a, "--optimizer")) {
-            o->optimizer = v;
-            i++;
-        } else if (v && !strcmp(a, "--type")) {
-            o->type = v;
-            i++;
-        } else {
-            fprintf(stderr, "kvs-bench: unknown or incomplete argument '%s'\n%s", a, usage);
+        case 'V':
+            printf("kvs-bench (kvsd) %s\n", KVS_VERSION_STRING);
+            exit(0);
+        case 'j': o->json = 1; break;
+        case 's': rc = each_item(optarg, o, add_size); break;
+        case 'd': rc = each_item(optarg, o, add_dtype); break;
+        case 'o': rc = each_item(optarg, o, add_op); break;
+        case 'i': rc = parse_int("--iters", optarg, 1, &o->iters); break;
+        case 'w': rc = parse_int("--warmup", optarg, 0, &o->warmup); break;
+        case 't': o->type = optarg; break;
+        case 'O': o->optimizer = optarg; break;
+        default:
+            fprintf(stderr, "kvs-bench: unknown or incomplete argument '%s'\n%s",
+                    argv[optind - 1], usage);
             return -1;
         }
+    }
+    if (rc)
+        return -1;
+    if (optind < argc) {
+        fprintf(stderr, "kvs-bench: unexpected argument '%s'\n%s", argv[optind], usage);
+        return -1;
     }
     if (o->nsizes == 0) {
         o->sizes[0] = 4 << 10;
@@ -240,6 +265,8 @@ int main(int argc, char **argv)
     struct opts o;
     kvs_store *s;
     int rc, failures = 0, first = 1;
+    /* one row per line as it is measured, also into a pipe (make bench) */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc > 1 && !strcmp(argv[1], "reduce"))
         return bench_reduce_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "zmq"))

@@ -12,6 +12,7 @@
  * runs the MXNet-like reference planner instead of ours.
  * Exit: 0 all planned / scored valid, 1 a topology failed or a tree set is
  * invalid (output is still complete), 2 usage or configuration error. */
+#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,40 +116,48 @@ static int cmd_plan(int argc, char **argv)
         fprintf(stderr, "kvs-topo: %s\n", err);
         return 2;
     }
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--json")) {
-            json = true;
-        } else if (!strcmp(a, "--reference")) {
-            reference = true;
-        } else if (!strcmp(a, "--topologies") && v) {
-            path = v;
-            i++;
-        } else if (!strcmp(a, "--mode") && v) {
-            if (!strcmp(v, "kl"))
+    static const struct option longopts[] = {
+        {"json", no_argument, NULL, 'j'},          {"reference", no_argument, NULL, 'r'},
+        {"topologies", required_argument, NULL, 't'}, {"mode", required_argument, NULL, 'm'},
+        {"penalty", required_argument, NULL, 'p'},  {"effort", required_argument, NULL, 'e'},
+        {NULL, 0, NULL, 0}};
+    int ch;
+    char *end;
+    opterr = 0;
+    optind = 2;
+    while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'j': json = true; break;
+        case 'r': reference = true; break;
+        case 't': path = optarg; break;
+        case 'm':
+            if (!strcmp(optarg, "kl"))
                 o.mode = TREE_MODE_KL;
-            else if (!strcmp(v, "backtrack"))
+            else if (!strcmp(optarg, "backtrack"))
                 o.mode = TREE_MODE_BACKTRACK;
             else
-                return bad_arg(a, v, "kl or backtrack");
-            i++;
-        } else if (!strcmp(a, "--penalty") && v) {
-            char *end;
-            o.penalty = strtod(v, &end);
-            if (*end || end == v || !(o.penalty > 0 && o.penalty <= 1))
-                return bad_arg(a, v, "a number in (0, 1]");
-            i++;
-        } else if (!strcmp(a, "--effort") && v) {
-            char *end;
-            unsigned long long e = strtoull(v, &end, 10);
-            if (*end || end == v || e > 10000)
-                return bad_arg(a, v, "an integer percentage 0..10000");
+                return bad_arg("--mode", optarg, "kl or backtrack");
+            break;
+        case 'p':
+            o.penalty = strtod(optarg, &end);
+            if (*end || end == optarg || !(o.penalty > 0 && o.penalty <= 1))
+                return bad_arg("--penalty", optarg, "a number in (0, 1]");
+            break;
+        case 'e': {
+            unsigned long long e = strtoull(optarg, &end, 10);
+            if (*end || end == optarg || e > 10000)
+                return bad_arg("--effort", optarg, "an integer percentage 0..10000");
             o.effort = e;
-            i++;
-        } else {
+            break;
+        }
+        default:
             usage(stderr);
             return 2;
         }
+    }
+    if (optind < argc) {
+        usage(stderr);
+        return 2;
     }
     if ((rc = load_topos(path, &topos, &count)) != 0)
         return rc;
@@ -270,20 +279,24 @@ static int cmd_score(int argc, char **argv)
     int count = 0, rc, bad = 0;
     tj_val *doc = NULL;
     const tj_val *results;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--json"))
-            json = true;
-        else if (!strcmp(a, "--topologies") && v)
-            tpath = argv[++i];
-        else if (!strcmp(a, "--trees") && v)
-            spath = argv[++i];
-        else {
+    static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
+                                             {"topologies", required_argument, NULL, 't'},
+                                             {"trees", required_argument, NULL, 's'},
+                                             {NULL, 0, NULL, 0}};
+    int ch;
+    opterr = 0;
+    optind = 2;
+    while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'j': json = true; break;
+        case 't': tpath = optarg; break;
+        case 's': spath = optarg; break;
+        default:
             usage(stderr);
             return 2;
         }
     }
-    if (spath == NULL) {
+    if (spath == NULL || optind < argc) {
         usage(stderr);
         return 2;
     }
@@ -376,15 +389,24 @@ static int cmd_detect(int argc, char **argv)
     bool raw = false, json = false;
     tree_topo t;
     char err[512];
-    for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "--raw"))
-            raw = true;
-        else if (!strcmp(argv[i], "--json"))
-            json = true;
-        else {
+    static const struct option longopts[] = {{"raw", no_argument, NULL, 'r'},
+                                             {"json", no_argument, NULL, 'j'},
+                                             {NULL, 0, NULL, 0}};
+    int ch;
+    opterr = 0;
+    optind = 2;
+    while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'r': raw = true; break;
+        case 'j': json = true; break;
+        default:
             usage(stderr);
             return 2;
         }
+    }
+    if (optind < argc) {
+        usage(stderr);
+        return 2;
     }
     if (tree_topo_detect(&t, raw, err, sizeof err) != 0) {
         fprintf(stderr, "kvs-topo detect: %s\n", err);
@@ -409,46 +431,59 @@ static int cmd_gen(int argc, char **argv)
     double density = 0.5, wl[16] = {1, 2, 3};
     int nw = 3;
     uint64_t seed = 1;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end;
-        if (v == NULL) {
-            usage(stderr);
-            return 2;
-        }
-        i++;
-        if (!strcmp(a, "--n")) {
+    static const struct option longopts[] = {
+        {"n", required_argument, NULL, 'n'},       {"count", required_argument, NULL, 'c'},
+        {"density", required_argument, NULL, 'd'}, {"seed", required_argument, NULL, 's'},
+        {"weights", required_argument, NULL, 'w'}, {NULL, 0, NULL, 0}};
+    int ch;
+    char *end;
+    opterr = 0;
+    optind = 2;
+    while ((ch = getopt_long_only(argc, argv, "", longopts, NULL)) != -1) {
+        const char *v = optarg;
+        switch (ch) {
+        case 'n':
             n = strtol(v, &end, 10);
             if (*end || n < 1 || n > TREE_MAX_N)
-                return bad_arg(a, v, "an integer in 1..64");
-        } else if (!strcmp(a, "--count")) {
+                return bad_arg("--n", v, "an integer in 1..64");
+            break;
+        case 'c':
             count = strtol(v, &end, 10);
             if (*end || count < 1 || count > 100000)
-                return bad_arg(a, v, "an integer in 1..100000");
-        } else if (!strcmp(a, "--density")) {
+                return bad_arg("--count", v, "an integer in 1..100000");
+            break;
+        case 'd':
             density = strtod(v, &end);
             if (*end || !(density >= 0 && density <= 1))
-                return bad_arg(a, v, "a number in [0, 1]");
-        } else if (!strcmp(a, "--seed")) {
+                return bad_arg("--density", v, "a number in [0, 1]");
+            break;
+        case 's':
             seed = strtoull(v, &end, 10);
             if (*end)
-                return bad_arg(a, v, "an integer");
-        } else if (!strcmp(a, "--weights")) {
+                return bad_arg("--seed", v, "an integer");
+            break;
+        case 'w': {
             const char *p = v;
             nw = 0;
             while (*p && nw < 16) {
                 wl[nw] = strtod(p, &end);
                 if (end == p || !(wl[nw] > 0))
-                    return bad_arg(a, v, "positive numbers separated by ','");
+                    return bad_arg("--weights", v, "positive numbers separated by ','");
                 nw++;
                 p = *end == ',' ? end + 1 : end;
                 if (*end && *end != ',')
-                    return bad_arg(a, v, "positive numbers separated by ','");
+                    return bad_arg("--weights", v, "positive numbers separated by ','");
             }
-        } else {
+            break;
+        }
+        default:
             usage(stderr);
             return 2;
         }
+    }
+    if (optind < argc) {
+        usage(stderr);
+        return 2;
     }
     if (n < 1) {
         usage(stderr);
@@ -507,6 +542,10 @@ int main(int argc, char **argv)
         return cmd_gen(argc, argv);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("kvs-topo (kvsd) %s\n", KVS_VERSION_STRING);
         return 0;
     }
     usage(stderr);

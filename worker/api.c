@@ -9,7 +9,9 @@
 #include "common/log.h"
 #include "common/memtune.h"
 #include "common/sizes.h"
+#include "worker/metrics.h"
 #include "tree/tree.h"
+#include "worker/trace.h"
 #include "worker/wrk_int.h"
 
 
@@ -23,6 +25,7 @@ void wrk_op_free(wrk_op *op)
     free(op->reqs);
     free(op->outptrs);
     free(op->tmp);
+    free(op->tleft);
     wrk_comm_post_free(op->post);
     free(op);
 }
@@ -289,6 +292,21 @@ static int plan_rounds_locked(kvs_store *s, wrk_op *op, int type)
     return 0;
 }
 
+/* KVS_TRACE: "queued" for each key of op (its first part carries the round),
+ * at the time of the API call.  Called with mu held, before the I/O thread
+ * can see op. */
+static void trace_queued(kvs_store *s, const wrk_op *op, uint64_t t_call)
+{
+    for (size_t i = 0; i < op->nreqs; i++) {
+        const wrk_req *q = &op->reqs[i];
+        if (i > 0 && op->reqs[i - 1].kidx == q->kidx)
+            continue;
+        wrk_tev ev = {.ts_ns = t_call, .kind = TEV_QUEUED, .op = op->trace_id,
+                      .key = q->h.key, .round = q->h.round, .optype = q->h.type};
+        wrk_trace_add(s->trace, &ev);
+    }
+}
+
 /* Build and queue an op.  vals: data sent (push/pushpull/init); outs: where
  * replies go (pull/pushpull).  Called without mu: the requests are planned
  * (routing, local sums) before the lock is taken, which then only checks
@@ -297,6 +315,7 @@ int wrk_submit(kvs_store *s, int type, size_t n, const uint64_t *keys, const kvs
                const kvs_array *outs, int priority, wrk_op **sync_op, wrk_post *post)
 {
     const kvs_array *shape = vals ? vals : outs;
+    uint64_t t_call = clock_ns();
     size_t *first = NULL, *cnt, *next, *last;
     long nu;
     int rc = 0;
@@ -364,8 +383,10 @@ int wrk_submit(kvs_store *s, int type, size_t n, const uint64_t *keys, const kvs
         goto fail;
     }
 
-    size_t r = 0, o = 0;
+    size_t r = 0, o = 0, ku = 0;
     uint8_t *tmp = op->tmp;
+    if (s->trace && (op->tleft = calloc(op->nkeys ? op->nkeys : 1, sizeof *op->tleft)))
+        op->trace_id = __atomic_add_fetch(&s->trace_seq, 1, __ATOMIC_RELAXED);
     wrk_part partbuf[64];
     for (size_t i = 0; i < n; i++) {
         if (first[i] != i)
@@ -401,10 +422,13 @@ int wrk_submit(kvs_store *s, int type, size_t n, const uint64_t *keys, const kvs
             goto fail;
         }
         wrk_route_chunks(&s->routing, keys[i], a->count, esz, wps);
+        if (op->trace_id)
+            op->tleft[ku] = (uint32_t)parts;
         for (uint64_t p = 0; p < parts; p++) {
             wrk_part wp = wps[p];
             wrk_req *q = &op->reqs[r++];
             q->op = op;
+            q->kidx = (uint32_t)ku;
             q->server = wp.server;
             q->h.type = (uint16_t)(type == WRK_OP_INIT ? PROTO_INIT
                                    : type == WRK_OP_PUSH ? PROTO_PUSH
@@ -431,6 +455,7 @@ int wrk_submit(kvs_store *s, int type, size_t n, const uint64_t *keys, const kvs
         }
         if (wps != partbuf)
             free(wps);
+        ku++;
     }
     op->pending = (int)op->nreqs;
     for (size_t i = 0; i < op->nreqs; i++)
@@ -455,6 +480,8 @@ int wrk_submit(kvs_store *s, int type, size_t n, const uint64_t *keys, const kvs
         pthread_mutex_unlock(&s->mu);
         goto fail;
     }
+    if (op->trace_id)
+        trace_queued(s, op, t_call);
     if (op->nreqs == 0 && !op->sync) {
         /* nothing to do (no keys) */
         pthread_mutex_unlock(&s->mu);
@@ -577,6 +604,21 @@ static int parse_type(const char *type, int *kind, bool *async, int *comm)
                    "'dist_async_device'", type);
 }
 
+/* KVS_TRACE: "%r" in the path becomes the rank (one file per worker). */
+static void trace_path(const char *tmpl, int rank, char *out, size_t len)
+{
+    size_t n = 0;
+    for (const char *p = tmpl; *p && n + 12 < len; p++) {
+        if (p[0] == '%' && p[1] == 'r') {
+            n += (size_t)snprintf(out + n, len - n, "%d", rank);
+            p++;
+        } else {
+            out[n++] = *p;
+        }
+    }
+    out[n] = '\0';
+}
+
 int kvs_create(const char *type, kvs_store **out)
 {
     kvs_store *s;
@@ -619,6 +661,10 @@ int kvs_create(const char *type, kvs_store **out)
         snprintf(s->who, sizeof s->who, "worker %d", s->c.worker_id);
     if (kind == WRK_DIST && s->c.malloc_tune)
         mem_tune();
+    if (wrk_met_init(s) != 0) {
+        rc = err_set(KVS_ENOMEM, "out of memory");
+        goto fail;
+    }
     rc = red_pool_new(s->c.reduction_nthreads, s->c.bigarray_bound, &s->pool);
     if (rc) {
         rc = err_set(rc, "cannot start %d reduction threads", s->c.reduction_nthreads);
@@ -649,6 +695,16 @@ int kvs_create(const char *type, kvs_store **out)
     rc = wrk_io_start(s);
     if (rc)
         goto fail; /* wrk_io_start set the message */
+    if (s->c.trace_path[0]) {
+        char path[sizeof s->c.trace_path + 16];
+        trace_path(s->c.trace_path, s->rank, path, sizeof path);
+        rc = wrk_trace_open(path, s->rank, WRK_TRACE_RING, &s->trace, err, sizeof err);
+        if (rc) {
+            rc = err_set(rc == KVS_EINVAL ? KVS_ECONFIG : rc, "%s", err);
+            goto fail;
+        }
+        LOG(LOG_INFO, s->who, "trace", "writing the timeline to %s", path);
+    }
     *out = s;
     return 0;
 fail:
@@ -768,7 +824,13 @@ static int control_op(kvs_store *s, int type)
     list_append(s, op);
     wrk_io_submit(s, op);
     pthread_mutex_unlock(&s->mu);
-    return wrk_wait_op(s, op);
+    uint64_t t0 = clock_ns();
+    int rc = wrk_wait_op(s, op);
+    if (s->trace && type == WRK_OP_BARRIER) {
+        wrk_tev ev = {.ts_ns = t0, .kind = TEV_BARRIER, .a = clock_ns() - t0, .status = rc};
+        wrk_trace_add(s->trace, &ev);
+    }
+    return rc;
 }
 
 int kvs_barrier(kvs_store *s)
@@ -826,6 +888,13 @@ int kvs_close(kvs_store *s)
         if (rc)
             err_set(rc, "%s", keep);
     }
+    if (s->trace) {
+        if (wrk_trace_dropped(s->trace))
+            LOG(LOG_WARN, s->who, "trace", "%llu timeline events dropped (the writer could "
+                "not keep up)", (unsigned long long)wrk_trace_dropped(s->trace));
+        wrk_trace_close(s->trace);
+        s->trace = NULL;
+    }
     /* free any op still listed (failed and never reported) */
     wrk_op *op = s->ops_head;
     while (op) {
@@ -852,6 +921,7 @@ int kvs_close(kvs_store *s)
     free((void *)s->inflight);
     free(s->cma);
     free(s->hellos);
+    wrk_met_free(s);
     free(s->hello_wait);
     free(s->held_head);
     free(s->held_tail);

@@ -10,6 +10,8 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/sizes.h"
+#include "worker/metrics.h"
+#include "worker/trace.h"
 #include "net/auth.h"
 #include "worker/wrk_int.h"
 
@@ -73,6 +75,7 @@ static void io_fail(kvs_store *s, int err, const char *text, int dead_server, bo
             req_fail(s, q, err, text);
     }
     s->reqs = keep;
+    wrk_met_depth(s);
     fail_held(s, err, text);
     if (err != KVS_ECLOSED) {
         s->io_failed = true;
@@ -195,6 +198,28 @@ static void zc_free(void *data, void *hint)
         credit_return(s, r, n);
 }
 
+/* A timeline event about request q (KVS_TRACE). */
+static void trace_req(kvs_store *s, const wrk_req *q, int kind, uint64_t a, uint64_t b,
+                      uint64_t c, int status)
+{
+    wrk_tev ev = {.ts_ns = clock_ns(), .kind = (uint16_t)kind, .op = q->op->trace_id,
+                  .key = q->h.key, .round = q->h.round, .a = a, .b = b, .c = c,
+                  .server = q->server, .status = status, .part = q->h.part,
+                  .optype = q->h.type};
+    wrk_trace_add(s->trace, &ev);
+}
+
+/* The reply to traced request q arrived: "replied", and "done" when it was
+ * the last part of its key (I/O thread, before the op is released). */
+static void trace_replied(kvs_store *s, const wrk_req *q, int status)
+{
+    if (!s->trace || q->op == NULL || !q->op->trace_id)
+        return;
+    trace_req(s, q, TEV_REPLIED, 0, 0, 0, status);
+    if (q->op->tleft && --q->op->tleft[q->kidx] == 0)
+        trace_req(s, q, TEV_DONE, 0, 0, 0, status);
+}
+
 static void send_req(kvs_store *s, wrk_req *q)
 {
     char text[256];
@@ -234,6 +259,9 @@ static void send_req(kvs_store *s, wrk_req *q)
         return;
     }
     zmq_msg_t body, *bp = NULL;
+    bool traced = s->trace && q->op && q->op->trace_id;
+    if (traced)
+        q->h.flags |= PROTO_F_TRACE; /* the server reports its timing */
     if (s->cma && s->cma[q->server] && bytes >= DP_CMA_MIN &&
         (q->send || q->nouts > 0)) {
         /* same host: the server copies from and into our memory itself */
@@ -246,6 +274,10 @@ static void send_req(kvs_store *s, wrk_req *q)
                  q->nouts > 0 ? (uint64_t)(uintptr_t)q->outs[0] : 0);
         bool counted_zc = q->send && q->h.body_len >= DP_ZERO_COPY_MIN;
         q->cma_out = q->nouts > 0;
+        q->t_sent = clock_ns();
+        wrk_met_sent(s, q, true, bytes);
+        if (traced)
+            trace_req(s, q, TEV_SENT, q->send ? bytes : 0, 1, 0, 0);
         if (net_send(s->servers[q->server], NULL, 0, &h, &body) != 0) {
             hmap_del(&s->reqs, q->req_id);
             snprintf(text, sizeof text, "send to server %d failed", q->server);
@@ -276,6 +308,10 @@ static void send_req(kvs_store *s, wrk_req *q)
     LOG(LOG_DEBUG, s->who, "net", "%s key %llu part %u round %llu to server %d",
         proto_type_name(q->h.type), (unsigned long long)q->h.key, q->h.part,
         (unsigned long long)q->h.round, q->server);
+    q->t_sent = clock_ns();
+    wrk_met_sent(s, q, false, 0);
+    if (traced)
+        trace_req(s, q, TEV_SENT, bp ? q->h.body_len : 0, 0, 0, 0);
     if (net_send(s->servers[q->server], NULL, 0, &q->h, bp) != 0) {
         hmap_del(&s->reqs, q->req_id);
         snprintf(text, sizeof text, "send to server %d failed", q->server);
@@ -354,6 +390,11 @@ static void fuse_flush(kvs_store *s, int r)
         off += proto_fused_put(p + off, &q->h, q->send);
         if (q->h.priority > prio)
             prio = q->h.priority;
+        /* metrics and timeline (a fused part gets no server timing) */
+        q->t_sent = clock_ns();
+        wrk_met_sent(s, q, false, 0);
+        if (s->trace && q->op->trace_id)
+            trace_req(s, q, TEV_SENT, q->send ? q->h.body_len : 0, 0, 0, 0);
     }
     proto_hdr h = {.type = PROTO_FUSED, .sender = s->node_id, .req_id = cid, .priority = prio,
                    .count = n, .body_len = off};
@@ -586,7 +627,16 @@ static void on_reply(kvs_store *s, const proto_hdr *hp, const char *body)
                 proto_type_name(h.type), (unsigned long long)h.req_id);
         return;
     }
+    if (h.type == PROTO_TIMING) { /* a traced request's timing on its server */
+        if (s->trace && q->op && q->op->trace_id && h.sender == proto_server_id(q->server)) {
+            const uint8_t *b = (const uint8_t *)body;
+            trace_req(s, q, TEV_SERVER, le_get64(b), le_get64(b + 8), le_get64(b + 16), 0);
+        }
+        return;
+    }
     hmap_del(&s->reqs, h.req_id);
+    wrk_met_reply(s, q, &h, h.type == PROTO_ERROR && h.status == 0 ? KVS_EPROTO : h.status);
+    trace_replied(s, q, h.type == PROTO_ERROR && h.status == 0 ? KVS_EPROTO : h.status);
     if (s->io_failed)
         close_idle_servers(s);
     if (q->op == NULL) { /* our HELLO */
@@ -820,6 +870,7 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
             return;
         }
         net_sock_start(sock);
+        wrk_met_watch(s, sock, r);
         LOG(LOG_INFO, s->who, "net", "server %d is at %s", r, nodes[i].endpoint);
     }
     free(nodes);
@@ -938,6 +989,11 @@ static void on_link_fail(void *arg, int err, const char *why)
     io_fail_all(s, err, why);
 }
 
+static void on_met_timer(uv_timer_t *t)
+{
+    wrk_met_tick(t->data);
+}
+
 static void close_walk(uv_handle_t *h, void *arg)
 {
     (void)arg;
@@ -950,6 +1006,7 @@ static void *io_main(void *arg)
     kvs_store *s = arg;
     uv_run(&s->loop, UV_RUN_DEFAULT);
     /* stopping: close sockets and handles, let the closes run */
+    wrk_met_stop(s);
     net_link_free(s->link);
     s->link = NULL;
     for (int r = 0; s->servers && r < s->c.num_server; r++) {
@@ -979,6 +1036,10 @@ int wrk_io_start(kvs_store *s)
     s->wake.data = s;
     uv_timer_init(&s->loop, &s->grace);
     s->grace.data = s;
+    uv_timer_init(&s->loop, &s->met_timer);
+    s->met_timer.data = s;
+    uv_timer_start(&s->met_timer, on_met_timer, 1000, 1000);
+    uv_unref((uv_handle_t *)&s->met_timer);
     uv_timer_init(&s->loop, &s->connect_timer);
     s->connect_timer.data = s;
     s->zctx = zmq_ctx_new();
@@ -986,6 +1047,18 @@ int wrk_io_start(kvs_store *s)
     rc = s->zctx == NULL ? KVS_ENET
                          : net_link_new(&s->loop, s->zctx, &s->c, CFG_ROLE_WORKER, s->host, "-",
                                         s->c.worker_id, s->who, &cbs, s, &s->link);
+    if (rc == 0 && wrk_met_serve(s) != 0) {
+        char keep[512];
+        snprintf(keep, sizeof keep, "%s", kvs_last_error());
+        net_link_free(s->link);
+        s->link = NULL;
+        uv_walk(&s->loop, close_walk, NULL);
+        uv_run(&s->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&s->loop);
+        zmq_ctx_term(s->zctx);
+        s->zctx = NULL;
+        return err_set(KVS_ENET, "%s", keep);
+    }
     if (rc) {
         uv_walk(&s->loop, close_walk, NULL);
         uv_run(&s->loop, UV_RUN_DEFAULT);

@@ -71,6 +71,8 @@ typedef struct wrk_req {
     int nouts;
     uint8_t **outs;      /* where reply data goes (each h.count elements) */
     bool cma_out;        /* (io) sent by reference: the server writes outs[0] itself */
+    uint64_t t_sent;     /* (io) clock_ns() when sent (metrics, trace) */
+    uint32_t kidx;       /* index of its key in op->keys (trace) */
     struct wrk_req *hnext; /* (io) in held[server]: waits for that server's HELLO answer */
     uint64_t batch;      /* (io) req_id of the FUSED message that carried it, or 0 */
     bool credited;       /* (io) its zero-copy body counts against the p3 credit */
@@ -99,6 +101,8 @@ struct wrk_op {
     wrk_req *reqs;
     uint8_t **outptrs;   /* storage behind reqs[].outs */
     void *tmp;           /* locally summed push data */
+    uint64_t trace_id;   /* KVS_TRACE: the op's number (0: not traced) */
+    uint32_t *tleft;     /* KVS_TRACE: per key, parts not yet replied (io) */
     struct wrk_ctl_res *ctl; /* WRK_OP_CTL: where replies go (owned by the caller) */
     wrk_post *post;      /* comm.c: host staging; broadcast to device outputs when done */
 };
@@ -170,6 +174,10 @@ struct kvs_store {
     bool io_failed;    /* the job failed: server sockets close once idle */
     uint64_t next_req;
     char host[CFG_HOST_MAX];
+    struct wrk_met *met;  /* metrics (worker/metrics.c); counters atomic */
+    struct wrk_trace *trace; /* KVS_TRACE timeline (worker/trace.c), or NULL */
+    uint64_t trace_seq;   /* last op number given (atomic) */
+    uv_timer_t met_timer; /* (io) heartbeat age, once a second */
 };
 
 /* io.c */

@@ -39,3 +39,27 @@ fuzz: $(FUZZ_BIN)
 fuzz-seeds: $(FUZZ_RUNNER)
 	$(FUZZ_RUNNER) --write-seeds $(FUZZ_CORPUS)
 TEST_DEPS += $(FUZZ_RUNNER)
+
+# The metrics responder's HTTP parser (net/http.c): same two builds.
+#   make fuzz-http          libFuzzer + ASan/UBSan for FUZZ_SECONDS
+#   $(BUILD)/fuzz/run-http  replay tests/fuzz/http-corpus + random inputs (make test)
+HTTP_RUNNER     := $(FUZZ_DIR)/run-http
+HTTP_FUZZ_BIN   := $(FUZZ_DIR)/fuzz-http
+HTTP_CORPUS     := tests/fuzz/http-corpus
+HTTP_TARGET_SRC := tests/fuzz/fuzz_http.c net/http.c common/log.c common/config.c common/metrics.c common/err.c
+
+$(HTTP_RUNNER): $(call obj,tests/fuzz/run-http.c tests/fuzz/fuzz_http.c) $(LIBKVS_A)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
+
+$(HTTP_FUZZ_BIN): $(HTTP_TARGET_SRC) $(wildcard net/*.h common/*.h include/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CLANG) -std=gnu11 -g -O1 -Iinclude -I. -D_GNU_SOURCE \
+	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	    -o $@ $(HTTP_TARGET_SRC) -luv -pthread -lm
+
+.PHONY: fuzz-http
+fuzz-http: $(HTTP_FUZZ_BIN)
+	@mkdir -p $(FUZZ_DIR)/http-corpus
+	$(HTTP_FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=9000 -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/http-corpus $(HTTP_CORPUS)
+TEST_DEPS += $(HTTP_RUNNER)

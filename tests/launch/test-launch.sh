@@ -180,7 +180,7 @@ printf 'hostA 2\n# a comment\nhostB slots=1   # trailing comment\n\n' >"$WORK/ho
 run --launcher ssh -H "$WORK/hosts" --port 9000 -n 3 -s 2 --env FOO=bar --dry-run -- python3 train.py --lr 0.1
 check "ssh dry run: one ssh line per process" eval '[[ $RC == 0 ]] && [[ $(grep -c "^ssh -o BatchMode=yes " "$WORK/out") == 6 ]]'
 check "ssh dry run: scheduler on first host, fixed port" \
-    eval 'grep -q "^ssh -o BatchMode=yes hostA .*env FOO=bar DMLC_PS_ROOT_URI=hostA DMLC_PS_ROOT_PORT=9000 DMLC_NUM_SERVER=2 DMLC_NUM_WORKER=3 DMLC_ROLE=scheduler DMLC_NODE_HOST=hostA $BIN/kvs-scheduler " "$WORK/out"'
+    eval 'grep -q "^ssh -o BatchMode=yes hostA .*env .*FOO=bar DMLC_PS_ROOT_URI=hostA DMLC_PS_ROOT_PORT=9000 DMLC_NUM_SERVER=2 DMLC_NUM_WORKER=3 DMLC_ROLE=scheduler DMLC_NODE_HOST=hostA $BIN/kvs-scheduler " "$WORK/out"'
 check "ssh dry run: servers round-robin" \
     eval 'grep -q "^ssh -o BatchMode=yes hostA .*DMLC_SERVER_ID=0 DMLC_NODE_HOST=hostA " "$WORK/out" && grep -q "^ssh -o BatchMode=yes hostB .*DMLC_SERVER_ID=1 DMLC_NODE_HOST=hostB " "$WORK/out"'
 check "ssh dry run: workers over slots, command quoted, cd to cwd" \
@@ -193,7 +193,7 @@ check "ssh: bad hostfile line -> exit 2 with file:line" eval '[[ $RC == 2 ]] && 
 
 run --launcher mpi -H "$WORK/hosts" --port 9000 -n 2 -s 1 --env FOO=bar --dry-run -- python3 train.py
 check "mpi dry run: mpirun line with a role wrapper per rank" \
-    eval '[[ $RC == 0 ]] && [[ $(cat "$WORK/out") == "mpirun -np 4 --hostfile $WORK/hosts -x KVS_SECRET $LAUNCH --role-from-rank -n 2 -s 1 --port 9000 --scheduler-host hostA --env FOO=bar -- python3 train.py" ]]'
+    eval '[[ $RC == 0 ]] && [[ $(head -n 1 "$WORK/out" | sed "s|--hostfile [^ ]*kvs-launch-hosts[^ ]*|--hostfile HF|") == "mpirun -np 4 --hostfile HF -x KVS_SECRET $LAUNCH --role-from-rank -n 2 -s 1 --port 9000 --scheduler-host hostA --env FOO=bar -- python3 train.py" ]]'
 run --launcher slurm --port 9000 -n 2 -s 1 --srun-args "--nodes=2" --dry-run -- python3 train.py
 check "slurm dry run: srun line with a role wrapper per rank" \
     eval '[[ $RC == 0 ]] && [[ $(cat "$WORK/out") == "srun --ntasks=4 --kill-on-bad-exit=1 --nodes=2 $LAUNCH --role-from-rank -n 2 -s 1 --port 9000 --rank-var SLURM_PROCID -- python3 train.py" ]]'
@@ -231,9 +231,9 @@ check "slurm dry run: no secret on the srun line" eval '[[ $RC == 0 ]] && ! out_
 # ------------------------------------------------------------ role wrapper (mpi/slurm ranks)
 role() { run --role-from-rank -n 3 -s 1 --port 9000 --scheduler-host hostA --env FOO=bar -- sh -c 'echo "$DMLC_ROLE $DMLC_WORKER_ID $DMLC_PS_ROOT_URI $DMLC_PS_ROOT_PORT $FOO"'; }
 OMPI_COMM_WORLD_RANK=3 role
-check "role wrapper: rank 3 of 1+1+3 -> worker 1" eval '[[ $RC == 0 ]] && [[ $(cat "$WORK/out") == "worker 1 hostA 9000 bar" ]]'
+check "role wrapper: rank 3 of 1+1+3 -> worker 1 (output prefixed)" eval '[[ $RC == 0 ]] && [[ $(cat "$WORK/out") == "[worker 1] worker 1 hostA 9000 bar" ]]'
 FAKE_SERVER_FAIL="0 7" PMI_RANK=1 role
-check "role wrapper: rank 1 -> kvs-server with DMLC_SERVER_ID=0" eval '[[ $RC == 7 ]] && out_has "server 0 connecting to hostA:9000"'
+check "role wrapper: rank 1 -> kvs-server with DMLC_SERVER_ID=0" eval '[[ $RC == 7 ]] && out_has "[server 0] server 0 connecting to hostA:9000"'
 FAKE_SCHED_EXIT=4 SLURM_PROCID=0 role
 check "role wrapper: rank 0 -> kvs-scheduler" eval '[[ $RC == 4 ]] && err_has "fake scheduler:"'
 SLURM_PROCID=5 role
@@ -260,6 +260,86 @@ check "ssh: a failing worker stops the remote processes (EOF watchdog)" \
 check "  ... and no orphans" no_orphans
 unset KVS_LAUNCH_SSH
 
+# ------------------------------------------------------------ launch.py habits
+run --version
+check "--version prints the version from include/kvs.h" eval '[[ $RC == 0 ]] && grep -qx "kvs-launch (kvsd) [0-9]*\.[0-9]*\.[0-9]*" "$WORK/out" && [[ $(cut -d" " -f3 "$WORK/out") == $(awk "/define KVS_VERSION_MAJOR/{a=\$3}/define KVS_VERSION_MINOR/{b=\$3}/define KVS_VERSION_PATCH/{c=\$3}END{print a\".\"b\".\"c}" "$ROOT/include/kvs.h") ]]'
+run -n 2 -s 1 --env OMP_NUM_THREADS:3 --env 'A=x:y' --env-server SRV_ONLY:1 --env-worker WRK=yes --dry-run -- ./train
+check "--env K:V (launch.py form) becomes K=V in every process; K=a:b stays" \
+    eval '[[ $RC == 0 ]] && [[ $(grep -c "OMP_NUM_THREADS=3 A=x:y " "$WORK/out") == 4 ]]'
+check "--env-server reaches only the servers, --env-worker only the workers" \
+    eval '[[ $(grep -c SRV_ONLY=1 "$WORK/out") == 1 ]] && grep -q "DMLC_ROLE=server .*SRV_ONLY=1 .*kvs-server$" "$WORK/out" && [[ $(grep -c WRK=yes "$WORK/out") == 2 ]] && ! grep -q "DMLC_ROLE=scheduler.*WRK=yes" "$WORK/out"'
+bad_args "--env-worker bad"  "is not NAME=VALUE (or NAME:VALUE)" -n 1 -s 1 --env-worker 9X=1 -- true
+bad_args "--env-server reserved" "set by the launcher" -n 1 -s 1 --env-server DMLC_ROLE:x -- true
+bad_args "--sync-dst-dir local" "is for --launcher ssh" -n 1 -s 1 --sync-dst-dir /x -- true
+bad_args "--metrics-port bad" "is not a port number" -n 1 -s 1 --metrics-port 65535 -- true
+run -n 2 -s 2 --metrics-port 9100 --dry-run -- ./train
+check "--metrics-port P: scheduler P, server i P+1+i, workers none" \
+    eval 'grep -q "DMLC_ROLE=scheduler .*KVS_METRICS_PORT=9100 " "$WORK/out" && grep -q "DMLC_SERVER_ID=0 .*KVS_METRICS_PORT=9101 " "$WORK/out" && grep -q "DMLC_SERVER_ID=1 .*KVS_METRICS_PORT=9102 " "$WORK/out" && ! grep -q "DMLC_ROLE=worker.*KVS_METRICS_PORT" "$WORK/out"'
+
+# ssh: search paths travel along; --sync-dst-dir copies once per host first
+PATH=$PATH:/opt/kvs-test/bin LD_LIBRARY_PATH=/opt/kvs-test/lib PYTHONPATH=/opt/kvs-test/py \
+    run --launcher ssh -H "$WORK/hosts" --port 9000 -n 3 -s 2 --sync-dst-dir /srv/job --dry-run -- python3 train.py
+check "ssh dry run: PATH, LD_LIBRARY_PATH, PYTHONPATH forwarded to every process" \
+    eval '[[ $RC == 0 ]] && [[ $(grep -c "PATH=[^ ]*:/opt/kvs-test/bin LD_LIBRARY_PATH=/opt/kvs-test/lib PYTHONPATH=/opt/kvs-test/py " "$WORK/out") == 6 ]]'
+check "ssh dry run: --sync-dst-dir: one rsync per host, then cd there" \
+    eval '[[ $(grep -c "^rsync -a -e .* ./ host[AB]:/srv/job/$" "$WORK/out") == 2 ]] && [[ $(head -n 2 "$WORK/out" | grep -c ^rsync) == 2 ]] && [[ $(grep -c "cd /srv/job " "$WORK/out") == 6 ]]'
+run --launcher ssh -H "$WORK/hosts" --port 9000 -n 1 -s 1 --env PATH=/only --dry-run -- true
+check "ssh: --env PATH=... wins over the forwarded PATH" eval '[[ $RC == 0 ]] && ! grep -q "PATH=[^ ]*/usr" "$WORK/out" && [[ $(grep -c " PATH=/only " "$WORK/out") == 3 ]]'
+
+# ssh end to end with --sync-dst-dir (stand-in rsync copies locally) and --log-dir
+mkdir -p "$WORK/src/sub" && echo payload >"$WORK/src/sub/data.txt"
+cat >"$BIN/fake-rsync" <<'EOF'
+#!/bin/sh
+# Stand-in for rsync (tests/launch): fake-rsync -a -e SSH SRC/ HOST:DIR/ copies SRC into DIR.
+[ -n "${FAKE_RSYNC_LOG:-}" ] && echo "$*" >>"$FAKE_RSYNC_LOG"
+while [ $# -gt 2 ]; do shift; done
+mkdir -p "${2#*:}" && cp -R "$1". "${2#*:}"
+EOF
+chmod +x "$BIN/fake-rsync"
+export KVS_LAUNCH_SSH=$BIN/fake-ssh KVS_LAUNCH_RSYNC=$BIN/fake-rsync FAKE_RSYNC_LOG=$WORK/rsync.log
+printf '127.0.0.1\nlocalhost\n' >"$WORK/lhosts2"
+(cd "$WORK/src" && timeout -s KILL 25 "$LAUNCH" --launcher ssh -H "$WORK/lhosts2" --port 9000 -n 2 -s 1 \
+    --sync-dst-dir "$WORK/dst" --log-dir "$WORK/logs" --shutdown-timeout 1 -- \
+    sh -c 'echo "worker $DMLC_WORKER_ID in $PWD reads $(cat sub/data.txt)"; echo "worker $DMLC_WORKER_ID err" >&2' \
+    >"$WORK/out" 2>"$WORK/err" </dev/null); RC=$?
+check "ssh + --sync-dst-dir: copied once per host, workers run in the copy" \
+    eval '[[ $RC == 0 ]] && [[ $(wc -l <"$WORK/rsync.log") == 2 ]] && out_has "[worker 0] worker 0 in $WORK/dst reads payload" && out_has "[worker 1] worker 1 in $WORK/dst reads payload"'
+check "--log-dir: one file per process, unprefixed, stdout and stderr" \
+    eval 'for f in scheduler server-0 worker-0 worker-1; do [[ -f $WORK/logs/$f.log ]] || exit 1; done; grep -qx "worker 1 in $WORK/dst reads payload" "$WORK/logs/worker-1.log" && grep -qx "worker 1 err" "$WORK/logs/worker-1.log" && ! grep -q "worker 0" "$WORK/logs/worker-1.log" && grep -q "^server 0 connecting to" "$WORK/logs/server-0.log"'
+check "--log-dir: the console keeps its prefixes" eval 'err_has "[worker 1] worker 1 err"'
+unset KVS_LAUNCH_SSH KVS_LAUNCH_RSYNC FAKE_RSYNC_LOG
+
+# mpi: Open MPI hostfile form; per-rank prefixes and log files in the role wrapper
+printf 'hostA 2\nhostB slots=3\nhostC\n' >"$WORK/mhosts"
+run --launcher mpi -H "$WORK/mhosts" --port 9000 -n 2 -s 1 --dry-run -- ./train
+check "mpi dry run: 'host N' becomes Open MPI's 'host slots=N'" \
+    eval '[[ $RC == 0 ]] && grep -qx "# hostfile: hostA slots=2" "$WORK/out" && grep -qx "# hostfile: hostB slots=3" "$WORK/out" && grep -qx "# hostfile: hostC" "$WORK/out" && grep -q "^mpirun -np 4 --hostfile /[^ ]*kvs-launch-hosts" "$WORK/out"'
+printf 'hostA two\n' >"$WORK/mbad"
+run --launcher mpi -H "$WORK/mbad" --port 9000 -n 1 -s 1 --dry-run -- ./train
+check "mpi: a bad hostfile line -> exit 2" eval '[[ $RC == 2 ]] && err_has "expected '"'"'host'"'"', '"'"'host N'"'"' or '"'"'host slots=N'"'"'"'
+cat >"$BIN/fake-mpirun" <<'EOF'
+#!/bin/bash
+# Stand-in for mpirun (tests/launch): -np N --hostfile F CMD... runs N ranks here.
+[[ $1 == -np ]] || exit 9; n=$2; shift 2
+[[ $1 == --hostfile ]] && { cp "$2" "$FAKE_MPI_HOSTS"; shift 2; }
+while [[ $1 == -x ]]; do shift 2; done   # exported variables: inherited here anyway
+pids=()
+for ((r = 0; r < n; r++)); do OMPI_COMM_WORLD_RANK=$r "$@" & pids+=($!); done
+st=0; for p in "${pids[@]}"; do wait "$p" || st=1; done; exit $st
+EOF
+chmod +x "$BIN/fake-mpirun"
+mkdir -p "$WORK/mdone" "$WORK/mtmp"
+TMPDIR=$WORK/mtmp KVS_LAUNCH_MPIRUN=$BIN/fake-mpirun FAKE_MPI_HOSTS=$WORK/mpihosts.used FAKE_DONE_DIR=$WORK/mdone \
+    run --launcher mpi -H "$WORK/mhosts" --scheduler-host 127.0.0.1 --port 9000 -n 2 -s 1 --env-worker WHO=w \
+    --log-dir "$WORK/mlogs" -- sh -c '$0 ok; echo "env WHO=$WHO"' "$W"
+check "mpi run: every rank's output prefixed with its role" \
+    eval 'out_has "[worker 1] worker 1 of 2" && out_has "[worker 0] env WHO=w" && out_has "[server 0] server 0 connecting to 127.0.0.1:9000" && err_has "[worker 1] worker 1 to stderr"'
+check "mpi run: the generated hostfile was used and removed" \
+    eval 'grep -qx "hostA slots=2" "$WORK/mpihosts.used" && [[ -z $(ls -A "$WORK/mtmp") ]]'
+check "mpi run: --log-dir files per rank" eval 'grep -qx "env WHO=w" "$WORK/mlogs/worker-0.log" && grep -q "^server 0 connecting" "$WORK/mlogs/server-0.log"'
+SLURM_PROCID=2 run --role-from-rank -n 2 -s 1 --port 9000 --scheduler-host hostA -- sh -c 'echo out; echo err >&2; exit 3'
+check "slurm rank: prefixed both streams, exit status kept" \
+    eval '[[ $RC == 3 ]] && [[ $(cat "$WORK/out") == "[worker 0] out" ]] && err_has "[worker 0] err"'
 # ------------------------------------------------------------ launcher SIGKILLed
 # kvs-guard: nothing the launcher started outlives it, even a process that
 # ignores SIGTERM (SIGKILL 3 s later).

@@ -1,0 +1,107 @@
+/* opsworker.c - kvs-opsworker: the worker of tests/ops/test-ops.sh.
+ *
+ *   kvs-opsworker DIR ROUNDS
+ *
+ * Inits two keys (1: 1000 float32, sent inline; 2: 32768 float32 = 128 KiB,
+ * sent by direct copy to a same-host server), runs ROUNDS pushpulls of both
+ * with a barrier after each round, and checks every element of every sum
+ * exactly (worker w pushes w + 1 + r in round r).  Then it writes its
+ * kvs_metrics() text to DIR/worker-<rank>.prom, creates DIR/ready-<rank>,
+ * and waits (deadline 120 s) for DIR/go before it closes: the test scrapes
+ * the daemons while the job is still running.  Exit 0 iff all was right.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvs.h"
+
+#define N1 1000
+#define N2 32768
+
+static int fail(const char *what, int rc)
+{
+    fprintf(stderr, "opsworker: %s: %s: %s\n", what, kvs_errname(rc), kvs_last_error());
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: kvs-opsworker DIR ROUNDS\n");
+        return 2;
+    }
+    const char *dir = argv[1];
+    int rounds = atoi(argv[2]);
+    kvs_store *kv;
+    int rc = kvs_create("dist_sync", &kv);
+    if (rc)
+        return fail("kvs_create", rc);
+    int rank = kvs_rank(kv), nw = kvs_num_workers(kv);
+    static float a[N1], b[N2], oa[N1], ob[N2];
+    uint64_t keys[2] = {1, 2};
+    kvs_array vals[2] = {{a, N1, KVS_FLOAT32, KVS_CPU}, {b, N2, KVS_FLOAT32, KVS_CPU}};
+    kvs_array outs[2] = {{oa, N1, KVS_FLOAT32, KVS_CPU}, {ob, N2, KVS_FLOAT32, KVS_CPU}};
+    if ((rc = kvs_init(kv, 2, keys, vals)) != 0)
+        return fail("kvs_init", rc);
+    for (int r = 0; r < rounds; r++) {
+        for (int i = 0; i < N1; i++)
+            a[i] = (float)(rank + 1 + r + i % 7);
+        for (int i = 0; i < N2; i++)
+            b[i] = (float)(rank + 1 + r + i % 5);
+        memset(oa, 0xff, sizeof oa);
+        memset(ob, 0xff, sizeof ob);
+        if ((rc = kvs_pushpull(kv, 2, keys, vals, outs, 0)) != 0 ||
+            (rc = kvs_wait_all(kv)) != 0)
+            return fail("pushpull", rc);
+        /* sum over w of (w + 1 + r + i%m) = nw(nw+1)/2 + nw(r + i%m) */
+        for (int i = 0; i < N1; i++) {
+            float want = (float)(nw * (nw + 1) / 2 + nw * (r + i % 7));
+            if (oa[i] != want) {
+                fprintf(stderr, "opsworker: MISMATCH key=1 round=%d index=%d got=%g "
+                        "expected=%g\n", r, i, oa[i], want);
+                return 1;
+            }
+        }
+        for (int i = 0; i < N2; i++) {
+            float want = (float)(nw * (nw + 1) / 2 + nw * (r + i % 5));
+            if (ob[i] != want) {
+                fprintf(stderr, "opsworker: MISMATCH key=2 round=%d index=%d got=%g "
+                        "expected=%g\n", r, i, ob[i], want);
+                return 1;
+            }
+        }
+        if ((rc = kvs_barrier(kv)) != 0)
+            return fail("barrier", rc);
+    }
+    /* the metrics text: ask the size first, then render */
+    int need = kvs_metrics(kv, NULL, 0);
+    if (need <= 0)
+        return fail("kvs_metrics size", need);
+    char *text = malloc((size_t)need + 1);
+    if (kvs_metrics(kv, text, (size_t)need + 1) != need)
+        return fail("kvs_metrics", KVS_EINTERNAL);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/worker-%d.prom", dir, rank);
+    FILE *f = fopen(path, "w");
+    if (f == NULL || fputs(text, f) < 0 || fclose(f) != 0) {
+        perror(path);
+        return 1;
+    }
+    free(text);
+    snprintf(path, sizeof path, "%s/ready-%d", dir, rank);
+    fclose(fopen(path, "w"));
+    snprintf(path, sizeof path, "%s/go", dir);
+    for (int i = 0; i < 12000 && access(path, F_OK) != 0; i++) {
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    if (access(path, F_OK) != 0) {
+        fprintf(stderr, "opsworker: no %s within 120 s\n", path);
+        return 1;
+    }
+    rc = kvs_close(kv);
+    return rc ? fail("kvs_close", rc) : 0;
+}
