@@ -87,7 +87,8 @@ class NoSync:
 class KvsdSync:
     """Gradients through kvsd: one pushpull per parameter from a hook."""
 
-    def __init__(self):
+    def __init__(self, bucket=0):
+        self.bucket, self.pending, self.pending_bytes = bucket, [], 0
         try:
             import kvsd
         except ImportError:  # a source tree: the package is in ../python
@@ -118,11 +119,26 @@ class KvsdSync:
         def push(grad):
             if not grad.is_contiguous():
                 grad = grad.contiguous()
-            kv.pushpull(name, grad, out=out, priority=priority)   # grad is kept alive
+            if self.bucket <= 0:
+                kv.pushpull(name, grad, out=out, priority=priority)   # grad is kept alive
+                return
+            self.pending.append((name, grad, out, priority))
+            self.pending_bytes += grad.numel() * grad.element_size()
+            if self.pending_bytes >= self.bucket:
+                self._flush()
         return push
+
+    def _flush(self):
+        """--bucket: the gradients gathered so far in one call (one message
+        per server where the library fuses small keys)."""
+        if self.pending:
+            names, grads, outs, prios = zip(*self.pending)
+            self.kv.pushpull(list(names), list(grads), out=list(outs), priority=max(prios))
+            self.pending, self.pending_bytes = [], 0
 
     def backward(self, loss_sum, global_batch):
         (loss_sum / global_batch).backward()   # the hooks push as gradients appear
+        self._flush()
         self.kv.wait_all()
         for p, s in zip(self.params, self.sums):
             p.grad = s
@@ -238,6 +254,9 @@ def main():
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    ap.add_argument("--bucket", type=int, default=0, metavar="BYTES",
+                    help="kvsd: gather gradients until BYTES are ready, then push them in one "
+                         "call (0: one call per gradient, as the backward pass makes it)")
     ap.add_argument("--json", action="store_true",
                     help="end with a line 'RESULT {json}' (rank 0)")
     args = ap.parse_args()
@@ -247,7 +266,7 @@ def main():
         if not os.environ.get("DMLC_ROLE"):
             ap.error("--backend kvsd runs as a worker of a kvsd job: start it with "
                      "deploy/kvs-launch -n W -s S -- python3 %s" % sys.argv[0])
-        train(KvsdSync(), args)
+        train(KvsdSync(args.bucket), args)
     elif args.backend == "ddp":
         import torch.distributed as dist
         if not dist.is_available() or not dist.is_gloo_available():
