@@ -75,3 +75,12 @@ const char *kvs_version(void)
 {
     return KVS_VERSION_STRING;
 }
+
+int err_why(char *why, size_t whylen, int err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
+    return err;
+}

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/err.h"
 #include "common/config.h"
 #include "common/sizes.h"
 #include "proto/proto.h"
@@ -45,16 +46,6 @@ bool proto_has_data(const proto_hdr *h)
     }
 }
 
-static int fail(char *why, size_t whylen, int err, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *why, size_t whylen, int err, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, whylen, fmt, ap);
-    va_end(ap);
-    return err;
-}
 
 static bool is_data_request(int type)
 {
@@ -70,14 +61,14 @@ int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
     uint64_t bytes, end;
 
     if (nframes < 1 || nframes > 2)
-        return fail(why, whylen, KVS_EPROTO, "%d frames (expected 1 or 2)", nframes);
+        return err_why(why, whylen, KVS_EPROTO, "%d frames (expected 1 or 2)", nframes);
     if (hdr_len != PROTO_HDR_SIZE)
-        return fail(why, whylen, KVS_EPROTO, "header frame of %zu bytes (expected %d)",
+        return err_why(why, whylen, KVS_EPROTO, "header frame of %zu bytes (expected %d)",
                     hdr_len, PROTO_HDR_SIZE);
     if (le_get32(p) != PROTO_MAGIC)
-        return fail(why, whylen, KVS_EPROTO, "bad magic 0x%08x", le_get32(p));
+        return err_why(why, whylen, KVS_EPROTO, "bad magic 0x%08x", le_get32(p));
     if (le_get16(p + 4) != PROTO_VERSION)
-        return fail(why, whylen, KVS_EPROTO, "protocol version %u (this build speaks %d)",
+        return err_why(why, whylen, KVS_EPROTO, "protocol version %u (this build speaks %d)",
                     le_get16(p + 4), PROTO_VERSION);
     h.type = le_get16(p + 6);
     h.flags = le_get16(p + 8);
@@ -95,21 +86,21 @@ int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
     h.body_len = le_get64(p + 80);
 
     if (!proto_type_known(h.type))
-        return fail(why, whylen, KVS_EPROTO, "unknown message type %u", h.type);
+        return err_why(why, whylen, KVS_EPROTO, "unknown message type %u", h.type);
     if (h.body_len != (nframes == 2 ? body_len : 0) || (nframes == 2) != (h.body_len > 0))
-        return fail(why, whylen, KVS_EPROTO,
+        return err_why(why, whylen, KVS_EPROTO,
                     "%s declares a body of %llu bytes but %d frame(s) with %zu body bytes "
                     "arrived",
                     proto_type_name(h.type), (unsigned long long)h.body_len, nframes,
                     body_len);
     if (h.status > 0 || h.status < -1000)
-        return fail(why, whylen, KVS_EPROTO, "status %d out of range", h.status);
+        return err_why(why, whylen, KVS_EPROTO, "status %d out of range", h.status);
 
     if (is_data_request(h.type) || h.type == PROTO_REPLY) {
         if (h.dtype >= KVS_NUM_DTYPES && (h.type != PROTO_REPLY || h.status == 0))
-            return fail(why, whylen, KVS_EPROTO, "unknown dtype %u", h.dtype);
+            return err_why(why, whylen, KVS_EPROTO, "unknown dtype %u", h.dtype);
         if (!size_add(h.offset, h.count, &end) || end > h.total)
-            return fail(why, whylen, KVS_EPROTO,
+            return err_why(why, whylen, KVS_EPROTO,
                         "part [%llu, +%llu) does not fit in the key's %llu elements",
                         (unsigned long long)h.offset, (unsigned long long)h.count,
                         (unsigned long long)h.total);
@@ -120,64 +111,64 @@ int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
     if (h.flags & PROTO_F_CMA) {
         bool req = is_data_request(h.type);
         if (!req && h.type != PROTO_REPLY)
-            return fail(why, whylen, KVS_EPROTO, "%s cannot carry data by reference",
+            return err_why(why, whylen, KVS_EPROTO, "%s cannot carry data by reference",
                         proto_type_name(h.type));
         if (req && h.body_len != PROTO_CMA_LEN)
-            return fail(why, whylen, KVS_EPROTO, "%s by reference with a %llu-byte descriptor",
+            return err_why(why, whylen, KVS_EPROTO, "%s by reference with a %llu-byte descriptor",
                         proto_type_name(h.type), (unsigned long long)h.body_len);
         if (!req && h.status == 0 && h.body_len != 0)
-            return fail(why, whylen, KVS_EPROTO, "REPLY by reference with a body");
+            return err_why(why, whylen, KVS_EPROTO, "REPLY by reference with a body");
         if (!req && h.body_len > PROTO_ERRTEXT_MAX)
-            return fail(why, whylen, KVS_ETOOBIG, "error text of %llu bytes",
+            return err_why(why, whylen, KVS_ETOOBIG, "error text of %llu bytes",
                         (unsigned long long)h.body_len);
         if (!size_mul(h.count, kvs_dtype_size((kvs_dtype)h.dtype), &bytes))
-            return fail(why, whylen, KVS_ETOOBIG, "count %llu overflows a byte size",
+            return err_why(why, whylen, KVS_ETOOBIG, "count %llu overflows a byte size",
                         (unsigned long long)h.count);
         if (bytes > lim->max_message)
-            return fail(why, whylen, KVS_ETOOBIG, "%llu bytes > KVS_MAX_MESSAGE (%llu)",
+            return err_why(why, whylen, KVS_ETOOBIG, "%llu bytes > KVS_MAX_MESSAGE (%llu)",
                         (unsigned long long)bytes, (unsigned long long)lim->max_message);
     } else if (h.type == PROTO_TIMING) {
         if (h.body_len != PROTO_TIMING_LEN)
-            return fail(why, whylen, KVS_EPROTO, "TIMING of %llu bytes",
+            return err_why(why, whylen, KVS_EPROTO, "TIMING of %llu bytes",
                         (unsigned long long)h.body_len);
     } else if (h.type == PROTO_HELLO || h.type == PROTO_PROOF) {
         if (h.body_len != PROTO_HELLO_LEN)
-            return fail(why, whylen, KVS_EPROTO, "%s of %llu bytes", proto_type_name(h.type),
+            return err_why(why, whylen, KVS_EPROTO, "%s of %llu bytes", proto_type_name(h.type),
                         (unsigned long long)h.body_len);
     } else if (h.type == PROTO_CHALLENGE) {
         if (h.body_len != PROTO_NONCE_LEN)
-            return fail(why, whylen, KVS_EPROTO, "CHALLENGE of %llu bytes",
+            return err_why(why, whylen, KVS_EPROTO, "CHALLENGE of %llu bytes",
                         (unsigned long long)h.body_len);
     } else if (proto_has_data(&h)) {
         if (!size_mul(h.count, kvs_dtype_size((kvs_dtype)h.dtype), &bytes))
-            return fail(why, whylen, KVS_ETOOBIG, "count %llu overflows a byte size",
+            return err_why(why, whylen, KVS_ETOOBIG, "count %llu overflows a byte size",
                         (unsigned long long)h.count);
         if (bytes != h.body_len)
-            return fail(why, whylen, KVS_EPROTO,
+            return err_why(why, whylen, KVS_EPROTO,
                         "%llu %s elements need %llu bytes, body has %llu",
                         (unsigned long long)h.count, kvs_dtype_name((kvs_dtype)h.dtype),
                         (unsigned long long)bytes, (unsigned long long)h.body_len);
         if (h.body_len > lim->max_message)
-            return fail(why, whylen, KVS_ETOOBIG,
+            return err_why(why, whylen, KVS_ETOOBIG,
                         "body of %llu bytes > KVS_MAX_MESSAGE (%llu)",
                         (unsigned long long)h.body_len, (unsigned long long)lim->max_message);
     } else if (h.type == PROTO_FUSED || h.type == PROTO_FUSED_REPLY) {
         uint64_t least;
         if (h.count == 0 || !size_mul(h.count, PROTO_HDR_SIZE, &least) || least > h.body_len)
-            return fail(why, whylen, KVS_EPROTO, "%s of %llu records in %llu bytes",
+            return err_why(why, whylen, KVS_EPROTO, "%s of %llu records in %llu bytes",
                         proto_type_name(h.type), (unsigned long long)h.count,
                         (unsigned long long)h.body_len);
         if (h.body_len > lim->max_message)
-            return fail(why, whylen, KVS_ETOOBIG, "body of %llu bytes > KVS_MAX_MESSAGE (%llu)",
+            return err_why(why, whylen, KVS_ETOOBIG, "body of %llu bytes > KVS_MAX_MESSAGE (%llu)",
                         (unsigned long long)h.body_len, (unsigned long long)lim->max_message);
     } else if (h.type == PROTO_PULL && h.body_len != 0) {
-        return fail(why, whylen, KVS_EPROTO, "PULL with a body");
+        return err_why(why, whylen, KVS_EPROTO, "PULL with a body");
     } else if (h.type == PROTO_REPLY || h.type == PROTO_ERROR || h.type == PROTO_REFUSED) {
         if (h.body_len > PROTO_ERRTEXT_MAX)
-            return fail(why, whylen, KVS_ETOOBIG, "error text of %llu bytes",
+            return err_why(why, whylen, KVS_ETOOBIG, "error text of %llu bytes",
                         (unsigned long long)h.body_len);
     } else if (h.body_len > PROTO_TEXT_MAX) {
-        return fail(why, whylen, KVS_ETOOBIG, "%s body of %llu bytes > %u",
+        return err_why(why, whylen, KVS_ETOOBIG, "%s body of %llu bytes > %u",
                     proto_type_name(h.type), (unsigned long long)h.body_len, PROTO_TEXT_MAX);
     }
     *out = h;
@@ -201,29 +192,29 @@ int proto_fused_next(int outer, int sender, const uint8_t *body, uint64_t len, u
     char inner[200];
     uint64_t at = *off, blen, need;
     if (at > len || len - at < PROTO_HDR_SIZE)
-        return fail(why, whylen, KVS_EPROTO, "%s: record at byte %llu runs past the body "
+        return err_why(why, whylen, KVS_EPROTO, "%s: record at byte %llu runs past the body "
                     "(%llu bytes)", proto_type_name(outer), (unsigned long long)at,
                     (unsigned long long)len);
     blen = le_get64(body + at + 80);
     if (blen > len - at - PROTO_HDR_SIZE ||
         (need = proto_fused_rec_len(blen)) > len - at)
-        return fail(why, whylen, KVS_EPROTO, "%s: record at byte %llu declares %llu body "
+        return err_why(why, whylen, KVS_EPROTO, "%s: record at byte %llu declares %llu body "
                     "bytes, past the body (%llu bytes)", proto_type_name(outer),
                     (unsigned long long)at, (unsigned long long)blen, (unsigned long long)len);
     int rc = proto_decode(body + at, PROTO_HDR_SIZE, blen ? 2 : 1, blen, lim, rec, inner,
                           sizeof inner);
     if (rc)
-        return fail(why, whylen, rc, "%s: record at byte %llu: %s", proto_type_name(outer),
+        return err_why(why, whylen, rc, "%s: record at byte %llu: %s", proto_type_name(outer),
                     (unsigned long long)at, inner);
     if (outer == PROTO_FUSED ? !is_data_request(rec->type) : rec->type != PROTO_REPLY)
-        return fail(why, whylen, KVS_EPROTO, "%s: record at byte %llu is a %s",
+        return err_why(why, whylen, KVS_EPROTO, "%s: record at byte %llu is a %s",
                     proto_type_name(outer), (unsigned long long)at,
                     proto_type_name(rec->type));
     if (rec->flags & PROTO_F_CMA)
-        return fail(why, whylen, KVS_EPROTO, "%s: record at byte %llu is by reference",
+        return err_why(why, whylen, KVS_EPROTO, "%s: record at byte %llu is by reference",
                     proto_type_name(outer), (unsigned long long)at);
     if (rec->sender != sender)
-        return fail(why, whylen, KVS_EPROTO, "%s from %d: record at byte %llu says sender %d",
+        return err_why(why, whylen, KVS_EPROTO, "%s from %d: record at byte %llu says sender %d",
                     proto_type_name(outer), sender, (unsigned long long)at, rec->sender);
     *data = blen ? body + at + PROTO_HDR_SIZE : NULL;
     *off = at + need;
@@ -335,18 +326,18 @@ int proto_parse_nodes(const char *body, size_t len, proto_node *nodes, int max, 
         char tok[128];
         long id;
         if (eol == NULL)
-            return fail(why, whylen, KVS_EPROTO, "node table line %d not terminated", n + 1);
+            return err_why(why, whylen, KVS_EPROTO, "node table line %d not terminated", n + 1);
         if (n >= max)
-            return fail(why, whylen, KVS_EPROTO, "node table has more than %d entries", max);
+            return err_why(why, whylen, KVS_EPROTO, "node table has more than %d entries", max);
         if (!next_token(&p, eol, tok, sizeof tok) || !parse_int(tok, 1, 1 << 20, &id))
-            return fail(why, whylen, KVS_EPROTO, "node table line %d: bad id", n + 1);
+            return err_why(why, whylen, KVS_EPROTO, "node table line %d: bad id", n + 1);
         nodes[n].id = (int)id;
         if (!next_token(&p, eol, tok, sizeof tok) || (nodes[n].role = parse_role(tok)) < 0)
-            return fail(why, whylen, KVS_EPROTO, "node table line %d: bad role", n + 1);
+            return err_why(why, whylen, KVS_EPROTO, "node table line %d: bad role", n + 1);
         if (!next_token(&p, eol, nodes[n].endpoint, sizeof nodes[n].endpoint))
-            return fail(why, whylen, KVS_EPROTO, "node table line %d: bad endpoint", n + 1);
+            return err_why(why, whylen, KVS_EPROTO, "node table line %d: bad endpoint", n + 1);
         if (next_token(&p, eol, tok, sizeof tok))
-            return fail(why, whylen, KVS_EPROTO, "node table line %d: extra fields", n + 1);
+            return err_why(why, whylen, KVS_EPROTO, "node table line %d: extra fields", n + 1);
         p = eol + 1;
         n++;
     }
@@ -371,27 +362,27 @@ int proto_parse_register(const char *body, size_t len, int *role, char *endpoint
         char *eq = strchr(tok, '=');
         long v;
         if (eq == NULL)
-            return fail(why, whylen, KVS_EPROTO, "register: token without '='");
+            return err_why(why, whylen, KVS_EPROTO, "register: token without '='");
         *eq = '\0';
         const char *val = eq + 1;
         if (!strcmp(tok, "role")) {
             if ((*role = parse_role(val)) < 0)
-                return fail(why, whylen, KVS_EPROTO, "register: bad role");
+                return err_why(why, whylen, KVS_EPROTO, "register: bad role");
             have_role = true;
         } else if (!strcmp(tok, "endpoint")) {
             if (val[0] == '\0')
-                return fail(why, whylen, KVS_EPROTO, "register: empty endpoint");
+                return err_why(why, whylen, KVS_EPROTO, "register: empty endpoint");
             if (strlen(val) >= endpoint_len)
-                return fail(why, whylen, KVS_EPROTO, "register: endpoint too long");
+                return err_why(why, whylen, KVS_EPROTO, "register: endpoint too long");
             strcpy(endpoint, val);
             have_ep = true;
         } else if (!strcmp(tok, "rank")) {
             if (!parse_int(val, -1, 1 << 16, &v))
-                return fail(why, whylen, KVS_EPROTO, "register: bad rank");
+                return err_why(why, whylen, KVS_EPROTO, "register: bad rank");
             *rank = (int)v;
         } else if (!strcmp(tok, "host")) {
             if (strlen(val) >= host_len)
-                return fail(why, whylen, KVS_EPROTO, "register: host too long");
+                return err_why(why, whylen, KVS_EPROTO, "register: host too long");
             strcpy(host, val);
         } /* unknown keys are ignored: newer peers may add fields */
     }
@@ -399,11 +390,11 @@ int proto_parse_register(const char *body, size_t len, int *role, char *endpoint
         while (p < end && (*p == ' ' || *p == '\n' || *p == '\t'))
             p++;
         if (p < end)
-            return fail(why, whylen, KVS_EPROTO,
+            return err_why(why, whylen, KVS_EPROTO,
                         "register: a token is too long or holds a NUL byte");
     }
     if (!have_role || !have_ep)
-        return fail(why, whylen, KVS_EPROTO, "register: role and endpoint are required");
+        return err_why(why, whylen, KVS_EPROTO, "register: role and endpoint are required");
     return 0;
 }
 

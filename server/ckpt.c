@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/err.h"
 #include "common/sizes.h"
 #include "server/ckpt.h"
 
@@ -83,16 +84,6 @@ uint32_t srv_crc32c(uint32_t crc, const void *data, size_t len)
     return ~c;
 }
 
-static int fail(char *why, size_t whylen, int err, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *why, size_t whylen, int err, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, whylen, fmt, ap);
-    va_end(ap);
-    return err;
-}
 
 void srv_ckpt_path(const char *dir, uint32_t rank, char *buf, size_t len)
 {
@@ -165,11 +156,11 @@ int srv_ckpt_commit(const char *dir, uint32_t rank, char *why, size_t whylen)
     srv_ckpt_path(dir, rank, path, sizeof path);
     tmp_path(dir, rank, tmp, sizeof tmp);
     if (rename(tmp, path) != 0)
-        return fail(why, whylen, KVS_EINVAL, "cannot rename %s to %s: %s", tmp, path,
+        return err_why(why, whylen, KVS_EINVAL, "cannot rename %s to %s: %s", tmp, path,
                     strerror(errno));
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0 || fsync(dfd) != 0) {
-        int rc = fail(why, whylen, KVS_EINVAL, "cannot sync directory %s: %s", dir,
+        int rc = err_why(why, whylen, KVS_EINVAL, "cannot sync directory %s: %s", dir,
                       strerror(errno));
         if (dfd >= 0)
             close(dfd);
@@ -201,7 +192,7 @@ int srv_ckpt_write(const char *dir, const srv_ckpt_meta *meta, const srv_entry_v
     srv_ckpt_path(dir, meta->rank, path, sizeof path);
     tmp_path(dir, meta->rank, tmp, sizeof tmp);
     if (mkdirs(dir) != 0)
-        return fail(why, whylen, KVS_EINVAL, "cannot create checkpoint directory %s: %s", dir,
+        return err_why(why, whylen, KVS_EINVAL, "cannot create checkpoint directory %s: %s", dir,
                     strerror(errno));
     uint64_t total = HDR_LEN + spec_len + nmults * MULT_LEN + TRAILER_LEN;
     for (size_t i = 0; i < n; i++)
@@ -209,7 +200,7 @@ int srv_ckpt_write(const char *dir, const srv_ckpt_meta *meta, const srv_entry_v
 
     w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (w.fd < 0)
-        return fail(why, whylen, KVS_EINVAL, "cannot create %s: %s", tmp, strerror(errno));
+        return err_why(why, whylen, KVS_EINVAL, "cannot create %s: %s", tmp, strerror(errno));
     memcpy(h, MAGIC, 8);
     le_put32(h + 8, CKPT_VERSION);
     le_put32(h + 12, meta->rank);
@@ -265,7 +256,7 @@ int srv_ckpt_write(const char *dir, const srv_ckpt_meta *meta, const srv_entry_v
     if (wput(&w, t, TRAILER_LEN) != 0)
         goto io_err;
     if (w.written != total) {
-        rc = fail(why, whylen, KVS_EINTERNAL, "%s: wrote %llu bytes, planned %llu", tmp,
+        rc = err_why(why, whylen, KVS_EINTERNAL, "%s: wrote %llu bytes, planned %llu", tmp,
                   (unsigned long long)w.written, (unsigned long long)total);
         goto out;
     }
@@ -278,7 +269,7 @@ int srv_ckpt_write(const char *dir, const srv_ckpt_meta *meta, const srv_entry_v
     w.fd = -1;
     return commit ? srv_ckpt_commit(dir, meta->rank, why, whylen) : 0;
 io_err:
-    rc = fail(why, whylen, KVS_EINVAL, "cannot write %s: %s", tmp, strerror(errno));
+    rc = err_why(why, whylen, KVS_EINVAL, "cannot write %s: %s", tmp, strerror(errno));
 out:
     if (w.fd >= 0)
         close(w.fd);
@@ -298,7 +289,7 @@ typedef struct rfile {
 static int rget(rfile *r, void *buf, uint64_t len, const char *what, char *why, size_t whylen)
 {
     if (len > r->size - r->pos)
-        return fail(why, whylen, KVS_EPROTO, "%s: truncated or corrupted: %s needs %llu bytes "
+        return err_why(why, whylen, KVS_EPROTO, "%s: truncated or corrupted: %s needs %llu bytes "
                     "at offset %llu, the file has %llu", r->path, what,
                     (unsigned long long)len, (unsigned long long)r->pos,
                     (unsigned long long)r->size);
@@ -308,7 +299,7 @@ static int rget(rfile *r, void *buf, uint64_t len, const char *what, char *why, 
         size_t n = left > (1u << 30) ? (1u << 30) : (size_t)left;
         size_t got = fread(p, 1, n, r->f);
         if (got == 0)
-            return fail(why, whylen, KVS_EPROTO, "%s: read error at offset %llu: %s", r->path,
+            return err_why(why, whylen, KVS_EPROTO, "%s: read error at offset %llu: %s", r->path,
                         (unsigned long long)r->pos, ferror(r->f) ? strerror(errno)
                                                                   : "unexpected end");
         r->crc = srv_crc32c(r->crc, p, got);
@@ -355,7 +346,7 @@ static int read_entry(rfile *r, srv_ckpt_part *p, uint64_t idx, char *why, size_
         nstate > OPTIM_MAX_STATE || (flags & ~7u) != 0 ||
         (nstate > 0 && sdtype != (uint32_t)optim_state_dtype(dtype)) ||
         (nstate > 0 && !(flags & 2u)))
-        return fail(why, whylen, KVS_EPROTO, "%s: corrupted: entry %llu (key %llu) has an "
+        return err_why(why, whylen, KVS_EPROTO, "%s: corrupted: entry %llu (key %llu) has an "
                     "impossible header", r->path, (unsigned long long)idx,
                     (unsigned long long)p->key);
     p->dtype = (kvs_dtype)dtype;
@@ -364,7 +355,7 @@ static int read_entry(rfile *r, srv_ckpt_part *p, uint64_t idx, char *why, size_
         return rget(r, NULL, vbytes, "a value", why, whylen);
     p->value = srv_buf_new(vbytes);
     if (p->value == NULL)
-        return fail(why, whylen, KVS_ENOMEM, "%s: out of memory for key %llu (%llu bytes)",
+        return err_why(why, whylen, KVS_ENOMEM, "%s: out of memory for key %llu (%llu bytes)",
                     r->path, (unsigned long long)p->key, (unsigned long long)vbytes);
     if ((rc = rget(r, p->value->data, vbytes, "a value", why, whylen)) != 0)
         return rc;
@@ -372,7 +363,7 @@ static int read_entry(rfile *r, srv_ckpt_part *p, uint64_t idx, char *why, size_
         return 0;
     p->upd = calloc(1, sizeof *p->upd);
     if (p->upd == NULL)
-        return fail(why, whylen, KVS_ENOMEM, "out of memory");
+        return err_why(why, whylen, KVS_ENOMEM, "out of memory");
     p->upd->t = t;
     p->upd->dtype = p->dtype;
     p->upd->count = p->count;
@@ -383,7 +374,7 @@ static int read_entry(rfile *r, srv_ckpt_part *p, uint64_t idx, char *why, size_
             return rget(r, NULL, sbytes, "optimizer state", why, whylen);
         p->upd->state[j] = malloc(sbytes ? sbytes : 1);
         if (p->upd->state[j] == NULL)
-            return fail(why, whylen, KVS_ENOMEM, "%s: out of memory for the state of key %llu",
+            return err_why(why, whylen, KVS_ENOMEM, "%s: out of memory for the state of key %llu",
                         r->path, (unsigned long long)p->key);
         p->upd->nstate = (int)j + 1;
         if ((rc = rget(r, p->upd->state[j], sbytes, "optimizer state", why, whylen)) != 0)
@@ -403,26 +394,26 @@ int srv_ckpt_read(const char *dir, uint32_t rank, srv_ckpt *out, char *why, size
     r.path = out->path;
     r.f = fopen(out->path, "rb");
     if (r.f == NULL)
-        return fail(why, whylen, KVS_EPROTO, "cannot open checkpoint %s: %s", out->path,
+        return err_why(why, whylen, KVS_EPROTO, "cannot open checkpoint %s: %s", out->path,
                     strerror(errno));
     if (fstat(fileno(r.f), &stt) != 0) {
-        rc = fail(why, whylen, KVS_EPROTO, "%s: %s", out->path, strerror(errno));
+        rc = err_why(why, whylen, KVS_EPROTO, "%s: %s", out->path, strerror(errno));
         goto out;
     }
     r.size = (uint64_t)stt.st_size;
     if ((rc = rget(&r, h, HDR_LEN, "the header", why, whylen)) != 0)
         goto out;
     if (memcmp(h, MAGIC, 8) != 0) {
-        rc = fail(why, whylen, KVS_EPROTO, "%s is not a kvsd checkpoint (bad magic)", r.path);
+        rc = err_why(why, whylen, KVS_EPROTO, "%s is not a kvsd checkpoint (bad magic)", r.path);
         goto out;
     }
     if (le_get32(h + 8) != CKPT_VERSION) {
-        rc = fail(why, whylen, KVS_EPROTO, "%s: checkpoint format version %u; this build reads "
+        rc = err_why(why, whylen, KVS_EPROTO, "%s: checkpoint format version %u; this build reads "
                   "version %d", r.path, le_get32(h + 8), CKPT_VERSION);
         goto out;
     }
     if (le_get64(h + 40) != r.size) {
-        rc = fail(why, whylen, KVS_EPROTO, "%s: truncated or corrupted: %llu bytes, the header "
+        rc = err_why(why, whylen, KVS_EPROTO, "%s: truncated or corrupted: %llu bytes, the header "
                   "says %llu", r.path, (unsigned long long)r.size,
                   (unsigned long long)le_get64(h + 40));
         goto out;
@@ -435,7 +426,7 @@ int srv_ckpt_read(const char *dir, uint32_t rank, srv_ckpt *out, char *why, size
     uint32_t flags = le_get32(h + 48), spec_len = le_get32(h + 52), nmults = le_get32(h + 56);
     if (spec_len >= OPTIM_TEXT_MAX || (flags & ~3u) || n > r.size / ENT_LEN ||
         nmults > r.size / MULT_LEN || out->meta.rank != rank) {
-        rc = fail(why, whylen, KVS_EPROTO, "%s: corrupted header (rank %u, %llu entries, "
+        rc = err_why(why, whylen, KVS_EPROTO, "%s: corrupted header (rank %u, %llu entries, "
                   "spec of %u bytes)", r.path, out->meta.rank, (unsigned long long)n, spec_len);
         goto out;
     }
@@ -448,7 +439,7 @@ int srv_ckpt_read(const char *dir, uint32_t rank, srv_ckpt *out, char *why, size
     out->mults = calloc(nmults ? nmults : 1, sizeof *out->mults);
     out->parts = calloc(n ? n : 1, sizeof *out->parts);
     if (out->mult_keys == NULL || out->mults == NULL || out->parts == NULL) {
-        rc = fail(why, whylen, KVS_ENOMEM, "%s: out of memory", r.path);
+        rc = err_why(why, whylen, KVS_ENOMEM, "%s: out of memory", r.path);
         goto out;
     }
     for (uint32_t i = 0; i < nmults; i++) {
@@ -471,11 +462,11 @@ int srv_ckpt_read(const char *dir, uint32_t rank, srv_ckpt *out, char *why, size
     if ((rc = rget(&r, t, TRAILER_LEN, "the trailer", why, whylen)) != 0)
         goto out;
     if (memcmp(t, END_MAGIC, 8) != 0 || r.pos != r.size) {
-        rc = fail(why, whylen, KVS_EPROTO, "%s: corrupted: no trailer where it belongs", r.path);
+        rc = err_why(why, whylen, KVS_EPROTO, "%s: corrupted: no trailer where it belongs", r.path);
         goto out;
     }
     if (le_get32(t + 8) != crc) {
-        rc = fail(why, whylen, KVS_EPROTO, "%s: corrupted: checksum 0x%08x, the file says "
+        rc = err_why(why, whylen, KVS_EPROTO, "%s: corrupted: checksum 0x%08x, the file says "
                   "0x%08x", r.path, crc, le_get32(t + 8));
         goto out;
     }
