@@ -25,6 +25,7 @@
  * nothing.  Exits 0 when every check passed, 1 otherwise.
  */
 #include "kvs.h"
+#include "tests/integ/half.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -90,52 +91,12 @@ static double init_w(uint64_t k, uint64_t i)
     return 1.0 + (double)(mix64(k * 7919 + i) % 17) / 16.0;
 }
 
-/* ---- float16 (tests only; round to nearest even) ---- */
-
-static uint16_t f2h(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-    uint32_t exp = (x >> 23) & 0xffu, man = x & 0x7fffffu;
-    int e = (int)exp - 127 + 15;
-    if (exp == 0xff || e >= 31)
-        return (uint16_t)(sign | 0x7c00u);
-    if (e <= 0) {
-        if (e < -10)
-            return sign;
-        man |= 0x800000u;
-        int shift = 14 - e;
-        uint32_t h = man >> shift, rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (h & 1u)))
-            h++;
-        return (uint16_t)(sign | h);
-    }
-    uint32_t h = ((uint32_t)e << 10) | (man >> 13), rem = man & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
-        h++;
-    return (uint16_t)(sign | h);
-}
-
-static float h2f(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, b;
-    float f;
-    if (exp == 0) {
-        f = ldexpf((float)man, -24);
-        return sign ? -f : f;
-    }
-    b = sign | ((exp - 15 + 127) << 23) | (man << 13);
-    memcpy(&f, &b, 4);
-    return f;
-}
-
 static double get(kvs_dtype dt, const void *p, uint64_t i)
 {
     switch (dt) {
     case KVS_FLOAT32: return ((const float *)p)[i];
     case KVS_FLOAT64: return ((const double *)p)[i];
-    case KVS_FLOAT16: return h2f(((const uint16_t *)p)[i]);
+    case KVS_FLOAT16: return f16_to_f32(((const uint16_t *)p)[i]);
     default: return NAN;
     }
 }
@@ -145,7 +106,7 @@ static void put(kvs_dtype dt, void *p, uint64_t i, double v)
     switch (dt) {
     case KVS_FLOAT32: ((float *)p)[i] = (float)v; break;
     case KVS_FLOAT64: ((double *)p)[i] = v; break;
-    case KVS_FLOAT16: ((uint16_t *)p)[i] = f2h((float)v); break;
+    case KVS_FLOAT16: ((uint16_t *)p)[i] = f32_to_f16((float)v); break;
     default: break;
     }
 }
@@ -363,7 +324,7 @@ static int round_trip(job *j, const spec *sp, int r, int check, int mult)
                 ref_step(sp, e, g, (uint64_t)r + 1, m ? 0.5 : 1, m ? 0 : 1);
                 want = e->w;
                 if (keys[k].dt == KVS_FLOAT16 && !sp->mp) /* the weight lives in float16 */
-                    e->w = h2f(f2h((float)e->w));
+                    e->w = f16_to_f32(f32_to_f16((float)e->w));
             }
             double got = get(keys[k].dt, j->out[k].data, i);
             double err = fabs(got - want) / fmax(fabs(want), 1e-30);
