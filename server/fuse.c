@@ -135,7 +135,8 @@ int srv_fuse_request(srv_fuser *f, srv_store *st, const uint8_t *ident, size_t i
         proto_fused_next(PROTO_FUSED, h->sender, body, h->body_len, &off, lim, &rec, &data, why,
                          whylen);
         rec.fuse = (uintptr_t)b;
-        srv_store_handle(st, ident, ident_len, wrank, &rec, data, NULL);
+        srv_in in = {data, NULL, 0};
+        srv_store_handle(st, ident, ident_len, wrank, &rec, data ? &in : NULL);
     }
     b->handing = false;
     if (b->left == 0 && !b->dirty)
