@@ -532,6 +532,7 @@ int srv_run(const cfg *c)
         goto out;
     }
     srv_fuser_init(&s->fuser, &s->loop, s->data, &s->node_id);
+    s->fuser.met = &s->met;
     if (net_check_host(c->root_uri, "DMLC_PS_ROOT_URI", err, sizeof err) != 0) {
         LOG(LOG_ERROR, s->who, "net", "%s", err);
         goto out;
