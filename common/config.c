@@ -263,6 +263,10 @@ int cfg_load(cfg *c, bool needs_job, char *err, size_t errlen)
     TRY(cfg_get_double("KVS_SIM_LINK_GBPS", 0, 0, 1e6, &c->sim_link_gbps, err, errlen));
     TRY(cfg_get_double("KVS_HANDSHAKE_TIMEOUT", 10, 0.1, 3600, &c->handshake_timeout_s, err,
                        errlen));
+    TRY(cfg_get_u64("KVS_MAX_QUEUED_BYTES", 4ull << 30, 0, UINT64_MAX, &c->max_queued_bytes, err,
+                    errlen));
+    TRY(cfg_get_u64("KVS_MAX_QUEUED_REQUESTS", 0, 0, UINT64_MAX, &c->max_queued_reqs,
+                    err, errlen));
     TRY(cfg_get_int("KVS_MAX_PENDING_CONN", 64, 1, 1 << 20, &v, err, errlen));
     c->max_pending_conn = (int)v;
     TRY(cfg_load_secret(c, err, errlen));

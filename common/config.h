@@ -80,6 +80,8 @@ typedef struct cfg {
     int curve_nauth;                /* KVS_CURVE_AUTHORIZED: the client keys let in */
     uint8_t curve_auth_pk[CFG_CURVE_AUTH_MAX][32];
     uint8_t curve_auth_role[CFG_CURVE_AUTH_MAX]; /* enum cfg_role */
+    uint64_t max_queued_bytes;      /* KVS_MAX_QUEUED_BYTES, KVS_MAX_QUEUED_REQUESTS: what a */
+    uint64_t max_queued_reqs;       /* server keeps waiting for one worker (0: no bound) */
     int max_pending_conn;           /* KVS_MAX_PENDING_CONN: connections to a daemon that
                                      * have not identified themselves (net/guard.h) */
     char checkpoint_dir[4096];      /* KVS_CHECKPOINT_DIR: servers' automatic checkpoints */

@@ -110,7 +110,8 @@ typedef struct kvs_store kvs_store;
     X(KVS_ETOOBIG, -13, "size exceeds a configured or arithmetic limit")       \
     X(KVS_EDEVICE, -14, "device (GPU) error or device memory not supported")  \
     X(KVS_EINTERNAL, -15, "internal error")                                    \
-    X(KVS_EAUTH, -20, "authentication failed (job secret) or refused by a peer")
+    X(KVS_EAUTH, -20, "authentication failed (job secret) or refused by a peer")   \
+    X(KVS_EFULL, -21, "a server holds too much for this worker (KVS_MAX_QUEUED_*)")
 
 typedef enum kvs_err {
 #define KVS_ERR_ENUM_(name, val, msg) name = (val),

@@ -577,6 +577,8 @@ int srv_run(const cfg *c)
         goto out;
     }
     s->store.jobs = s->jobs;
+    s->store.max_held_bytes = c->max_queued_bytes;
+    s->store.max_held_reqs = c->max_queued_reqs;
     s->store.cma = s->cma;
     if (srv_ctl_new(&s->store, &s->loop, c, &s->ctl) != 0)
         goto out;

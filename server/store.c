@@ -129,6 +129,10 @@ static void req_drop_body(srv_req *r)
 
 static void req_free(srv_req *r)
 {
+    if (r->held) {
+        r->held[0] -= r->held_bytes;
+        r->held[1]--;
+    }
     req_drop_body(r);
     zmq_msg_close(&r->body);
     free(r);
@@ -162,6 +166,38 @@ static int req_keep(srv_req *r, const srv_in *in, uint64_t len)
         memcpy(zmq_msg_data(&r->body), in->data, len);
         r->nframes = 1;
     }
+    return 0;
+}
+
+static void reply_err(srv_store *st, const uint8_t *ident, size_t ident_len,
+                      const proto_hdr *h, int status, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+/* r is to wait in the store: count it against its worker's bound (once).
+ * 0, or KVS_EFULL after answering it (the caller frees r) */
+static int hold(srv_store *st, srv_req *r)
+{
+    uint64_t bytes = r->h.body_len + sizeof *r, *w; /* the request itself counts too */
+    if (r->held || (st->max_held_bytes == 0 && st->max_held_reqs == 0))
+        return 0;
+    if (st->held == NULL &&
+        (st->held = calloc(2 * (size_t)st->num_workers, sizeof *st->held)) == NULL)
+        return 0; /* no counters: no bound (the allocation of r itself succeeded) */
+    w = &st->held[2 * (size_t)r->wrank];
+    if ((st->max_held_bytes && w[0] + bytes > st->max_held_bytes) ||
+        (st->max_held_reqs && w[1] + 1 > st->max_held_reqs)) {
+        reply_err(st, r->ident, r->ident_len, &r->h, KVS_EFULL,
+                  "worker %d already has %llu requests (%llu bytes) waiting at this server "
+                  "(KVS_MAX_QUEUED_REQUESTS=%llu, KVS_MAX_QUEUED_BYTES=%llu): wait for "
+                  "earlier rounds before pushing or pulling further ahead", r->wrank,
+                  (unsigned long long)w[1], (unsigned long long)w[0],
+                  (unsigned long long)st->max_held_reqs, (unsigned long long)st->max_held_bytes);
+        return KVS_EFULL;
+    }
+    w[0] += bytes;
+    w[1]++;
+    r->held = w;
+    r->held_bytes = bytes;
     return 0;
 }
 
@@ -233,9 +269,6 @@ static int sum_into(red_pool *pool, kvs_dtype dt, uint8_t *dst, const uint8_t *b
     return 0;
 }
 
-static void reply_err(srv_store *st, const uint8_t *ident, size_t ident_len,
-                      const proto_hdr *h, int status, const char *fmt, ...)
-    __attribute__((format(printf, 6, 7)));
 static void reply_err(srv_store *st, const uint8_t *ident, size_t ident_len,
                       const proto_hdr *h, int status, const char *fmt, ...)
 {
@@ -336,6 +369,8 @@ void srv_store_fini(srv_store *st)
             free_list(st->pending_inits.vals[i]);
     hmap_fini(&st->entries);
     hmap_fini(&st->pending_inits);
+    free(st->held); /* after the requests that count against it */
+    st->held = NULL;
 }
 
 static bool same_shape(const srv_entry *e, const proto_hdr *h)
@@ -446,6 +481,10 @@ static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, i
         uint64_t hk = entry_hash(h->key, h->part);
         if (r == NULL) {
             reply_err(st, ident, ident_len, h, KVS_ENOMEM, "server out of memory");
+            return;
+        }
+        if (hold(st, r) != 0) {
+            req_free(r);
             return;
         }
         r->next = hmap_get(&st->pending_inits, hk);
@@ -888,6 +927,10 @@ static void handle_push(srv_store *st, srv_entry *e, srv_req *r, const srv_in *i
     }
     if (h->round > e->round) {
         /* a later round: keep the data until this round completes */
+        if (hold(st, r) != 0) {
+            req_free(r);
+            return;
+        }
         if (req_keep(r, in, h->body_len) != 0) {
             reply_err(st, r->ident, r->ident_len, h, KVS_ENOMEM,
                       "server out of memory keeping a push for a later round");
@@ -946,6 +989,10 @@ static void handle_pull(srv_store *st, const uint8_t *ident, size_t ident_len, i
         req_free(r);
         return;
     }
+    if (hold(st, r) != 0) {
+        req_free(r);
+        return;
+    }
     r->next = e->pulls;
     e->pulls = r;
     check_stuck(st, e);
@@ -954,6 +1001,10 @@ static void handle_pull(srv_store *st, const uint8_t *ident, size_t ident_len, i
 /* A request for e while its job runs: it waits in the backlog. */
 static void to_backlog(srv_store *st, srv_entry *e, srv_req *r, const srv_in *in)
 {
+    if (hold(st, r) != 0) {
+        req_free(r);
+        return;
+    }
     if (req_keep(r, in, r->h.body_len) != 0) {
         reply_err(st, r->ident, r->ident_len, &r->h, KVS_ENOMEM, "server out of memory");
         req_free(r);

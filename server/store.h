@@ -61,6 +61,8 @@ typedef struct srv_req {
     zmq_msg_t body;  /* the body when nframes == 1 */
     zmq_msg_t *more; /* the frames when nframes > 1 */
     int wrank;
+    uint64_t *held;      /* the worker's [bytes, requests] it counts against (NULL: none) */
+    uint64_t held_bytes; /* its share of held[0] */
 } srv_req;
 
 typedef struct srv_entry srv_entry;
@@ -100,6 +102,13 @@ typedef struct srv_store {
     const struct srv_cma *cma; /* per worker rank: its proven memory (server/cma.h), for
                                 * requests by reference (NULL: none) */
     uint64_t busy;           /* entries with a job running */
+    /* What one worker may make the store keep for later (pushes for a later
+     * round, pulls and inits that wait, requests waiting for a job): bytes
+     * (bodies plus the requests' own size) and requests (KVS_MAX_QUEUED_BYTES
+     * / KVS_MAX_QUEUED_REQUESTS; 0: no bound).  Past either, the request is
+     * answered KVS_EFULL. */
+    uint64_t max_held_bytes, max_held_reqs;
+    uint64_t *held;          /* per worker rank: [bytes, requests] (NULL until needed) */
 } srv_store;
 
 int srv_store_init(srv_store *st, int num_workers, red_pool *pool, srv_reply_fn reply,

@@ -29,6 +29,7 @@ _FRIENDLY = {
     "KVS_EDEVICE": ("DeviceError", ()),
     "KVS_EINTERNAL": ("InternalError", ()),
     "KVS_EAUTH": ("AuthError", ()),
+    "KVS_EFULL": ("QueueFull", ()),
 }
 
 _UNKNOWN = "KVS_E?"

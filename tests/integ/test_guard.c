@@ -17,6 +17,7 @@
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -280,4 +281,32 @@ IT_TEST(guard_open_idle_2x1)
                      it_log_has(t, t->server[1], GUARD_LINE, 0) &&
                      it_log_has(t, t->sched, GUARD_LINE, 0),
               "a daemon did not log the guard's line");
+}
+
+/* A worker pushing rounds far ahead meets the server's bound: bytes
+ * (KVS_MAX_QUEUED_BYTES: two 4000-byte pushes and their requests fit in
+ * 10000, three do not) and requests
+ * (KVS_MAX_QUEUED_REQUESTS=2): its wait returns KVS_EFULL naming the bound,
+ * the rounds within the bound complete with exact sums, the job ends 0. */
+IT_TEST(queue_bound_1x2)
+{
+    static const char *const argv[] = {"ahead", "--rounds", "8", NULL};
+    static const char *const bounds[][2] = {{"KVS_MAX_QUEUED_BYTES", "10000"},
+                                            {"KVS_MAX_QUEUED_REQUESTS", "2"}};
+    for (int k = 0; k < 2; k++) {
+        it_ctx sub;
+        char dir[sizeof t->dir + 16];
+        snprintf(dir, sizeof dir, "%s/%s", t->dir, k ? "requests" : "bytes");
+        IT_ASSERT(t, mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
+        it_ctx_init(&sub, t->test, dir);
+        it_setenv(&sub, "PS_VERBOSE", "1");
+        it_setenv(&sub, "KVS_START_TIMEOUT", "30");
+        it_setenv(&sub, bounds[k][0], "%s", bounds[k][1]);
+        it_start_job(&sub, 1, 2, argv);
+        it_expect_job_ok(&sub, 60);
+        IT_ASSERT(&sub, it_log_has(&sub, sub.worker[0], "returned KVS_EFULL", 0),
+                  "worker 0 did not get KVS_EFULL");
+        it_info(t, "%s=%s: bound met", bounds[k][0], bounds[k][1]);
+        it_ctx_fini(&sub);
+    }
 }

@@ -56,6 +56,8 @@ static const char *usage_text =
     "                           N keys of mixed sizes in one call per round, exact\n"
     "                           sums checked (huge key counts, fusion)\n"
     "  async [--rounds N]       dist_async: pushes accumulate; pull after a barrier\n"
+    "  ahead [--rounds N]       1 server, 2 workers: worker 0 pushes N rounds ahead and\n"
+    "                           meets the server's KVS_MAX_QUEUED_* bound (KVS_EFULL)\n"
     "  barrier [--rounds N]     files written before a barrier all exist after it\n"
     "  errors                   KVS_EINVAL, KVS_ENOKEY, KVS_ESHAPE; the job goes on\n"
     "  victim                   init, barrier, ready file, then wait to be killed\n"
@@ -1025,6 +1027,61 @@ static int scenario_async(const opts *o)
     return failed;
 }
 
+/* ---- ahead: a worker pushing rounds far ahead meets the server's bound ----
+ * One server, two workers, keys 5 (A) and 6 (B, 1000 floats).  Worker 0
+ * pushes B --rounds times at once (round 0 waits for worker 1; later rounds
+ * are kept by the server until then, up to its KVS_MAX_QUEUED_* bound), then
+ * pulls A (answered after the server handled every push of B: one
+ * connection, in order) and enters a barrier.  Worker 1 pushes B 3 times
+ * after the barrier.  With the test's bounds rounds 1 and 2 fit: rounds 0-2
+ * complete (worker 1 pulls 2.0 everywhere) and worker 0's wait on B returns
+ * KVS_EFULL naming the bound. */
+static int scenario_ahead(const opts *o)
+{
+    wctx c;
+    uint64_t a = 5, b = 6;
+    enum { N = 1000 };
+    float *va = calloc(1, sizeof(float)), *vb = calloc(N, sizeof(float)), *out = calloc(N, 4);
+    if (open_store(&c, o, "dist_sync", 0) != 0 || va == NULL || vb == NULL || out == NULL)
+        return 1;
+    kvs_array xa = arr(va, 1, KVS_FLOAT32), xb = arr(vb, N, KVS_FLOAT32);
+    kvs_array oa = arr(out, 1, KVS_FLOAT32), ob = arr(out, N, KVS_FLOAT32);
+    c.failed |= report(c.who, "kvs_init A", kvs_init(c.s, 1, &a, &xa));
+    c.failed |= report(c.who, "kvs_init B", kvs_init(c.s, 1, &b, &xb));
+    for (int i = 0; i < N; i++)
+        vb[i] = 1.0f;
+    if (c.rank == 0) {
+        for (int r = 0; r < o->rounds && !c.failed; r++)
+            c.failed |= report(c.who, "kvs_push B", kvs_push(c.s, 1, &b, &xb, 0));
+        c.failed |= report(c.who, "kvs_pull A", kvs_pull(c.s, 1, &a, &oa, 0));
+        c.failed |= report(c.who, "kvs_wait A", kvs_wait(c.s, a));
+        c.failed |= report(c.who, "kvs_barrier", kvs_barrier(c.s));
+        int rc = kvs_wait(c.s, b);
+        say(c.who, "kvs_wait B returned %s: %s", kvs_errname(rc), kvs_last_error());
+        if (rc != KVS_EFULL || strstr(kvs_last_error(), "KVS_MAX_QUEUED") == NULL) {
+            say(c.who, "expected KVS_EFULL naming KVS_MAX_QUEUED_*");
+            c.failed = 1;
+        }
+    } else {
+        c.failed |= report(c.who, "kvs_barrier", kvs_barrier(c.s));
+        for (int r = 0; r < 3 && !c.failed; r++)
+            c.failed |= report(c.who, "kvs_push B", kvs_push(c.s, 1, &b, &xb, 0));
+        c.failed |= report(c.who, "kvs_pull B", kvs_pull(c.s, 1, &b, &ob, 0));
+        c.failed |= report(c.who, "kvs_wait_all", kvs_wait_all(c.s));
+        for (int i = 0; i < N && !c.failed; i++)
+            if (out[i] != 2.0f) {
+                say(c.who, "B[%d] = %g after round 2, expected 2", i, out[i]);
+                c.failed = 1;
+            }
+    }
+    free(va);
+    free(vb);
+    free(out);
+    int failed = close_store(&c);
+    say(c.who, "ahead: %s", failed ? "FAILED" : "bound met, sums exact");
+    return failed;
+}
+
 /* ---- barrier ---- */
 
 static int scenario_barrier(const opts *o)
@@ -1685,6 +1742,8 @@ int main(int argc, char **argv)
         return scenario_selftest();
     if (strcmp(sc, "sum") == 0)
         return scenario_sum(&o);
+    if (strcmp(sc, "ahead") == 0)
+        return scenario_ahead(&o);
     if (strcmp(sc, "async") == 0)
         return scenario_async(&o);
     if (strcmp(sc, "many") == 0)
