@@ -575,7 +575,7 @@ static void handle_push(srv_store *st, const uint8_t *ident, size_t ident_len, i
             reply_err(st, ident, ident_len, h, KVS_ENOMEM,
                       "server out of memory keeping a push for a later round");
             return;
-        } else {
+        } else if (h->body_len) { /* a FUSED record of 0 elements has no body */
             memcpy(zmq_msg_data(&r->body), body, h->body_len);
         }
         *e->deferred_tail = r;

@@ -50,6 +50,19 @@ static void discard_log(int level, const char *line, void *ctx)
     (void)ctx;
 }
 
+/* ZeroMQ closes sockets on its own thread, later: a loaded machine lets
+ * closed sockets pile up past ZMQ_MAX_SOCKETS.  A fresh context every 256
+ * inputs waits for them (and would hang, i.e. time out, on a socket that
+ * was never closed). */
+static void fz_ctx_turn(void)
+{
+    static unsigned n;
+    if (++n % 256 == 0) {
+        zmq_ctx_term(fz_zctx);
+        fz_zctx = zmq_ctx_new();
+    }
+}
+
 static void fz_once(void)
 {
     char err[512];
@@ -165,7 +178,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t body[FZ_BODY_MAX];
     char ident[64];
     fz_once();
+    fz_ctx_turn();
     if (sched_open(&s, &fz_cfg, fz_zctx) != 0) {
+        log_set_handler(NULL, NULL); /* say why */
+        sched_close(&s);
+        sched_open(&s, &fz_cfg, fz_zctx);
         fprintf(stderr, "fuzz_sched: cannot open a scheduler\n");
         abort();
     }

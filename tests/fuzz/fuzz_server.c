@@ -72,6 +72,19 @@ static void fz_cleanup(void)
     }
 }
 
+/* ZeroMQ closes sockets on its own thread, later: a loaded machine lets
+ * closed sockets pile up past ZMQ_MAX_SOCKETS.  A fresh context every 256
+ * inputs waits for them (and would hang, i.e. time out, on a socket that
+ * was never closed). */
+static void fz_ctx_turn(void)
+{
+    static unsigned n;
+    if (++n % 256 == 0) {
+        zmq_ctx_term(fz_zctx);
+        fz_zctx = zmq_ctx_new();
+    }
+}
+
 static void fz_once(void)
 {
     char err[512];
@@ -341,6 +354,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fz_in in = {data, size, 0};
     char ident[64];
     fz_once();
+    fz_ctx_turn();
     srv *s = calloc(1, sizeof *s);
     if (s == NULL)
         abort();
