@@ -1,6 +1,7 @@
 /* kvs-guard - run a command that dies with its launcher.
  *
  *   kvs-guard PID -- CMD [ARGS...]
+ *   kvs-guard --version | --help
  *
  * Execs CMD (same pid, same process group, same file descriptors), after
  * forking a small watcher that waits for process PID (kvs-launch) to end.
@@ -32,6 +33,8 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "kvs.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -100,8 +103,14 @@ static void watcher(pid_t launcher, int pidfd, pid_t cmd)
 int main(int argc, char **argv)
 {
     char *end;
+    /* options only as the first argument: everything after PID -- is the command's */
+    if (argc == 2 && !strcmp(argv[1], "--version")) {
+        printf("kvs-guard (kvsd) %s\n", KVS_VERSION_STRING);
+        return 0;
+    }
     if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
         printf("usage: kvs-guard PID -- CMD [ARGS...]\n"
+               "       kvs-guard --version | --help\n"
                "Exec CMD; when process PID ends (even by SIGKILL), SIGTERM CMD's process\n"
                "group, SIGKILL after %d s.  Used by kvs-launch for the processes it starts.\n",
                GRACE_MS / 1000);

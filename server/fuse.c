@@ -3,9 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/datapath.h"
 #include "common/log.h"
 #include "server/fuse.h"
+#include "server/metrics.h"
 
 struct srv_fuse {
     srv_fuse *next, *prev; /* fuser->all */
@@ -130,12 +132,18 @@ int srv_fuse_request(srv_fuser *f, srv_store *st, const uint8_t *ident, size_t i
     f->all = b;
     f->batches++;
     f->records += h->count;
+    uint64_t arrived = clock_ns();
     off = 0;
     for (uint64_t i = 0; i < h->count; i++) {
         proto_fused_next(PROTO_FUSED, h->sender, body, h->body_len, &off, lim, &rec, &data, why,
                          whylen);
         rec.fuse = (uintptr_t)b;
-        srv_store_handle(st, ident, ident_len, wrank, &rec, data, NULL);
+        if (rec.flags & PROTO_F_TRACE) /* a traced record: TIMING before its answer */
+            rec.t_arrive_ns = arrived;
+        if (f->met)
+            srv_met_request(f->met, rec.type);
+        srv_in in = {data, NULL, 0};
+        srv_store_handle(st, ident, ident_len, wrank, &rec, data ? &in : NULL);
     }
     b->handing = false;
     if (b->left == 0 && !b->dirty)

@@ -9,7 +9,10 @@
  * keeps the next poll from blocking), so the
  * records whose rounds complete together are answered in one message and a
  * record never waits for another one's round.  A collected reply is sent at
- * once when it reaches DP_FUSE_REPLY_FLUSH bytes.
+ * once when it reaches DP_FUSE_REPLY_FLUSH bytes.  A record the worker traces
+ * (PROTO_F_TRACE) is stamped with the message's arrival time, so the store
+ * sends its PROTO_TIMING (a lone message, ahead of the FUSED_REPLY that
+ * carries the record's answer) as for a request that came alone.
  *
  * Threads: the server's loop thread only (ZeroMQ's thread frees sent reply
  * bodies with free()).
@@ -26,6 +29,7 @@
 #include "server/store.h"
 
 typedef struct srv_fuse srv_fuse;
+struct srv_met;
 
 typedef struct srv_fuser {
     uv_idle_t idle;        /* sends the collected answers on the next turn */
@@ -34,6 +38,7 @@ typedef struct srv_fuser {
     srv_fuse *all;         /* every batch still open */
     srv_fuse *dirty;       /* batches with answers to send */
     uint64_t batches, records;
+    struct srv_met *met;   /* counts each record by its type (NULL: not counted) */
 } srv_fuser;
 
 /* Start on loop; answers leave through sock.  The idle handle is closed by

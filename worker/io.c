@@ -387,14 +387,16 @@ static void fuse_flush(kvs_store *s, int r)
             q->h.body_len = 0;
         if (hmap_put(&s->reqs, q->req_id, q) != 0)
             break;
+        if (s->trace && q->op->trace_id)
+            q->h.flags |= PROTO_F_TRACE; /* the server sends this record's TIMING */
         off += proto_fused_put(p + off, &q->h, q->send);
         if (q->h.priority > prio)
             prio = q->h.priority;
-        /* metrics and timeline (a fused part gets no server timing) */
+        /* metrics and timeline */
         q->t_sent = clock_ns();
         wrk_met_sent(s, q, false, 0);
         if (s->trace && q->op->trace_id)
-            trace_req(s, q, TEV_SENT, q->send ? q->h.body_len : 0, 0, 0, 0);
+            trace_req(s, q, TEV_SENT, q->send ? q->h.body_len : 0, 2, 0, 0);
     }
     proto_hdr h = {.type = PROTO_FUSED, .sender = s->node_id, .req_id = cid, .priority = prio,
                    .count = n, .body_len = off};
@@ -870,6 +872,10 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
             return;
         }
         net_sock_start(sock);
+        /* first message on the connection: the server binds it to us, and
+         * its connection guard never closes it (even if we stay idle) */
+        proto_hdr ann = {.type = PROTO_ANNOUNCE, .sender = s->node_id};
+        net_send(sock, NULL, 0, &ann, NULL);
         wrk_met_watch(s, sock, r);
         LOG(LOG_INFO, s->who, "net", "server %d is at %s", r, nodes[i].endpoint);
     }

@@ -69,7 +69,8 @@ static void write_event(wrk_trace *t, const wrk_tev *e)
                 (unsigned long long)e->key);
         fprintf(t->f, ",\"part\":%u,\"server\":%d,\"bytes\":%llu,\"path\":\"%s\","
                       "\"event\":\"sent\"}}",
-                e->part, e->server, (unsigned long long)e->a, e->b ? "cma" : "socket");
+                e->part, e->server, (unsigned long long)e->a,
+                e->b == 1 ? "cma" : e->b == 2 ? "fused" : "socket");
         break;
     case TEV_SERVER: {
         /* the server reports durations; place them on our clock, taking

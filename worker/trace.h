@@ -29,7 +29,7 @@
 
 enum wrk_tev_kind {
     TEV_QUEUED = 1, /* op, key, optype, round */
-    TEV_SENT,       /* op, key, part, server, a = bytes, b = 1 if by direct copy */
+    TEV_SENT,       /* op, key, part, server, a = bytes, b = 1 by direct copy, 2 fused */
     TEV_SERVER,     /* op, key, part, server, a = ns on the server, b = ns summing,
                      * c = ns from arrival to round complete */
     TEV_REPLIED,    /* op, key, part, server, status */

@@ -1,11 +1,15 @@
-"""check-trace.py FILE RANK ROUNDS - check a KVS_TRACE timeline of kvs-opsworker.
+"""check-trace.py FILE RANK ROUNDS [KEYS [PATH]] - check a KVS_TRACE timeline of kvs-opsworker.
 
 The file must be one valid JSON array (the worker closed its store).  The
 worker inits keys 1 and 2 and runs ROUNDS pushpulls of both, each followed by
 a barrier: every one of those 2 + 2*ROUNDS key operations must have, on its
 own async id, queued (b), sent (n), summed on server / on server (n),
 replied (n) and done (e), in time order, with the round numbers 0..ROUNDS-1,
-and the server's time within the round trip.  Exit 0 when all holds.
+and the server's time within the round trip.  KEYS (comma-separated, default
+1,2) are the keys the worker used; with PATH (socket, cma, fused) every sent
+event of the pushpulls must have travelled that way (the fused keys' server
+marks come from TIMING messages of records of FUSED messages).  Exit 0 when
+all holds.
 """
 import json
 import sys
@@ -14,6 +18,8 @@ from collections import defaultdict
 
 def main():
     path, rank, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    keys = [int(k) for k in sys.argv[4].split(",")] if len(sys.argv) > 4 else [1, 2]
+    want_path = sys.argv[5] if len(sys.argv) > 5 else None
     with open(path) as f:
         events = json.load(f)
     spans = defaultdict(list)
@@ -50,6 +56,9 @@ def main():
         t = {k: evs[kinds.index(k)]["ts"] for k in ("queued", "sent", "replied", "done")}
         if not t["queued"] <= t["sent"] <= t["replied"] <= t["done"]:
             problems.append("%s: out of order %r" % (sid, t))
+        sent = evs[kinds.index("sent")]["args"]
+        if want_path and op == "pushpull" and sent["path"] != want_path:
+            problems.append("%s: sent by %s, expected %s" % (sid, sent["path"], want_path))
         srv = evs[kinds.index(want_server)]["args"]
         if not 0 <= srv["sum_us"] <= srv["server_us"] <= t["replied"] - t["sent"] + 1:
             problems.append("%s: server time %r outside the round trip %.3f us"
@@ -57,8 +66,10 @@ def main():
         if any(e["args"]["key"] != key for e in evs) or len({e["name"] for e in (evs[0], evs[-1])}) != 1:
             problems.append("%s: mixed keys or names" % sid)
         seen[(op, key)].append(q["args"]["round"])
-    want = {("init", 1): [0], ("init", 2): [0],
-            ("pushpull", 1): list(range(rounds)), ("pushpull", 2): list(range(rounds))}
+    want = {}
+    for k in keys:
+        want[("init", k)] = [0]
+        want[("pushpull", k)] = list(range(rounds))
     got = {k: sorted(v) for k, v in seen.items()}
     if got != want:
         problems.append("key operations %r, expected %r" % (got, want))

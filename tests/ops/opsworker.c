@@ -1,6 +1,6 @@
 /* opsworker.c - kvs-opsworker: the worker of tests/ops/test-ops.sh.
  *
- *   kvs-opsworker DIR ROUNDS
+ *   kvs-opsworker DIR ROUNDS [fused]
  *
  * Inits two keys (1: 1000 float32, sent inline; 2: 32768 float32 = 128 KiB,
  * sent by direct copy to a same-host server), runs ROUNDS pushpulls of both
@@ -9,6 +9,10 @@
  * kvs_metrics() text to DIR/worker-<rank>.prom, creates DIR/ready-<rank>,
  * and waits (deadline 120 s) for DIR/go before it closes: the test scrapes
  * the daemons while the job is still running.  Exit 0 iff all was right.
+ *
+ * With "fused": keys 11..18 instead, NF float32 each (1 KiB, under
+ * DP_FUSE_MAX), pushed and pulled in one call, so each server gets its
+ * share of them fused into one FUSED message per round.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +24,8 @@
 
 #define N1 1000
 #define N2 32768
+#define NF 256
+#define NKF 8
 
 static int fail(const char *what, int rc)
 {
@@ -27,10 +33,49 @@ static int fail(const char *what, int rc)
     return 1;
 }
 
+static int finish(kvs_store *kv, const char *dir, int rank);
+
+/* NKF small keys in one call per round, every element checked. */
+static int run_fused(kvs_store *kv, int rank, int nw, int rounds)
+{
+    static float v[NKF][NF], o[NKF][NF];
+    uint64_t keys[NKF];
+    kvs_array vals[NKF], outs[NKF];
+    int rc;
+    for (int k = 0; k < NKF; k++) {
+        keys[k] = 11 + (uint64_t)k;
+        vals[k] = (kvs_array){v[k], NF, KVS_FLOAT32, KVS_CPU};
+        outs[k] = (kvs_array){o[k], NF, KVS_FLOAT32, KVS_CPU};
+    }
+    if ((rc = kvs_init(kv, NKF, keys, vals)) != 0)
+        return fail("kvs_init (fused keys)", rc);
+    for (int r = 0; r < rounds; r++) {
+        for (int k = 0; k < NKF; k++)
+            for (int i = 0; i < NF; i++)
+                v[k][i] = (float)(rank + 1 + r + k + i % 3);
+        memset(o, 0xff, sizeof o);
+        if ((rc = kvs_pushpull(kv, NKF, keys, vals, outs, 0)) != 0 ||
+            (rc = kvs_wait_all(kv)) != 0)
+            return fail("pushpull (fused keys)", rc);
+        for (int k = 0; k < NKF; k++)
+            for (int i = 0; i < NF; i++) {
+                float want = (float)(nw * (nw + 1) / 2 + nw * (r + k + i % 3));
+                if (o[k][i] != want) {
+                    fprintf(stderr, "opsworker: MISMATCH key=%d round=%d index=%d got=%g "
+                            "expected=%g\n", 11 + k, r, i, o[k][i], want);
+                    return 1;
+                }
+            }
+        if ((rc = kvs_barrier(kv)) != 0)
+            return fail("barrier", rc);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: kvs-opsworker DIR ROUNDS\n");
+    if (argc != 3 && !(argc == 4 && !strcmp(argv[3], "fused"))) {
+        fprintf(stderr, "usage: kvs-opsworker DIR ROUNDS [fused]\n");
         return 2;
     }
     const char *dir = argv[1];
@@ -40,6 +85,10 @@ int main(int argc, char **argv)
     if (rc)
         return fail("kvs_create", rc);
     int rank = kvs_rank(kv), nw = kvs_num_workers(kv);
+    if (argc == 4 && (rc = run_fused(kv, rank, nw, rounds)) != 0)
+        return rc;
+    if (argc == 4)
+        return finish(kv, dir, rank);
     static float a[N1], b[N2], oa[N1], ob[N2];
     uint64_t keys[2] = {1, 2};
     kvs_array vals[2] = {{a, N1, KVS_FLOAT32, KVS_CPU}, {b, N2, KVS_FLOAT32, KVS_CPU}};
@@ -76,6 +125,13 @@ int main(int argc, char **argv)
         if ((rc = kvs_barrier(kv)) != 0)
             return fail("barrier", rc);
     }
+    return finish(kv, dir, rank);
+}
+
+/* Write the metrics text, say ready, wait for DIR/go, close. */
+static int finish(kvs_store *kv, const char *dir, int rank)
+{
+    int rc;
     /* the metrics text: ask the size first, then render */
     int need = kvs_metrics(kv, NULL, 0);
     if (need <= 0)

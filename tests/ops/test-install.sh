@@ -19,14 +19,16 @@ want=$(awk '/^#define KVS_VERSION_(MAJOR|MINOR|PATCH) / { v[$2] = $3 }
 make -C "$ROOT" -s BUILD="$BUILD" PREFIX="$P" LIBDIR="$L" install >"$WORK/install.log" 2>&1
 check "make install PREFIX=... LIBDIR=... succeeds" test $? = 0
 
-for b in kvs-scheduler kvs-server kvs-launch kvs-bench kvs-topo kvs-trace; do
+for b in kvs-scheduler kvs-server kvs-launch kvs-bench kvs-topo kvs-trace kvs-guard; do
     v=$("$P/bin/$b" --version 2>&1)
     check "$b --version says $want" test "$v" = "$b (kvsd) $want"
 done
+check "kvs-guard PID -- CMD --version runs CMD (options only as the first argument)" \
+    test "$("$P/bin/kvs-guard" $$ -- printf '%s;' --version --help)" = "--version;--help;"
 check "libkvs in LIBDIR: .a, .so.VERSION, .so.0, .so links" eval \
     '[[ -f $L/libkvs.a && -f $L/libkvs.so.$want && $(readlink "$L/libkvs.so.0") == libkvs.so.$want && $(readlink "$L/libkvs.so") == libkvs.so.0 ]]'
 check "kvs.h and kvs.pc installed" eval '[[ -f $P/include/kvs.h && -f $L/pkgconfig/kvs.pc ]]'
-for m in kvs-scheduler.1 kvs-server.1 kvs-launch.1 kvs-bench.1 kvs-topo.1 kvs-trace.1; do
+for m in kvs-scheduler.1 kvs-server.1 kvs-launch.1 kvs-bench.1 kvs-topo.1 kvs-trace.1 kvs-guard.1; do
     check "man page $m renders, with the version" eval \
         'MANWIDTH=80 man -l "$P/share/man/man1/$m" 2>/dev/null | grep -q "kvsd $want" && [[ -z $(groff -man -Tutf8 -ww -z "$P/share/man/man1/$m" 2>&1) ]]'
 done

@@ -203,6 +203,64 @@ check "kvs-trace reads a file cut short (a worker that died)" eval \
     '"$B/kvs-trace" summary "$WORK/cut.json" | grep -q "^key operations: "'
 if (( SHOW_LOGS )); then cat "$WORK/summary"; fi
 
+# ------------------------------------------------------------ small keys fused, workers' own ports
+# Keys 11..18 (1 KiB each: even keys on server 0, odd on server 1) go in one
+# call per round, so each server gets its four fused into one FUSED message.
+# Each worker serves its own metrics port (KVS_METRICS_PORT) and traces.
+R2=4 NKF=8
+F=$WORK/fused
+mkdir -p "$F"
+read -r Q0 Q1 Q2 Q3 Q4 <<<"$(free_ports 5)"
+DMLC_ROLE=scheduler DMLC_PS_ROOT_PORT=0 KVS_PORT_FILE=$F/port \
+    "$B/kvs-scheduler" 2>"$F/scheduler.log" &
+PIDS+=($!)
+wait_for 30 test -s "$F/port"
+PORT=$(cat "$F/port")
+for ((i = 0; i < S; i++)); do
+    p=Q$((i + 1))
+    DMLC_ROLE=server DMLC_PS_ROOT_PORT=$PORT DMLC_SERVER_ID=$i KVS_METRICS_PORT=${!p} \
+        KVS_METRICS_ADDR=127.0.0.1 "$B/kvs-server" 2>"$F/server$i.log" &
+    PIDS+=($!)
+done
+WPIDS=()
+for ((i = 0; i < W; i++)); do
+    p=Q$((i + 3))
+    DMLC_ROLE=worker DMLC_PS_ROOT_PORT=$PORT DMLC_WORKER_ID=$i KVS_TRACE=$F/trace-%r.json \
+        KVS_METRICS_PORT=${!p} KVS_METRICS_ADDR=127.0.0.1 \
+        "$B/tests/kvs-opsworker" "$F" $R2 fused 2>"$F/worker$i.log" &
+    PIDS+=($!) WPIDS+=($!)
+done
+ready() { local i; for ((i = 0; i < W; i++)); do [[ -e $F/ready-$i ]] || return 1; done; }
+check "fused job ran $R2 rounds of $NKF small keys with exact sums and is waiting" wait_for 60 ready
+for ((i = 0; i < W; i++)); do
+    p=Q$((i + 3))
+    $HTTP get "${!p}" /metrics >"$F/wport$i.prom" 2>"$F/wport$i.err"
+    check "worker $i's own /metrics port answers 200" test $? = 0
+    check "promtool check metrics: worker $i's own port" promcheck "$F/wport$i.prom"
+    check "worker $i's port: $((R2 * NKF)) pushpulls, the same series as kvs_metrics()" eval \
+        '[[ $(val "$F/wport$i.prom" "kvs_requests_total{type=\"pushpull\"}") == $((R2 * NKF)) && $(grep -c "^kvs_" "$F/wport$i.prom") == $(grep -c "^kvs_" "$F/worker-$i.prom") ]]'
+done
+for ((i = 0; i < S; i++)); do
+    p=Q$((i + 1))
+    $HTTP get "${!p}" /metrics >"$F/server$i.prom" 2>/dev/null
+    check "promtool check metrics: server $i (fused job)" promcheck "$F/server$i.prom"
+done
+FP=("$F/server0.prom" "$F/server1.prom")
+check "servers: each fused request counted by its type: pushpull = W x R x $NKF, init = W x $NKF" eval \
+    '[[ $(sumval "kvs_requests_total{type=\"pushpull\"}" "${FP[@]}") == $((W * R2 * NKF)) && $(sumval "kvs_requests_total{type=\"init\"}" "${FP[@]}") == $((W * NKF)) ]]'
+check "servers: FUSED messages counted too (one per worker, server and call)" eval \
+    '[[ $(sumval "kvs_requests_total{type=\"fused\"}" "${FP[@]}") == $((W * S * (R2 + 1))) ]]'
+touch "$F/go"
+wend=0
+for p in "${WPIDS[@]}"; do wait "$p" || wend=1; done
+check "fused job: workers exit 0" test $wend = 0
+for ((w = 0; w < W; w++)); do
+    check "worker $w: fused keys' timeline has server marks for every key operation" \
+        $PY "$ROOT/tests/ops/check-trace.py" "$F/trace-$w.json" "$w" "$R2" 11,12,13,14,15,16,17,18 fused
+done
+for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+PIDS=()
+
 # ------------------------------------------------------------ configuration errors
 DMLC_ROLE=server DMLC_PS_ROOT_PORT=1 KVS_METRICS_PORT=abc "$B/kvs-server" 2>"$WORK/e1"
 rc=$?
