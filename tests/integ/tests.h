@@ -94,7 +94,9 @@
     X(optim_async_2x2, 90)                                                     \
     X(optim_errors_2x2, 120)                                                   \
     X(restart_sgd_momentum_2x2, 180)                                           \
-    X(restart_adam_2x2, 240)
+    X(restart_adam_2x2, 240)                                                   \
+    /* test_server.c: the server's data path */                               \
+    X(server_priority_order_2x1, 60)
 
 #define IT_TEST(name) void it_test_##name(it_ctx *t)
 
