@@ -603,11 +603,11 @@ START_TEST(test_error_strings)
     n++;
     KVS_ERRNO_MAP(CHECK_ERR_)
 #undef CHECK_ERR_
-    ck_assert_int_eq(n, 17);
+    ck_assert_int_eq(n, 18);
     ck_assert_int_eq(KVS_OK, 0);
     ck_assert_str_eq(kvs_errname(KVS_ENOKEY), "KVS_ENOKEY");
     ck_assert_str_eq(kvs_strerror(KVS_ETIMEDOUT), "timed out");
-    static const int unknown[] = {1, 2, -16, -19, -21, -100, 1000, INT_MIN, INT_MAX};
+    static const int unknown[] = {1, 2, -16, -19, -22, -100, 1000, INT_MIN, INT_MAX};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         ck_assert_str_eq(kvs_strerror(unknown[i]), "unknown error");
         ck_assert_str_eq(kvs_errname(unknown[i]), "KVS_E?");
