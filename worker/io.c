@@ -847,6 +847,7 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
         if (rc)
             break;
         net_sock_set_max(sock, s->c.max_message);
+        net_sock_set_split(sock, DP_FRAME_MAX); /* what a server's data socket accepts */
         zmq_setsockopt(net_sock_zmq(sock), ZMQ_ROUTING_ID, ident, strlen(ident));
         s->servers[r] = sock;
         rc = net_auth_connect(&s->c, net_sock_zmq(sock), "worker", s->node_id,
