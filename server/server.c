@@ -375,7 +375,7 @@ static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t
         s->registered = true;
         snprintf(s->who, sizeof s->who, "server %d", s->rank);
         net_link_registered(s->link, s->node_id);
-        srv_ctl_set_rank(s->ctl, s->rank);
+        srv_ctl_set_rank(s->ctl, s->rank, h->round);
         LOG(LOG_INFO, s->who, "job", "registered as rank %d, serving at %s", s->rank,
             s->endpoint);
         break;

@@ -534,6 +534,12 @@ static int errors(int argc, char **argv)
     round_trip(&j, &sp, 2, 1, 0);
     expect_rc(kvs_save(j.s, d2), 0, "kvs_save two", NULL);
     expect_rc(kvs_save(j.s, d3), 0, "kvs_save three", NULL);
+    kvs_array before3[NKEYS]; /* the weights d2 and d3 hold */
+    for (int k = 0; k < j.nkeys; k++) {
+        before3[k] = j.out[k];
+        before3[k].data = xcalloc(keys[k].n, kvs_dtype_size(keys[k].dt));
+        memcpy(before3[k].data, j.out[k].data, keys[k].n * kvs_dtype_size(keys[k].dt));
+    }
     round_trip(&j, &sp, 3, 1, 0);
     /* now the weights are those of round 3: every failed load leaves them */
     kvs_array before[NKEYS];
@@ -558,9 +564,17 @@ static int errors(int argc, char **argv)
         CHECK(rc == 0, "pull: %s", kvs_last_error());
     }
     expect_rc(kvs_barrier(j.s), 0, "barrier", NULL);
+    /* every save went into a fresh directory: generation 1 */
+    {
+        char g[4200];
+        snprintf(g, sizeof g, "%s/gen-000000000001/server-0.kvsckpt", d1);
+        CHECK(access(g, F_OK) == 0, "%s is missing", g);
+        snprintf(g, sizeof g, "%s/gen-000000000002", d1);
+        CHECK(access(g, F_OK) != 0, "%s is there: the save during a round wrote", g);
+    }
     /* corrupted: one byte of server 1's file; server 0's is fine */
-    snprintf(p, sizeof p, "%s/server-1.kvsckpt", d2);
-    snprintf(q, sizeof q, "%s/server-1.kvsckpt.good", d2);
+    snprintf(p, sizeof p, "%s/gen-000000000001/server-1.kvsckpt", d2);
+    snprintf(q, sizeof q, "%s/gen-000000000001/server-1.kvsckpt.good", d2);
     if (rank == 0) {
         copy_file(p, q);
         flip_byte(p, 200);
@@ -572,7 +586,7 @@ static int errors(int argc, char **argv)
     expect_rc(kvs_barrier(j.s), 0, "barrier", NULL);
     if (rank == 0) {
         copy_file(q, p);
-        snprintf(q, sizeof q, "%s/server-0.kvsckpt", d2);
+        snprintf(q, sizeof q, "%s/gen-000000000001/server-0.kvsckpt", d2);
         if (truncate(q, 150) != 0)
             failures++;
     }
@@ -585,13 +599,43 @@ static int errors(int argc, char **argv)
     /* files of two saves mixed */
     expect_rc(kvs_barrier(j.s), 0, "barrier", NULL);
     if (rank == 0) {
-        snprintf(p, sizeof p, "%s/server-1.kvsckpt", d1);
-        snprintf(q, sizeof q, "%s/server-1.kvsckpt", d2);
+        snprintf(p, sizeof p, "%s/gen-000000000001/server-1.kvsckpt", d1);
+        snprintf(q, sizeof q, "%s/gen-000000000001/server-1.kvsckpt", d2);
         copy_file(q, p);
     }
     expect_rc(kvs_barrier(j.s), 0, "barrier", NULL);
     expect_rc(kvs_load(j.s, d1), KVS_EPROTO, "load of mixed saves", "different saves");
     expect_unchanged(&j, before, "a mixed load");
+    /* manifests of two saves mixed: no generation committed everywhere */
+    expect_rc(kvs_barrier(j.s), 0, "barrier", NULL);
+    if (rank == 0) {
+        snprintf(p, sizeof p, "%s/server-1.manifest", d1);
+        snprintf(q, sizeof q, "%s/server-1.manifest", d2);
+        copy_file(q, p);
+    }
+    expect_rc(kvs_barrier(j.s), 0, "barrier", NULL);
+    expect_rc(kvs_load(j.s, d1), KVS_EPROTO, "load of mixed manifests",
+              "no checkpoint generation is committed on every server");
+    expect_unchanged(&j, before, "a load of mixed manifests");
+    /* a corrupted manifest: KVS_EPROTO naming it */
+    expect_rc(kvs_barrier(j.s), 0, "barrier", NULL);
+    if (rank == 0) {
+        snprintf(p, sizeof p, "%s/server-0.manifest", d1);
+        flip_byte(p, 30);
+    }
+    expect_rc(kvs_barrier(j.s), 0, "barrier", NULL);
+    expect_rc(kvs_load(j.s, d1), KVS_EPROTO, "load with a corrupted manifest",
+              "server-0.manifest");
+    expect_unchanged(&j, before, "a load with a corrupted manifest");
+    /* a generation's directory itself loads (its files are the whole save) */
+    {
+        char g[4200];
+        snprintf(g, sizeof g, "%s/gen-000000000001", d3);
+        expect_rc(kvs_load(j.s, g), 0, "load of a generation's directory", NULL);
+        expect_unchanged(&j, before3, "a load of round 3's save");
+        for (int k = 0; k < j.nkeys; k++)
+            memcpy(before[k].data, before3[k].data, keys[k].n * kvs_dtype_size(keys[k].dt));
+    }
     /* shape: a key this job has and the checkpoint lacks */
     {
         uint64_t nk = 99;

@@ -166,18 +166,33 @@ static void restart_proof(it_ctx *t, const char *spec, int auto_ckpt)
     same_files(t, "straight.bin", "restarted.bin");
     if (!auto_ckpt)
         return;
-    /* 4: from the first job's automatic checkpoint of round 6; 3 was pruned */
-    snprintf(from_auto, sizeof from_auto, "%s/round-000000000006", autodir);
-    char p3[PATH_MAX + 64], p9[PATH_MAX + 64];
-    snprintf(p3, sizeof p3, "%s/round-000000000003/server-0.kvsckpt", autodir);
-    snprintf(p9, sizeof p9, "%s/round-000000000009/server-1.kvsckpt", autodir);
+    /* 4: from the first job's automatic checkpoint of round 6 (its generation's
+     * directory itself); 3 was pruned, the manifests name 9 and 6 */
+    snprintf(from_auto, sizeof from_auto, "%s/gen-000000000006", autodir);
+    char p3[PATH_MAX + 64], p9[PATH_MAX + 64], man[PATH_MAX + 64];
+    snprintf(p3, sizeof p3, "%s/gen-000000000003/server-0.kvsckpt", autodir);
+    snprintf(p9, sizeof p9, "%s/gen-000000000009/server-1.kvsckpt", autodir);
     IT_ASSERT(t, access(p3, F_OK) != 0, "%s is still there: only the last two are kept", p3);
     IT_ASSERT(t, access(p9, F_OK) == 0, "%s is missing", p9);
+    for (int i = 0; i < 2; i++) {
+        snprintf(man, sizeof man, "%s/server-%d.manifest", autodir, i);
+        char *m = it_slurp(man, NULL);
+        IT_ASSERT(t, m && strstr(m, "\ngen 9 ") && strstr(m, "\ngen 6 ") &&
+                     strstr(m, "\ngen 9 ") < strstr(m, "\ngen 6 ") && !strstr(m, "\ngen 3 "),
+                  "%s does not name generations 9 then 6 only: %s", man, m ? m : "(missing)");
+        free(m);
+    }
     const char *from6[] = {"train", "--spec", spec, "--from", "6", "--rounds", "10", "--load",
                            from_auto, "--dump", "auto.bin", NULL};
     start_job(t, from6);
     it_expect_job_ok(t, 60);
     same_files(t, "straight.bin", "auto.bin");
+    /* 5: the directory itself: the newest generation committed everywhere, 9 */
+    const char *from9[] = {"train", "--spec", spec, "--from", "9", "--rounds", "10", "--load",
+                           autodir, "--dump", "auto9.bin", NULL};
+    start_job(t, from9);
+    it_expect_job_ok(t, 60);
+    same_files(t, "straight.bin", "auto9.bin");
 }
 
 IT_TEST(restart_sgd_momentum_2x2)
