@@ -19,14 +19,17 @@
 #define AUTO_ID_BIT (1ull << 63) /* save ids of automatic checkpoints: bit | hash(job, round) */
 
 /* Fault injection for the crash tests (tests/integ/module.mk builds a
- * kvs-server with KVS_CKPT_FAULTS): KVS_TEST_CKPT_CRASH=<point> kills the
- * server with SIGKILL at that point of a save.  Not in kvs-server. */
+ * kvs-server with KVS_CKPT_FAULTS): KVS_TEST_CKPT_CRASH=<point>:<n> kills
+ * the server with SIGKILL the n-th time it reaches that point of a save
+ * (written, commit, committed, cleaned).  Not in kvs-server. */
 #ifdef KVS_CKPT_FAULTS
 static void fault(const char *point)
 {
+    static int seen; /* one point per process: the one named */
     const char *f = getenv("KVS_TEST_CKPT_CRASH");
-    if (f && strcmp(f, point) == 0) {
-        LOG(LOG_WARN, "server", "ckpt", "KVS_TEST_CKPT_CRASH=%s: SIGKILL now", point);
+    size_t n = strlen(point);
+    if (f && strncmp(f, point, n) == 0 && f[n] == ':' && ++seen == atoi(f + n + 1)) {
+        LOG(LOG_WARN, "server", "ckpt", "KVS_TEST_CKPT_CRASH=%s: SIGKILL now", f);
         raise(SIGKILL);
     }
 }

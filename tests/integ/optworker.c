@@ -5,6 +5,7 @@
  *   kvs-optworker train --spec SPEC [--rounds N] [--from R] [--mult] [--half]
  *                       [--sums] [--save-at R --save-dir D] [--load D]
  *                       [--dump FILE] [--hang-after-save]
+ *                       [--save2-at R2 --crash-save] [--pull-dump FILE] [--save-end]
  *   kvs-optworker errors --dir D
  *   kvs-optworker async
  *
@@ -19,6 +20,12 @@
  * must return plain sums.  --save-at R: kvs_save(D) after R rounds;
  * --hang-after-save: then write file "saved-w<ID>" and wait to be killed.
  * --dump FILE (rank 0): write every key's final bytes to $KVS_TEST_DIR/FILE.
+ * The crash tests: --save-at R --save2-at R2 --crash-save saves into D after
+ * R and after R2 rounds, rank 0 dumping the weights each save holds to
+ * save1.bin and save2.bin; the second save is expected to fail (a server is
+ * made to die in it): any result is taken, then "crashed-w<ID>" is written
+ * and the worker waits to be killed.  --pull-dump FILE: after the rounds,
+ * pull every key and dump it (rank 0); --save-end: then kvs_save(D).
  *
  * errors: bad specs, per-key and int-key errors, saves during a round, and
  * load failures (corrupted, truncated, mixed, shape) that must change
@@ -368,6 +375,8 @@ static int train(int argc, char **argv)
 {
     const char *spec_text = NULL, *save_dir = NULL, *load_dir = NULL, *dump_name = NULL;
     int rounds = 6, from = 0, mult = 0, half = 0, sums = 0, save_at = -1, hang = 0;
+    int save2_at = -1, crash_save = 0, save_end = 0;
+    const char *pull_dump = NULL;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--spec") && v) spec_text = argv[++i];
@@ -381,6 +390,10 @@ static int train(int argc, char **argv)
         else if (!strcmp(a, "--half")) half = 1;
         else if (!strcmp(a, "--sums")) sums = 1;
         else if (!strcmp(a, "--hang-after-save")) hang = 1;
+        else if (!strcmp(a, "--save2-at") && v) save2_at = atoi(argv[++i]);
+        else if (!strcmp(a, "--crash-save")) crash_save = 1;
+        else if (!strcmp(a, "--pull-dump") && v) pull_dump = argv[++i];
+        else if (!strcmp(a, "--save-end")) save_end = 1;
         else {
             fprintf(stderr, "kvs-optworker train: bad argument '%s'\n", a);
             return 2;
@@ -409,7 +422,23 @@ static int train(int argc, char **argv)
     }
     for (int r = from; r < rounds && failures == 0; r++) {
         round_trip(&j, &sp, r, load_dir ? 0 : sums ? 2 : 1, mult);
-        if (r + 1 == save_at) {
+        if (crash_save && r + 1 == save_at) {
+            if (rank == 0)
+                dump(&j, "save1.bin");
+            expect_rc(kvs_save(j.s, save_dir), 0, "kvs_save", NULL);
+        }
+        if (crash_save && r + 1 == save2_at) {
+            if (rank == 0)
+                dump(&j, "save2.bin");
+            int rc = kvs_save(j.s, save_dir);
+            say("the save a server dies in: %s: %s", kvs_errname(rc), kvs_last_error());
+            char name[64];
+            snprintf(name, sizeof name, "crashed-w%d", rank);
+            touch(name);
+            for (;;)
+                pause(); /* the test kills the whole job now */
+        }
+        if (!crash_save && r + 1 == save_at) {
             expect_rc(kvs_save(j.s, save_dir), 0, "kvs_save", NULL);
             if (hang) {
                 char name[64];
@@ -420,6 +449,16 @@ static int train(int argc, char **argv)
             }
         }
     }
+    if (pull_dump) {
+        int rc = kvs_pull(j.s, (size_t)j.nkeys, j.ks, j.out, 0);
+        if (rc == 0)
+            rc = kvs_wait_all(j.s);
+        CHECK(rc == 0, "pull after the load: %s: %s", kvs_errname(rc), kvs_last_error());
+        if (rank == 0)
+            dump(&j, pull_dump);
+    }
+    if (save_end)
+        expect_rc(kvs_save(j.s, save_dir), 0, "kvs_save at the end", NULL);
     if (dump_name && rank == 0)
         dump(&j, dump_name);
     int rc = kvs_close(j.s);

@@ -88,7 +88,11 @@
     X(optim_async_2x2, 90)                                                     \
     X(optim_errors_2x2, 120)                                                   \
     X(restart_sgd_momentum_2x2, 180)                                           \
-    X(restart_adam_2x2, 240)
+    X(restart_adam_2x2, 240)                                                   \
+    X(ckpt_crash_written_2x2, 120)                                             \
+    X(ckpt_crash_commit_2x2, 120)                                              \
+    X(ckpt_crash_committed_2x2, 120)                                           \
+    X(ckpt_crash_cleaned_2x2, 120)
 
 #define IT_TEST(name) void it_test_##name(it_ctx *t)
 
