@@ -23,6 +23,11 @@
 #define DP_CMA_PAR_MIN (1u << 20)
 #define DP_CMA_PAR_CHUNK (256u << 10)
 
+/* Server: entries (key parts) of at least this many bytes are summed,
+ * updated and copied by jobs off the loop (server/jobs.h); smaller ones on
+ * the loop, where a job would cost more than the work. */
+#define DP_OFFLOAD_MIN (64u << 10)
+
 /* Worker: key parts smaller than this (to one server, in one wake-up of the
  * I/O thread) are fused into PROTO_FUSED messages of at most KVS_FUSE_BYTES
  * (default DP_FUSE_BYTES_DEFAULT).  Equal to DP_CMA_MIN and DP_ZERO_COPY_MIN:

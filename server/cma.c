@@ -1,6 +1,8 @@
 /* cma.c - see cma.h. */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -73,6 +75,79 @@ int srv_cma_copy(red_pool *pool, const srv_cma *c, int dir, void *buf, uint64_t 
         return copy1(c, dir, buf, addr, len);
     struct cma_job j = {c, dir, buf, addr, 0};
     red_pool_for(pool, len, DP_CMA_PAR_CHUNK, job_run, &j);
+    if (atomic_load(&j.err)) {
+        errno = atomic_load(&j.err);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- read and add piecewise ---- */
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_init(void)
+{
+    pthread_key_create(&scratch_key, free);
+}
+
+/* This thread's buffer of DP_CMA_PAR_CHUNK bytes (freed when it exits). */
+static uint8_t *scratch(void)
+{
+    pthread_once(&scratch_once, scratch_init);
+    uint8_t *b = pthread_getspecific(scratch_key);
+    if (b == NULL && (b = aligned_alloc(64, DP_CMA_PAR_CHUNK)) != NULL)
+        pthread_setspecific(scratch_key, b);
+    return b;
+}
+
+struct cma_add_job {
+    const srv_cma *c;
+    kvs_dtype dtype;
+    size_t esz;
+    uint8_t *acc;
+    uint64_t addr;
+    atomic_int err;
+};
+
+static void add_run(const void *arg, uint64_t lo, uint64_t hi)
+{
+    struct cma_add_job *j = (struct cma_add_job *)arg;
+    uint8_t *buf = scratch();
+    uint64_t per = DP_CMA_PAR_CHUNK / j->esz;
+    int zero = 0;
+    if (buf == NULL) {
+        atomic_compare_exchange_strong(&j->err, &zero, ENOMEM);
+        return;
+    }
+    for (uint64_t i = lo; i < hi; i += per) {
+        uint64_t n = hi - i < per ? hi - i : per;
+        if (copy1(j->c, 0, buf, j->addr + i * j->esz, n * j->esz) != 0) {
+            atomic_compare_exchange_strong(&j->err, &zero, errno ? errno : EIO);
+            return;
+        }
+        red_add(NULL, j->dtype, j->acc + i * j->esz, buf, n);
+    }
+}
+
+int srv_cma_add(red_pool *pool, const srv_cma *c, kvs_dtype dtype, void *acc, uint64_t addr,
+                uint64_t count)
+{
+    size_t esz = kvs_dtype_size(dtype);
+    if (!c->ok) {
+        errno = EPERM;
+        return -1;
+    }
+    if (esz == 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct cma_add_job j = {c, dtype, esz, acc, addr, 0};
+    uint64_t per = DP_CMA_PAR_CHUNK / esz;
+    if (count * esz < DP_CMA_PAR_MIN)
+        pool = NULL;
+    red_pool_for(pool, count, per, add_run, &j);
     if (atomic_load(&j.err)) {
         errno = atomic_load(&j.err);
         return -1;

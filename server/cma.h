@@ -63,4 +63,12 @@ bool srv_cma_alive(const srv_cma *c);
 int srv_cma_copy(red_pool *pool, const srv_cma *c, int dir, void *buf, uint64_t addr,
                  uint64_t len);
 
+/* acc += the worker's count elements of dtype at addr, without a buffer of
+ * the whole size: pieces are read into a small per-thread buffer and added
+ * at their offsets, spread over pool (may be NULL).  The result is the
+ * same, bit for bit, as reading everything and calling red_add.  0, or -1
+ * with errno. */
+int srv_cma_add(red_pool *pool, const srv_cma *c, kvs_dtype dtype, void *acc, uint64_t addr,
+                uint64_t count);
+
 #endif

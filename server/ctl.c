@@ -578,9 +578,9 @@ static void release_held(srv_ctl *c)
     c->held_tail = &c->held_head;
     while (h) {
         held *n = h->next;
+        srv_in in = {zmq_msg_data(&h->body), &h->body, 1};
         srv_store_handle(c->st, h->ident, h->ident_len, h->wrank, &h->h,
-                         h->has_body ? zmq_msg_data(&h->body) : NULL,
-                         h->has_body ? &h->body : NULL);
+                         h->has_body ? &in : NULL);
         zmq_msg_close(&h->body);
         free(h);
         h = n;
@@ -852,7 +852,7 @@ void srv_ctl_handle(srv_ctl *c, const uint8_t *ident, size_t ident_len, int wran
 }
 
 bool srv_ctl_hold(srv_ctl *c, const uint8_t *ident, size_t ident_len, int wrank,
-                  const proto_hdr *h, const void *body, zmq_msg_t *bodymsg)
+                  const proto_hdr *h, const srv_in *in)
 {
     if (c == NULL || !c->busy)
         return false;
@@ -864,16 +864,29 @@ bool srv_ctl_hold(srv_ctl *c, const uint8_t *ident, size_t ident_len, int wrank,
     x->wrank = wrank;
     x->h = *h;
     zmq_msg_init(&x->body);
-    if (bodymsg) {
-        zmq_msg_move(&x->body, bodymsg);
+    if (in && in->frames && in->nframes == 1) {
+        zmq_msg_move(&x->body, &in->frames[0]);
         x->has_body = true;
-    } else if (body) {
+    } else if (in && (in->data || in->nframes > 1)) {
+        /* borrowed, or several frames (rare while a save runs): one copy */
         zmq_msg_close(&x->body);
         if (zmq_msg_init_size(&x->body, h->body_len) != 0) {
             free(x);
             return false;
         }
-        memcpy(zmq_msg_data(&x->body), body, h->body_len);
+        uint8_t *d = zmq_msg_data(&x->body);
+        if (in->nframes > 1) {
+            uint64_t off = 0;
+            for (int i = 0; i < in->nframes; i++) {
+                size_t n = zmq_msg_size(&in->frames[i]);
+                if (n > h->body_len - off)
+                    n = h->body_len - off;
+                memcpy(d + off, zmq_msg_data(&in->frames[i]), n);
+                off += n;
+            }
+        } else {
+            memcpy(d, in->data, h->body_len);
+        }
         x->has_body = true;
     }
     *c->held_tail = x;

@@ -45,10 +45,11 @@ bool srv_ctl_type(int type);
  * (h->body_len bytes) or NULL. */
 void srv_ctl_handle(srv_ctl *ctl, const uint8_t *ident, size_t ident_len, int wrank,
                     const proto_hdr *h, const void *body);
-/* While a save or load runs: keep this data request for later (moving
- * bodymsg's frame) and return true; otherwise false. */
+/* While a save or load runs: keep this data request for later (moving its
+ * body's frame, or copying the body) and return true; otherwise false. */
+struct srv_in;
 bool srv_ctl_hold(srv_ctl *ctl, const uint8_t *ident, size_t ident_len, int wrank,
-                  const proto_hdr *h, const void *body, zmq_msg_t *bodymsg);
+                  const proto_hdr *h, const struct srv_in *in);
 /* The job failed: answer every waiting collective and held request. */
 void srv_ctl_fail_all(srv_ctl *ctl, const char *why);
 /* An entry completed round r: time for an automatic checkpoint? */

@@ -142,7 +142,8 @@ int srv_fuse_request(srv_fuser *f, srv_store *st, const uint8_t *ident, size_t i
             rec.t_arrive_ns = arrived;
         if (f->met)
             srv_met_request(f->met, rec.type);
-        srv_store_handle(st, ident, ident_len, wrank, &rec, data, NULL);
+        srv_in in = {data, NULL, 0};
+        srv_store_handle(st, ident, ident_len, wrank, &rec, data ? &in : NULL);
     }
     b->handing = false;
     if (b->left == 0 && !b->dirty)

@@ -23,6 +23,7 @@
 #include "server/ctl.h"
 #include "server/server.h"
 #include "server/fuse.h"
+#include "server/jobs.h"
 #include "server/store.h"
 
 /* The connection (ZeroMQ routing id) a worker rank is bound to: the first
@@ -45,6 +46,7 @@ typedef struct srv {
     srv_bind *bind; /* per worker rank */
     uv_signal_t sigint, sigterm;
     red_pool *pool;
+    srv_jobs *jobs; /* sums, direct copies and updates off the loop */
     srv_store store;
     srv_ctl *ctl; /* collectives: optimizer, checkpoints */
     int node_id;
@@ -82,6 +84,63 @@ static void send_timing(srv *s, const uint8_t *ident, size_t ident_len, const pr
     zmq_msg_close(&body);
 }
 
+/* A value written into a worker's memory (reply h, flags PROTO_F_CMA). */
+static void cma_written(srv *s, const uint8_t *ident, size_t ident_len, proto_hdr *h,
+                        int wrank)
+{
+    srv_met_out(&s->met, wrank, MET_PATH_CMA, h->body_len);
+    h->flags = PROTO_F_CMA;
+    h->body_len = 0;
+    net_send(s->data, ident, ident_len, h, NULL);
+}
+
+/* The write failed (errno says why): the reply h says so. */
+static void cma_write_failed(srv *s, const uint8_t *ident, size_t ident_len, proto_hdr *h,
+                             int wrank)
+{
+    char text[200];
+    snprintf(text, sizeof text, "cannot write the value into worker %d's memory: %s", wrank,
+             strerror(errno));
+    h->status = KVS_EINVAL;
+    met_error(s->met.reg, KVS_EINVAL);
+    net_send_text(s->data, ident, ident_len, h, text);
+}
+
+/* Writing a big value into a worker's memory, off the loop. */
+typedef struct write_job {
+    srv_job j; /* first */
+    srv *s;
+    srv_cma cma;    /* as proven when the job started */
+    srv_buf *value; /* a reference */
+    uint64_t dst;
+    proto_hdr h;    /* the reply */
+    int wrank;
+    uint8_t ident[SRV_IDENT_MAX];
+    size_t ident_len;
+    int err;
+} write_job;
+
+static void write_run(srv_job *jb)
+{
+    write_job *j = (write_job *)jb;
+    if (srv_cma_copy(j->s->pool, &j->cma, 1, j->value->data, j->dst, j->h.body_len) != 0)
+        j->err = errno ? errno : EIO;
+}
+
+static void write_done(srv_job *jb, bool cancelled)
+{
+    write_job *j = (write_job *)jb;
+    srv_buf_unref(j->value);
+    if (!cancelled) {
+        errno = j->err;
+        if (j->err)
+            cma_write_failed(j->s, j->ident, j->ident_len, &j->h, j->wrank);
+        else
+            cma_written(j->s, j->ident, j->ident_len, &j->h, j->wrank);
+    }
+    free(j);
+}
+
 static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const proto_hdr *req,
                        int status, const char *text, srv_buf *value, uint64_t round)
 {
@@ -117,21 +176,32 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
     h.body_len = req->count * kvs_dtype_size((kvs_dtype)req->dtype);
     if ((req->flags & PROTO_F_CMA) && req->cma_dst) {
         /* write the value straight into the worker's output */
-        const srv_cma *c = &s->cma[(req->sender - 9) / 2];
-        if (!srv_cma_alive(c) ||
-            srv_cma_copy(s->pool, c, 1, value->data, req->cma_dst, h.body_len) != 0) {
-            char text[200];
-            snprintf(text, sizeof text, "cannot write the value into worker %d's memory: %s",
-                     (req->sender - 9) / 2, strerror(errno));
-            h.status = KVS_EINVAL;
-            met_error(s->met.reg, KVS_EINVAL);
-            net_send_text(s->data, ident, ident_len, &h, text);
+        const srv_cma *c = &s->cma[wrank];
+        if (!srv_cma_alive(c)) {
+            errno = EPERM;
+            cma_write_failed(s, ident, ident_len, &h, wrank);
             return;
         }
-        srv_met_out(&s->met, wrank, MET_PATH_CMA, h.body_len);
-        h.flags = PROTO_F_CMA;
-        h.body_len = 0;
-        net_send(s->data, ident, ident_len, &h, NULL);
+        if (h.body_len < DP_OFFLOAD_MIN || s->jobs == NULL) {
+            if (srv_cma_copy(s->pool, c, 1, value->data, req->cma_dst, h.body_len) != 0)
+                cma_write_failed(s, ident, ident_len, &h, wrank);
+            else
+                cma_written(s, ident, ident_len, &h, wrank);
+            return;
+        }
+        write_job *j = calloc(1, sizeof *j);
+        if (j == NULL) {
+            h.status = KVS_ENOMEM;
+            net_send_text(s->data, ident, ident_len, &h, "server out of memory");
+            return;
+        }
+        *j = (write_job){.j = {write_run, write_done, req->priority, 0, NULL}, .s = s,
+                         .cma = *c, .value = value, .dst = req->cma_dst, .h = h,
+                         .wrank = wrank};
+        atomic_fetch_add(&value->refs, 1);
+        memcpy(j->ident, ident, ident_len < sizeof j->ident ? ident_len : sizeof j->ident);
+        j->ident_len = ident_len < sizeof j->ident ? ident_len : sizeof j->ident;
+        srv_jobs_submit(s->jobs, &j->j);
         return;
     }
     atomic_fetch_add(&value->refs, 1);
@@ -201,15 +271,14 @@ static void on_proof(srv *s, const uint8_t *ident, size_t ident_len, int wrank,
     net_send(s->data, ident, ident_len, &r, NULL);
 }
 
-/* A request whose data (if any) lies in the worker's memory: read it, then
- * handle it like any other. */
+/* A request whose data (if any) lies in the worker's memory: the store
+ * reads it when it sums it (server/store.h), from the memory the worker
+ * proved. */
 static void on_cma_request(srv *s, const uint8_t *ident, size_t ident_len, int wrank,
                            proto_hdr *h, const uint8_t *desc)
 {
     const srv_cma *c = &s->cma[wrank];
     proto_hdr e = *h;
-    char text[200];
-    zmq_msg_t data;
     e.type = PROTO_REPLY;
     e.sender = s->node_id;
     e.flags = 0;
@@ -226,27 +295,18 @@ static void on_cma_request(srv *s, const uint8_t *ident, size_t ident_len, int w
                    (h->type == PROTO_INIT && h->cma_src);
     if (!carries || bytes == 0) {
         h->body_len = 0;
-        srv_store_handle(&s->store, ident, ident_len, wrank, h, NULL, NULL);
+        h->cma_src = 0;
+        srv_store_handle(&s->store, ident, ident_len, wrank, h, NULL);
         return;
     }
-    if (zmq_msg_init_size(&data, bytes) != 0) {
-        e.status = KVS_ENOMEM;
-        net_send_text(s->data, ident, ident_len, &e, "server out of memory");
-        return;
-    }
-    if (srv_cma_copy(s->pool, c, 0, zmq_msg_data(&data), h->cma_src, bytes) != 0) {
-        snprintf(text, sizeof text, "cannot read %llu bytes of worker %d's memory: %s",
-                 (unsigned long long)bytes, wrank, strerror(errno));
-        zmq_msg_close(&data);
-        e.status = KVS_EINVAL;
-        met_error(s->met.reg, KVS_EINVAL);
-        net_send_text(s->data, ident, ident_len, &e, text);
+    if (h->cma_src == 0) {
+        e.status = KVS_EPROTO;
+        net_send_text(s->data, ident, ident_len, &e, "data by reference at address 0");
         return;
     }
     srv_met_in(&s->met, wrank, MET_PATH_CMA, bytes);
     h->body_len = bytes;
-    srv_store_handle(&s->store, ident, ident_len, wrank, h, zmq_msg_data(&data), &data);
-    zmq_msg_close(&data);
+    srv_store_handle(&s->store, ident, ident_len, wrank, h, NULL);
 }
 
 /* A header cannot speak for another connection's worker.  A worker's data
@@ -351,8 +411,8 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
         }
         return;
     }
-    srv_store_handle(&s->store, ident, ident_len, wrank, &h,
-                     bodymsg ? zmq_msg_data(bodymsg) : NULL, bodymsg);
+    srv_in in = {bodymsg ? zmq_msg_data(bodymsg) : NULL, bodymsg, bodymsg ? 1 : 0};
+    srv_store_handle(&s->store, ident, ident_len, wrank, &h, bodymsg ? &in : NULL);
 }
 
 static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t len)
@@ -505,6 +565,12 @@ int srv_run(const cfg *c)
     }
     srv_store_init(&s->store, c->num_worker, s->pool, send_reply, s);
     uv_loop_init(&s->loop);
+    if (srv_jobs_new(&s->loop, srv_jobs_threads_for(red_pool_threads(s->pool)), &s->jobs) != 0) {
+        LOG(LOG_ERROR, s->who, "job", "cannot start the server's job threads");
+        goto out;
+    }
+    s->store.jobs = s->jobs;
+    s->store.cma = s->cma;
     if (srv_ctl_new(&s->store, &s->loop, c, &s->ctl) != 0)
         goto out;
     s->zctx = zmq_ctx_new();
@@ -554,6 +620,7 @@ int srv_run(const cfg *c)
         (unsigned long long)s->store.rounds_done, (unsigned long long)s->store.bytes_summed,
         (unsigned long long)s->dropped);
 out:
+    srv_jobs_stop(s->jobs); /* running jobs end; the others are dropped */
     srv_met_stop(&s->met);
     srv_ctl_stop(s->ctl); /* a checkpoint being written finishes first */
     net_link_free(s->link);
@@ -564,6 +631,7 @@ out:
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
     srv_ctl_free(s->ctl);
+    srv_jobs_free(s->jobs);
     srv_store_fini(&s->store);
     srv_met_fini(&s->met);
     srv_fuser_fini(&s->fuser);

@@ -1,4 +1,5 @@
 /* store.c - see store.h. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +10,9 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/sizes.h"
+#include "server/cma.h"
 #include "server/ctl.h"
+#include "server/jobs.h"
 #include "server/store.h"
 #include "server/update.h"
 
@@ -30,6 +33,8 @@ struct srv_entry {
     srv_req *deferred, **deferred_tail; /* pushes for later rounds */
     uint64_t round_start_ns; /* first push of the current round arrived (metrics) */
     struct srv_upd *upd;                /* optimizer state (server/update.h) */
+    bool busy;                          /* a job works on it (acc, value, upd) */
+    srv_req *backlog, **backlog_tail;   /* inits and pushes that came while busy */
 };
 
 /* ---- buffers ---- */
@@ -110,10 +115,122 @@ static srv_req *req_new(const uint8_t *ident, size_t ident_len, int wrank, const
     return r;
 }
 
-static void req_free(srv_req *r)
+/* Let go of r's body (it was summed). */
+static void req_drop_body(srv_req *r)
 {
     zmq_msg_close(&r->body);
+    zmq_msg_init(&r->body);
+    for (int i = 0; r->more && i < r->nframes; i++)
+        zmq_msg_close(&r->more[i]);
+    free(r->more);
+    r->more = NULL;
+    r->nframes = 0;
+}
+
+static void req_free(srv_req *r)
+{
+    req_drop_body(r);
+    zmq_msg_close(&r->body);
     free(r);
+}
+
+/* Make r own the body of in (len bytes): move its frames, or copy borrowed
+ * data.  Nothing to do when r owns it already or there is none.  0 or
+ * KVS_ENOMEM. */
+static int req_keep(srv_req *r, const srv_in *in, uint64_t len)
+{
+    if (in == NULL || r->nframes > 0)
+        return 0;
+    if (in->frames && in->nframes > 1) {
+        r->more = malloc((size_t)in->nframes * sizeof *r->more);
+        if (r->more == NULL)
+            return KVS_ENOMEM;
+        for (int i = 0; i < in->nframes; i++) {
+            zmq_msg_init(&r->more[i]);
+            zmq_msg_move(&r->more[i], &in->frames[i]);
+        }
+        r->nframes = in->nframes;
+    } else if (in->frames && in->nframes == 1) {
+        zmq_msg_move(&r->body, &in->frames[0]);
+        r->nframes = 1;
+    } else if (in->data) {
+        zmq_msg_close(&r->body);
+        if (zmq_msg_init_size(&r->body, len) != 0) {
+            zmq_msg_init(&r->body);
+            return KVS_ENOMEM;
+        }
+        memcpy(zmq_msg_data(&r->body), in->data, len);
+        r->nframes = 1;
+    }
+    return 0;
+}
+
+/* The body r owns, as an srv_in. */
+static srv_in in_of(srv_req *r)
+{
+    srv_in in = {NULL, NULL, 0};
+    if (r->nframes == 1)
+        in = (srv_in){zmq_msg_data(&r->body), &r->body, 1};
+    else if (r->nframes > 1)
+        in = (srv_in){NULL, r->more, r->nframes};
+    return in;
+}
+
+static bool in_has_data(const proto_hdr *h, const srv_in *in)
+{
+    return (in && (in->data || in->nframes > 0)) || ((h->flags & PROTO_F_CMA) && h->cma_src);
+}
+
+/* ---- summing a body ---- */
+
+enum sum_mode {
+    SUM_NONE, /* nothing to sum (the push became the round buffer) */
+    SUM_COPY, /* dst = body */
+    SUM_ADD,  /* dst += body */
+    SUM_BASE, /* dst = base + body */
+};
+
+/* Sum the body of in (bytes bytes), or the worker's memory at addr when cma
+ * is not NULL, into dst as mode says, piece by piece at the pieces'
+ * offsets (each element goes through the same operation as with one
+ * piece, so the result does not depend on how the body was cut).  Any
+ * thread.  0, or an errno of a failed read. */
+static int sum_into(red_pool *pool, kvs_dtype dt, uint8_t *dst, const uint8_t *base,
+                    uint64_t bytes, const srv_in *in, const srv_cma *cma, uint64_t addr,
+                    int mode)
+{
+    size_t esz = kvs_dtype_size(dt);
+    if (mode == SUM_NONE || bytes == 0)
+        return 0;
+    if (cma) {
+        if (mode == SUM_BASE) {
+            const void *src[1] = {base};
+            red_sum(pool, dt, dst, src, 1, bytes / esz);
+            mode = SUM_ADD;
+        }
+        int rc = mode == SUM_COPY ? srv_cma_copy(pool, cma, 0, dst, addr, bytes)
+                                  : srv_cma_add(pool, cma, dt, dst, addr, bytes / esz);
+        return rc == 0 ? 0 : (errno ? errno : EIO);
+    }
+    int n = in->frames && in->nframes > 1 ? in->nframes : 1;
+    uint64_t off = 0;
+    for (int i = 0; i < n && off < bytes; i++) {
+        const uint8_t *p = n > 1 ? zmq_msg_data(&in->frames[i]) : in->data;
+        uint64_t len = n > 1 ? zmq_msg_size(&in->frames[i]) : bytes;
+        if (len > bytes - off)
+            len = bytes - off;
+        if (mode == SUM_COPY) {
+            const void *src[1] = {p};
+            red_sum(pool, dt, dst + off, src, 1, len / esz);
+        } else if (mode == SUM_ADD) {
+            red_add(pool, dt, dst + off, p, len / esz);
+        } else {
+            const void *src[2] = {base + off, p};
+            red_sum(pool, dt, dst + off, src, 2, len / esz);
+        }
+        off += len;
+    }
+    return 0;
 }
 
 static void reply_err(srv_store *st, const uint8_t *ident, size_t ident_len,
@@ -209,6 +326,7 @@ void srv_store_fini(srv_store *st)
             free_list(e->waiting);
             free_list(e->pulls);
             free_list(e->deferred);
+            free_list(e->backlog);
             entry_free(e);
             e = n;
         }
@@ -265,32 +383,51 @@ static void release_inits(srv_store *st, srv_entry *e)
         hmap_put(&st->pending_inits, hk, keep);
 }
 
+/* Copy the body of in (or the worker's memory, for a request by reference)
+ * into dst: bytes bytes.  0, or an errno of a failed read. */
+static int copy_in(srv_store *st, int wrank, const proto_hdr *h, const srv_in *in, void *dst,
+                   uint64_t bytes)
+{
+    bool by_ref = (h->flags & PROTO_F_CMA) != 0;
+    srv_in none = {NULL, NULL, 0};
+    return sum_into(st->pool, (kvs_dtype)h->dtype, dst, NULL, bytes, in ? in : &none,
+                    by_ref ? &st->cma[wrank] : NULL, h->cma_src, SUM_COPY);
+}
+
 static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, int wrank,
-                        const proto_hdr *h, const void *body)
+                        const proto_hdr *h, const srv_in *in)
 {
     srv_entry *e = find_entry(st, h->key, h->part);
+    bool data = in_has_data(h, in);
+    int err;
     if (e != NULL) {
         if (!same_shape(e, h)) {
             shape_error(st, ident, ident_len, h, e);
             return;
         }
-        if (wrank == 0 && body != NULL && e->bytes > 0) {
+        if (wrank == 0 && data && e->bytes > 0) {
             if (e->npushed > 0 || e->deferred != NULL) {
                 reply_err(st, ident, ident_len, h, KVS_EINVAL,
                           "key %llu: init while a push round is in progress",
                           (unsigned long long)h->key);
                 return;
             }
-            if (atomic_load(&e->value->refs) > 1) { /* being sent: replace, don't overwrite */
-                srv_buf *nb = srv_buf_new(e->bytes);
-                if (nb == NULL) {
-                    reply_err(st, ident, ident_len, h, KVS_ENOMEM, "server out of memory");
-                    return;
-                }
-                srv_buf_unref(e->value);
-                e->value = nb;
+            /* a re-init replaces the value: into a new buffer (a reply may be
+             * sending the old one, and a failed read must leave it) */
+            srv_buf *nb = srv_buf_new(e->bytes);
+            if (nb == NULL) {
+                reply_err(st, ident, ident_len, h, KVS_ENOMEM, "server out of memory");
+                return;
             }
-            memcpy(e->value->data, body, e->bytes); /* a re-init replaces the value */
+            if ((err = copy_in(st, wrank, h, in, nb->data, e->bytes)) != 0) {
+                srv_buf_unref(nb);
+                reply_err(st, ident, ident_len, h, KVS_EINVAL, "cannot read %llu bytes of "
+                          "worker %d's memory: %s", (unsigned long long)e->bytes, wrank,
+                          strerror(err));
+                return;
+            }
+            srv_buf_unref(e->value);
+            e->value = nb;
             srv_upd_forget_master(e->upd);
         }
         reply_ok_to(st, ident, ident_len, h, e);
@@ -303,7 +440,7 @@ static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, i
                   kvs_dtype_name((kvs_dtype)h->dtype), optim_name(st->optim->spec.kind));
         return;
     }
-    if (wrank != 0 || (body == NULL && h->count > 0)) {
+    if (wrank != 0 || (!data && h->count > 0)) {
         /* wait for rank 0's values */
         srv_req *r = req_new(ident, ident_len, wrank, h);
         uint64_t hk = entry_hash(h->key, h->part);
@@ -338,8 +475,13 @@ static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, i
     e->async = (h->flags & PROTO_F_ASYNC) != 0;
     e->waiting_tail = &e->waiting;
     e->deferred_tail = &e->deferred;
-    if (e->bytes)
-        memcpy(e->value->data, body, e->bytes);
+    e->backlog_tail = &e->backlog;
+    if (e->bytes && (err = copy_in(st, wrank, h, in, e->value->data, e->bytes)) != 0) {
+        entry_free(e);
+        reply_err(st, ident, ident_len, h, KVS_EINVAL, "cannot read %llu bytes of worker %d's "
+                  "memory: %s", (unsigned long long)h->body_len, wrank, strerror(err));
+        return;
+    }
     uint64_t hk = entry_hash(e->key, e->part);
     e->next = hmap_get(&st->entries, hk);
     if (hmap_put(&st->entries, hk, e) != 0) {
@@ -351,14 +493,10 @@ static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, i
     release_inits(st, e);
 }
 
-/* The round is complete: the sum becomes the value; answer everyone. */
-static void complete_round(srv_store *st, srv_entry *e)
+/* The round is complete: the sum (or, with an optimizer, the updated weight:
+ * err is the update's failure) becomes the value; answer everyone. */
+static void complete_round(srv_store *st, srv_entry *e, int err, const char *why)
 {
-    char why[PROTO_ERRTEXT_MAX];
-    int err = 0;
-    if (updating(st)) /* the sum is the gradient: acc becomes the new weight */
-        err = srv_upd_apply(st->optim, st->pool, e->key, e->dtype, e->count, &e->upd,
-                            e->value->data, e->acc->data, why, sizeof why);
     if (err) { /* the weight stays; this round's requests fail */
         srv_buf_unref(e->acc);
         e->acc = NULL;
@@ -410,78 +548,309 @@ static void complete_round(srv_store *st, srv_entry *e)
         srv_ctl_round_done(st->ctl, e->round); /* automatic checkpoints */
 }
 
-/* Add one push (sync mode) to the current round.  Returns true if the round
+/* r's push is in the round's sum: it waits for the round.  uerr/why: the
+ * update's failure when this was the last push.  True if the round
  * completed. */
-static bool add_push(srv_store *st, srv_entry *e, srv_req *r, const void *data,
-                     zmq_msg_t *msg)
+static bool push_added(srv_store *st, srv_entry *e, srv_req *r, uint64_t ns, int uerr,
+                       const char *why)
 {
-    uint64_t t0 = clock_ns();
-    if (e->npushed == 0)
-        e->round_start_ns = t0;
-    if (e->npushed == 0 && msg && e->bytes >= DP_ADOPT_MIN && zmq_msg_size(msg) == e->bytes) {
-        /* the first push of a round becomes the round buffer: no copy */
-        e->acc = srv_buf_adopt(msg);
-        if (e->acc == NULL) {
-            reply_err(st, r->ident, r->ident_len, &r->h, KVS_ENOMEM, "server out of memory");
-            req_free(r);
-            return false;
-        }
-    } else if (e->npushed == 0) {
-        e->acc = take_acc(e);
-        if (e->acc == NULL) {
-            reply_err(st, r->ident, r->ident_len, &r->h, KVS_ENOMEM, "server out of memory");
-            req_free(r);
-            return false;
-        }
-        const void *src[1] = {data};
-        red_sum(st->pool, e->dtype, e->acc->data, src, 1, e->count);
-    } else {
-        red_add(st->pool, e->dtype, e->acc->data, data, e->count);
-    }
-    uint64_t t1 = clock_ns();
-    met_observe(st->m_sum, (double)(t1 - t0) / 1e9);
-    r->h.sum_ns = t1 - t0;
+    met_observe(st->m_sum, (double)ns / 1e9);
+    r->h.sum_ns = ns;
     st->bytes_summed += e->bytes;
-    e->pushed[r->wrank] = 1;
     e->npushed++;
-    zmq_msg_close(&r->body);
-    zmq_msg_init(&r->body);
+    req_drop_body(r);
     r->next = NULL;
     *e->waiting_tail = r;
     e->waiting_tail = &r->next;
     if (e->npushed < st->num_workers)
         return false;
-    complete_round(st, e);
+    complete_round(st, e, uerr, why);
     return true;
+}
+
+/* r's push could not be summed: it fails, the round goes on without it. */
+static void push_failed(srv_store *st, srv_entry *e, srv_req *r, int status, const char *text)
+{
+    e->pushed[r->wrank] = 0;
+    if (e->npushed == 0) {
+        srv_buf_unref(e->acc);
+        e->acc = NULL;
+    }
+    reply_err(st, r->ident, r->ident_len, &r->h, status, "%s", text);
+    req_free(r);
+}
+
+/* Work of a job on an entry (server/jobs.h): summing a push (sync: into the
+ * round buffer; async: value + push into a new buffer), then an update. */
+typedef struct push_job {
+    srv_job j; /* first: the engine hands this back */
+    srv_store *st;
+    srv_entry *e;
+    srv_req *r;     /* the push; owns its body */
+    int mode;       /* enum sum_mode */
+    uint8_t *dst;
+    srv_buf *nb;    /* async: the new value (dst) */
+    srv_buf *old;   /* the value (a reference): SUM_BASE's base, the update's weight */
+    bool by_ref;
+    srv_cma cma;    /* by_ref: the worker's proven memory, as checked on the loop */
+    bool update;    /* then the optimizer (step prepared on the loop) */
+    srv_upd_step step;
+    int uerr;       /* the update could not be prepared: fail the round with why */
+    int err;        /* errno of a failed read */
+    uint64_t ns;
+    char why[PROTO_ERRTEXT_MAX];
+} push_job;
+
+static void push_run(srv_job *j)
+{
+    push_job *p = (push_job *)j;
+    srv_entry *e = p->e;
+    srv_in in = in_of(p->r);
+    uint64_t t0 = clock_ns();
+    p->err = sum_into(p->st->pool, e->dtype, p->dst, p->old ? p->old->data : NULL, e->bytes,
+                      &in, p->by_ref ? &p->cma : NULL, p->r->h.cma_src, p->mode);
+    if (p->err == 0 && p->update)
+        srv_upd_run(p->st->pool, &p->step, p->old->data, p->dst);
+    p->ns = clock_ns() - t0;
+}
+
+static void entry_resume(srv_store *st, srv_entry *e, bool completed);
+static void async_done(srv_store *st, srv_entry *e, srv_req *r, srv_buf *nb, int err,
+                       int uerr, const char *why);
+
+static void push_done(srv_job *j, bool cancelled)
+{
+    push_job *p = (push_job *)j;
+    srv_store *st = p->st;
+    srv_entry *e = p->e;
+    srv_req *r = p->r;
+    bool completed = false;
+    char text[300];
+    srv_buf_unref(p->old);
+    e->busy = false;
+    st->busy--;
+    if (cancelled) { /* the server stops: the entry goes with the store */
+        srv_buf_unref(p->nb);
+        req_free(r);
+        free(p);
+        return;
+    }
+    if (p->err)
+        snprintf(text, sizeof text, "cannot read %llu bytes of worker %d's memory: %s",
+                 (unsigned long long)e->bytes, r->wrank, strerror(p->err));
+    if (st->broken) {
+        srv_buf_unref(p->nb);
+        reply_err(st, r->ident, r->ident_len, &r->h, KVS_EPEERDEAD, "%s", st->broken_text);
+        req_free(r);
+    } else if (e->async) {
+        async_done(st, e, r, p->nb, p->err, p->uerr, p->why);
+    } else if (p->err) {
+        push_failed(st, e, r, KVS_EINVAL, text);
+    } else {
+        completed = push_added(st, e, r, p->ns, p->uerr, p->why);
+    }
+    free(p);
+    entry_resume(st, e, completed);
+}
+
+/* Can e's work go to a job? */
+static bool offload(const srv_store *st, const srv_entry *e)
+{
+    return st->jobs != NULL && e->bytes >= DP_OFFLOAD_MIN;
+}
+
+/* The worker's memory behind a request by reference, still proven?  Else
+ * fail r. */
+static bool by_ref_ok(srv_store *st, srv_entry *e, srv_req *r)
+{
+    if (!(r->h.flags & PROTO_F_CMA))
+        return true;
+    if (st->cma && srv_cma_alive(&st->cma[r->wrank]))
+        return true;
+    push_failed(st, e, r, KVS_EPROTO, "data by reference from a worker that did not prove "
+                "it is on this host (or is gone)");
+    return false;
+}
+
+/* Start r's push (sync mode) into the current round of e (not busy): sum it
+ * here, or in a job (then e is busy until it is done).  in: r's body (NULL:
+ * none; r may own it already).  True if the round completed here. */
+static bool start_push(srv_store *st, srv_entry *e, srv_req *r, const srv_in *in)
+{
+    uint64_t t0 = clock_ns();
+    bool first = e->npushed == 0, last = e->npushed + 1 == st->num_workers;
+    bool by_ref = (r->h.flags & PROTO_F_CMA) != 0;
+    bool upd = last && updating(st);
+    int mode = first ? SUM_COPY : SUM_ADD;
+    char why[PROTO_ERRTEXT_MAX] = "";
+    e->pushed[r->wrank] = 1;
+    if (!by_ref_ok(st, e, r))
+        return false;
+    if (first)
+        e->round_start_ns = t0;
+    if (first && !by_ref && in && in->frames && in->nframes == 1 && e->bytes >= DP_ADOPT_MIN &&
+        zmq_msg_size(&in->frames[0]) == e->bytes) {
+        /* the first push of a round becomes the round buffer: no copy */
+        e->acc = srv_buf_adopt(&in->frames[0]);
+        req_drop_body(r);
+        mode = SUM_NONE;
+    } else if (first) {
+        e->acc = take_acc(e);
+    }
+    if (e->acc == NULL) {
+        push_failed(st, e, r, KVS_ENOMEM, "server out of memory");
+        return false;
+    }
+    if (offload(st, e) && (mode != SUM_NONE || upd)) {
+        push_job *p = calloc(1, sizeof *p);
+        if (p == NULL || req_keep(r, in, e->bytes) != 0) {
+            free(p);
+            push_failed(st, e, r, KVS_ENOMEM, "server out of memory");
+            return false;
+        }
+        *p = (push_job){.j = {push_run, push_done, r->h.priority, 0, NULL}, .st = st, .e = e,
+                        .r = r, .mode = mode, .dst = e->acc->data, .by_ref = by_ref};
+        if (by_ref)
+            p->cma = st->cma[r->wrank];
+        if (upd) {
+            p->uerr = srv_upd_prepare(st->optim, e->key, e->dtype, e->count, &e->upd, &p->step,
+                                      p->why, sizeof p->why);
+            p->update = p->uerr == 0;
+            p->old = e->value;
+            atomic_fetch_add(&e->value->refs, 1);
+        }
+        e->busy = true;
+        st->busy++;
+        srv_jobs_submit(st->jobs, &p->j);
+        return false;
+    }
+    srv_in none = {NULL, NULL, 0};
+    int err = sum_into(st->pool, e->dtype, e->acc->data, NULL, e->bytes, in ? in : &none,
+                       by_ref ? &st->cma[r->wrank] : NULL, r->h.cma_src, mode);
+    if (err) {
+        snprintf(why, sizeof why, "cannot read %llu bytes of worker %d's memory: %s",
+                 (unsigned long long)e->bytes, r->wrank, strerror(err));
+        push_failed(st, e, r, KVS_EINVAL, why);
+        return false;
+    }
+    int uerr = 0;
+    if (upd) /* the sum is the gradient: acc becomes the new weight */
+        uerr = srv_upd_apply(st->optim, st->pool, e->key, e->dtype, e->count, &e->upd,
+                             e->value->data, e->acc->data, why, sizeof why);
+    return push_added(st, e, r, clock_ns() - t0, uerr, why);
 }
 
 static void check_stuck(srv_store *st, srv_entry *e);
 
-/* After a round completed: pushes deferred for the new round join it. */
+/* After a round completed: pushes deferred for the new round join it (until
+ * one of them starts a job). */
 static void run_deferred(srv_store *st, srv_entry *e)
 {
-    bool again = true;
-    while (again) {
-        again = false;
-        srv_req **pp = &e->deferred;
-        e->deferred_tail = &e->deferred;
-        while (*pp) {
-            srv_req *r = *pp;
-            if (r->h.round == e->round && !e->pushed[r->wrank]) {
-                *pp = r->next;
-                if (add_push(st, e, r, zmq_msg_data(&r->body), &r->body)) {
-                    again = true;
-                    break;
-                }
-            } else {
-                pp = &r->next;
-            }
-        }
-        /* recompute the tail */
+    for (;;) {
+        srv_req **pp = &e->deferred, *r = NULL;
+        while (*pp && ((*pp)->h.round != e->round || e->pushed[(*pp)->wrank]))
+            pp = &(*pp)->next;
+        if ((r = *pp) == NULL)
+            break;
+        *pp = r->next;
         e->deferred_tail = &e->deferred;
         while (*e->deferred_tail)
             e->deferred_tail = &(*e->deferred_tail)->next;
+        srv_in in = in_of(r);
+        start_push(st, e, r, &in);
+        if (e->busy)
+            return; /* its job's end goes on from here */
     }
+}
+
+/* An async entry: the push is applied at once (value + push, or with an
+ * optimizer the push is the gradient of one update), into a new buffer
+ * unless the value can be summed into in place. */
+static void start_async(srv_store *st, srv_entry *e, srv_req *r, const srv_in *in)
+{
+    char why[PROTO_ERRTEXT_MAX] = "";
+    bool by_ref = (r->h.flags & PROTO_F_CMA) != 0;
+    srv_in none = {NULL, NULL, 0};
+    e->pushed[r->wrank] = 1; /* (cleared by push_failed) */
+    if (!by_ref_ok(st, e, r))
+        return;
+    e->pushed[r->wrank] = 0;
+    if (!updating(st) && !offload(st, e) && atomic_load(&e->value->refs) == 1) {
+        int err = sum_into(st->pool, e->dtype, e->value->data, NULL, e->bytes, in ? in : &none,
+                           by_ref ? &st->cma[r->wrank] : NULL, r->h.cma_src, SUM_ADD);
+        async_done(st, e, r, NULL, err, 0, "");
+        return;
+    }
+    srv_buf *nb = take_acc(e);
+    if (nb == NULL) {
+        reply_err(st, r->ident, r->ident_len, &r->h, KVS_ENOMEM, "server out of memory");
+        req_free(r);
+        return;
+    }
+    int mode = updating(st) ? SUM_COPY : SUM_BASE;
+    int uerr = 0;
+    srv_upd_step step;
+    if (updating(st))
+        uerr = srv_upd_prepare(st->optim, e->key, e->dtype, e->count, &e->upd, &step, why,
+                               sizeof why);
+    if (offload(st, e)) {
+        push_job *p = calloc(1, sizeof *p);
+        if (p == NULL || req_keep(r, in, e->bytes) != 0) {
+            free(p);
+            srv_buf_unref(nb);
+            reply_err(st, r->ident, r->ident_len, &r->h, KVS_ENOMEM, "server out of memory");
+            req_free(r);
+            return;
+        }
+        *p = (push_job){.j = {push_run, push_done, r->h.priority, 0, NULL}, .st = st, .e = e,
+                        .r = r, .mode = mode, .dst = nb->data, .nb = nb, .old = e->value,
+                        .by_ref = by_ref, .update = updating(st) && uerr == 0, .step = step,
+                        .uerr = uerr};
+        snprintf(p->why, sizeof p->why, "%s", why);
+        atomic_fetch_add(&e->value->refs, 1);
+        if (by_ref)
+            p->cma = st->cma[r->wrank];
+        e->busy = true;
+        st->busy++;
+        srv_jobs_submit(st->jobs, &p->j);
+        return;
+    }
+    int err = uerr ? 0 : sum_into(st->pool, e->dtype, nb->data, e->value->data, e->bytes,
+                                  in ? in : &none, by_ref ? &st->cma[r->wrank] : NULL,
+                                  r->h.cma_src, mode);
+    if (err == 0 && uerr == 0 && updating(st))
+        srv_upd_run(st->pool, &step, e->value->data, nb->data);
+    async_done(st, e, r, nb, err, uerr, why);
+}
+
+/* An async push was applied (nb: its new value; NULL: summed in place), or
+ * failed (err: a read; uerr: the update). */
+static void async_done(srv_store *st, srv_entry *e, srv_req *r, srv_buf *nb, int err,
+                       int uerr, const char *why)
+{
+    if (err || uerr) {
+        srv_buf_unref(nb);
+        if (uerr)
+            reply_err(st, r->ident, r->ident_len, &r->h, uerr, "%s", why);
+        else
+            reply_err(st, r->ident, r->ident_len, &r->h, KVS_EINVAL, "cannot read %llu bytes "
+                      "of worker %d's memory: %s", (unsigned long long)e->bytes, r->wrank,
+                      strerror(err));
+        req_free(r);
+        return;
+    }
+    if (nb) {
+        srv_buf *old = e->value;
+        e->value = nb;
+        if (atomic_load(&old->refs) == 1 && e->spare == NULL && !old->is_msg)
+            e->spare = old;
+        else
+            srv_buf_unref(old);
+    }
+    st->bytes_summed += e->bytes;
+    e->round++;
+    reply_ok(st, r, e);
+    req_free(r);
 }
 
 /* The entry a push or pull names, or NULL after answering why not. */
@@ -501,91 +870,64 @@ static srv_entry *find_checked(srv_store *st, const uint8_t *ident, size_t ident
     return e;
 }
 
-static void handle_push(srv_store *st, const uint8_t *ident, size_t ident_len, int wrank,
-                        const proto_hdr *h, const void *body, zmq_msg_t *bodymsg)
+/* A push r (with body in) for e, which is not busy. */
+static void handle_push(srv_store *st, srv_entry *e, srv_req *r, const srv_in *in)
 {
-    srv_entry *e = find_checked(st, ident, ident_len, h);
-    if (e == NULL)
-        return;
-    if (e->async && updating(st)) {
-        /* the push is the gradient of one update: into a fresh buffer */
-        char why[PROTO_ERRTEXT_MAX];
-        srv_buf *nb = take_acc(e), *old = e->value;
-        if (nb == NULL) {
-            reply_err(st, ident, ident_len, h, KVS_ENOMEM, "server out of memory");
-            return;
-        }
-        memcpy(nb->data, body, e->bytes);
-        int err = srv_upd_apply(st->optim, st->pool, e->key, e->dtype, e->count, &e->upd,
-                                old->data, nb->data, why, sizeof why);
-        if (err) {
-            srv_buf_unref(nb);
-            reply_err(st, ident, ident_len, h, err, "%s", why);
-            return;
-        }
-        e->value = nb;
-        if (atomic_load(&old->refs) == 1 && e->spare == NULL && !old->is_msg)
-            e->spare = old;
-        else
-            srv_buf_unref(old);
-        st->bytes_summed += e->bytes;
-        e->round++;
-        reply_ok_to(st, ident, ident_len, h, e);
-        return;
-    }
+    const proto_hdr *h = &r->h;
     if (e->async) {
-        if (atomic_load(&e->value->refs) > 1) {
-            /* a reply is still sending the value: sum into another buffer */
-            srv_buf *nb = take_acc(e), *old = e->value;
-            if (nb == NULL) {
-                reply_err(st, ident, ident_len, h, KVS_ENOMEM, "server out of memory");
-                return;
-            }
-            const void *src[2] = {old->data, body};
-            red_sum(st->pool, e->dtype, nb->data, src, 2, e->count);
-            e->value = nb;
-            srv_buf_unref(old);
-        } else {
-            red_add(st->pool, e->dtype, e->value->data, body, e->count);
-        }
-        st->bytes_summed += e->bytes;
-        e->round++;
-        reply_ok_to(st, ident, ident_len, h, e);
+        start_async(st, e, r, in);
         return;
     }
-    if (h->round < e->round || (h->round == e->round && e->pushed[wrank])) {
-        reply_err(st, ident, ident_len, h, KVS_EDUP,
+    if (h->round < e->round || (h->round == e->round && e->pushed[r->wrank])) {
+        reply_err(st, r->ident, r->ident_len, h, KVS_EDUP,
                   "key %llu: worker %d already pushed round %llu (current round %llu)",
-                  (unsigned long long)h->key, wrank, (unsigned long long)h->round,
+                  (unsigned long long)h->key, r->wrank, (unsigned long long)h->round,
                   (unsigned long long)e->round);
-        return;
-    }
-    srv_req *r = req_new(ident, ident_len, wrank, h);
-    if (r == NULL) {
-        reply_err(st, ident, ident_len, h, KVS_ENOMEM, "server out of memory");
+        req_free(r);
         return;
     }
     if (h->round > e->round) {
         /* a later round: keep the data until this round completes */
-        if (bodymsg) {
-            zmq_msg_move(&r->body, bodymsg);
-        } else if (zmq_msg_init_size(&r->body, h->body_len) != 0) {
-            zmq_msg_init(&r->body);
-            req_free(r);
-            reply_err(st, ident, ident_len, h, KVS_ENOMEM,
+        if (req_keep(r, in, h->body_len) != 0) {
+            reply_err(st, r->ident, r->ident_len, h, KVS_ENOMEM,
                       "server out of memory keeping a push for a later round");
+            req_free(r);
             return;
-        } else {
-            memcpy(zmq_msg_data(&r->body), body, h->body_len);
         }
+        r->next = NULL;
         *e->deferred_tail = r;
         e->deferred_tail = &r->next;
         check_stuck(st, e);
         return;
     }
-    if (add_push(st, e, r, body, bodymsg))
+    if (start_push(st, e, r, in))
         run_deferred(st, e);
     check_stuck(st, e);
+}
+
+/* e's job ended (completed: its round too): go on with what waited. */
+static void entry_resume(srv_store *st, srv_entry *e, bool completed)
+{
+    if (completed)
+        run_deferred(st, e);
+    check_stuck(st, e);
+    while (!e->busy && e->backlog) {
+        srv_req *r = e->backlog;
+        e->backlog = r->next;
+        if (e->backlog == NULL)
+            e->backlog_tail = &e->backlog;
+        r->next = NULL;
+        srv_in in = in_of(r);
+        if (st->broken) {
+            reply_err(st, r->ident, r->ident_len, &r->h, KVS_EPEERDEAD, "%s", st->broken_text);
+            req_free(r);
+        } else if (r->h.type == PROTO_INIT) {
+            handle_init(st, r->ident, r->ident_len, r->wrank, &r->h, &in);
+            req_free(r);
+        } else {
+            handle_push(st, e, r, &in);
+        }
+    }
 }
 
 static void handle_pull(srv_store *st, const uint8_t *ident, size_t ident_len, int wrank,
@@ -609,22 +951,54 @@ static void handle_pull(srv_store *st, const uint8_t *ident, size_t ident_len, i
     check_stuck(st, e);
 }
 
-void srv_store_handle(srv_store *st, const uint8_t *ident, size_t ident_len, int wrank,
-                      const proto_hdr *h, const void *body, zmq_msg_t *bodymsg)
+/* A request for e while its job runs: it waits in the backlog. */
+static void to_backlog(srv_store *st, srv_entry *e, srv_req *r, const srv_in *in)
 {
+    if (req_keep(r, in, r->h.body_len) != 0) {
+        reply_err(st, r->ident, r->ident_len, &r->h, KVS_ENOMEM, "server out of memory");
+        req_free(r);
+        return;
+    }
+    r->next = NULL;
+    *e->backlog_tail = r;
+    e->backlog_tail = &r->next;
+}
+
+void srv_store_handle(srv_store *st, const uint8_t *ident, size_t ident_len, int wrank,
+                      const proto_hdr *h, const srv_in *in)
+{
+    srv_entry *e;
+    srv_req *r;
     if (st->broken) {
         reply_err(st, ident, ident_len, h, KVS_EPEERDEAD, "%s", st->broken_text);
         return;
     }
-    if (st->ctl && srv_ctl_hold(st->ctl, ident, ident_len, wrank, h, body, bodymsg))
+    if (st->ctl && srv_ctl_hold(st->ctl, ident, ident_len, wrank, h, in))
         return; /* a save or load is running: handled when it is done */
     switch (h->type) {
     case PROTO_INIT:
-        handle_init(st, ident, ident_len, wrank, h, body);
-        break;
     case PROTO_PUSH:
     case PROTO_PUSHPULL:
-        handle_push(st, ident, ident_len, wrank, h, body, bodymsg);
+        e = h->type == PROTO_INIT ? find_entry(st, h->key, h->part)
+                                  : find_checked(st, ident, ident_len, h);
+        if (e == NULL && h->type == PROTO_INIT) {
+            handle_init(st, ident, ident_len, wrank, h, in);
+            return;
+        }
+        if (e == NULL)
+            return;
+        if (h->type == PROTO_INIT && !e->busy) {
+            handle_init(st, ident, ident_len, wrank, h, in);
+            return;
+        }
+        if ((r = req_new(ident, ident_len, wrank, h)) == NULL) {
+            reply_err(st, ident, ident_len, h, KVS_ENOMEM, "server out of memory");
+            return;
+        }
+        if (e->busy)
+            to_backlog(st, e, r, in);
+        else
+            handle_push(st, e, r, in);
         break;
     case PROTO_PULL:
         handle_pull(st, ident, ident_len, wrank, h);
@@ -651,15 +1025,18 @@ static void fail_entry(srv_store *st, srv_entry *e, const char *why)
     fail_list(st, e->waiting, why);
     fail_list(st, e->pulls, why);
     fail_list(st, e->deferred, why);
-    e->waiting = e->pulls = e->deferred = NULL;
+    fail_list(st, e->backlog, why);
+    e->waiting = e->pulls = e->deferred = e->backlog = NULL;
     e->waiting_tail = &e->waiting;
     e->deferred_tail = &e->deferred;
+    e->backlog_tail = &e->backlog;
 }
 
 static void check_stuck(srv_store *st, srv_entry *e)
 {
     char why[300];
-    if (st->left == NULL || e->async || (!e->waiting && !e->pulls && !e->deferred))
+    if (st->left == NULL || e->async ||
+        (!e->waiting && !e->pulls && !e->deferred && !e->backlog))
         return;
     for (int w = 0; w < st->num_workers; w++) {
         if (!st->left[w] || e->pushed[w])
@@ -741,12 +1118,12 @@ int srv_store_quiet(srv_store *st, char *why, size_t whylen)
         if (st->entries.used[i] != 1)
             continue;
         for (srv_entry *e = st->entries.vals[i]; e; e = e->next)
-            if (e->npushed > 0 || e->deferred != NULL) {
+            if (e->npushed > 0 || e->deferred != NULL || e->busy) {
                 snprintf(why, whylen, "key %llu: round %llu is in progress (%d of %d workers "
                          "pushed%s); save and load act between rounds: call them after "
                          "kvs_wait_all() on every worker", (unsigned long long)e->key,
                          (unsigned long long)e->round, e->npushed, st->num_workers,
-                         e->deferred ? ", later rounds queued" : "");
+                         e->deferred || e->busy ? ", later rounds queued" : "");
                 return KVS_EINVAL;
             }
     }
@@ -759,7 +1136,7 @@ bool srv_store_pushes_began(srv_store *st)
         if (st->entries.used[i] != 1)
             continue;
         for (srv_entry *e = st->entries.vals[i]; e; e = e->next)
-            if (e->round > 0 || e->npushed > 0 || e->deferred != NULL)
+            if (e->round > 0 || e->npushed > 0 || e->deferred != NULL || e->busy)
                 return true;
     }
     return false;
@@ -811,7 +1188,7 @@ void srv_store_depths(const srv_store *st, srv_store_depth *d)
             d->keys++;
             d->round_pushes += list_len(e->waiting);
             d->pulls += list_len(e->pulls);
-            d->deferred += list_len(e->deferred);
+            d->deferred += list_len(e->deferred) + list_len(e->backlog);
         }
     }
     for (size_t i = 0; i < st->pending_inits.cap; i++)

@@ -6,9 +6,19 @@
  * value and the waiting requests are answered.  Pushes for later rounds wait
  * in arrival order; pulls wait for the round the worker needs.
  *
- * Threads: the server's loop thread only.  Stored values are refcounted
- * buffers, so a reply can send them without a copy while ZeroMQ's I/O thread
- * still reads them (srv_buf_unref is the only function called there).
+ * Entries of at least DP_OFFLOAD_MIN bytes are summed (and updated, and
+ * read from a worker's memory) by jobs off the loop (server/jobs.h), one job
+ * per entry at a time: requests that would change an entry while its job
+ * runs wait in its backlog, in arrival order, so contributions are summed
+ * in the order they arrived, as when everything ran on the loop (pushes of
+ * a round in arrival order: bit-identical across runs for two workers, and
+ * whenever the arrival order repeats).  Smaller entries are handled on the
+ * loop at once.
+ *
+ * Threads: the server's loop thread only, except inside jobs.  Stored values
+ * are refcounted buffers, so a reply can send them without a copy while
+ * ZeroMQ's I/O thread still reads them (srv_buf_unref is the only function
+ * called there).
  */
 #ifndef KVS_SERVER_STORE_H
 #define KVS_SERVER_STORE_H
@@ -30,13 +40,26 @@ typedef struct srv_buf {
     zmq_msg_t msg;
 } srv_buf;
 
-/* A request that waits: its routing id, header and (deferred push) data. */
+/* A request's body as it reaches the store, borrowed for the call: one
+ * piece at data (a single frame, or a fused record: frames NULL), or nframes
+ * frames in order (data NULL).  A request that must wait moves the frames
+ * out (zmq_msg_move), or copies borrowed data.  A request by reference
+ * (PROTO_F_CMA, h.cma_src) has no body here. */
+typedef struct srv_in {
+    const void *data;
+    zmq_msg_t *frames;
+    int nframes;
+} srv_in;
+
+/* A request that waits: its routing id, header and (pushes) data. */
 typedef struct srv_req {
     struct srv_req *next;
     size_t ident_len;
     uint8_t ident[64];
     proto_hdr h;
-    zmq_msg_t body; /* deferred pushes only; otherwise empty */
+    int nframes;     /* frames of the kept body (0: none) */
+    zmq_msg_t body;  /* the body when nframes == 1 */
+    zmq_msg_t *more; /* the frames when nframes > 1 */
     int wrank;
 } srv_req;
 
@@ -51,6 +74,8 @@ typedef void (*srv_reply_fn)(void *arg, const uint8_t *ident, size_t ident_len,
 
 struct srv_optim;
 struct srv_ctl;
+struct srv_jobs;
+struct srv_cma;
 
 typedef struct srv_store {
     hmap entries;        /* hash(key, part) -> srv_entry chain */
@@ -70,17 +95,23 @@ typedef struct srv_store {
                               * is the gradient of an update (NULL: plain sums) */
     struct srv_ctl *ctl;     /* server/ctl.h: collective requests; may hold data
                               * requests while it works (NULL: none) */
+    struct srv_jobs *jobs;   /* server/jobs.h: where big entries' work runs (NULL:
+                              * everything on the loop) */
+    const struct srv_cma *cma; /* per worker rank: its proven memory (server/cma.h), for
+                                * requests by reference (NULL: none) */
+    uint64_t busy;           /* entries with a job running */
 } srv_store;
 
 int srv_store_init(srv_store *st, int num_workers, red_pool *pool, srv_reply_fn reply,
                    void *arg);
 void srv_store_fini(srv_store *st);
 
-/* Handle one validated data request from worker rank wrank.  body/body_len:
- * frame 2 (or NULL).  bodymsg: the frame itself, which a deferred push moves
- * out (zmq_msg_move); may be NULL. */
+/* Handle one validated data request from worker rank wrank with its body
+ * (in; NULL or empty when it has none).  A request by reference
+ * (PROTO_F_CMA) names the worker's memory in h->cma_src/cma_dst; the worker
+ * proved that memory (st->cma[wrank]). */
 void srv_store_handle(srv_store *st, const uint8_t *ident, size_t ident_len, int wrank,
-                      const proto_hdr *h, const void *body, zmq_msg_t *bodymsg);
+                      const proto_hdr *h, const srv_in *in);
 
 /* What waits in the store (for the metrics). */
 typedef struct srv_store_depth {
@@ -115,7 +146,8 @@ typedef struct srv_entry_view {
 /* Number of entries; fill up to max views in hash-table order. */
 size_t srv_store_views(srv_store *st, srv_entry_view *out, size_t max);
 /* 0 if no round is in progress anywhere (no partial round, no deferred
- * push, no init waiting for rank 0), else KVS_EINVAL with why. */
+ * push, no init waiting for rank 0, no job running), else KVS_EINVAL with
+ * why. */
 int srv_store_quiet(srv_store *st, char *why, size_t whylen);
 /* True once any entry completed a round or holds a push. */
 bool srv_store_pushes_began(srv_store *st);

@@ -101,9 +101,8 @@ static void upd_run(const void *arg, uint64_t lo, uint64_t hi)
     optim_update(&j->step, j->dtype, j->w, j->g, j->state, lo, hi);
 }
 
-int srv_upd_apply(srv_optim *o, red_pool *pool, uint64_t key, kvs_dtype dtype,
-                  uint64_t count, srv_upd **up, const void *w, void *g, char *why,
-                  size_t whylen)
+int srv_upd_prepare(srv_optim *o, uint64_t key, kvs_dtype dtype, uint64_t count,
+                    srv_upd **up, srv_upd_step *run, char *why, size_t whylen)
 {
     srv_upd *u = *up;
     if (!optim_dtype_ok(dtype)) {
@@ -124,13 +123,35 @@ int srv_upd_apply(srv_optim *o, red_pool *pool, uint64_t key, kvs_dtype dtype,
             return KVS_ENOMEM;
         }
     }
+    memset(run, 0, sizeof *run);
     if (optim_has_master(&o->spec, dtype) && !u->master_ok) {
-        red_to_f32(dtype, u->state[u->nstate - 1], w, count);
+        run->master = u->state[u->nstate - 1];
         u->master_ok = true;
     }
-    struct upd_job j = {.dtype = dtype, .w = w, .g = g, .state = u->state};
+    run->dtype = dtype;
+    run->count = count;
+    run->state = u->state;
+    run->split = count >= o->par_min;
     u->t++;
-    optim_step_init(&j.step, &o->spec, u->t, srv_optim_mult(o, key));
-    red_pool_for(count >= o->par_min ? pool : NULL, count, UPD_CHUNK, upd_run, &j);
+    optim_step_init(&run->step, &o->spec, u->t, srv_optim_mult(o, key));
     return 0;
+}
+
+void srv_upd_run(red_pool *pool, const srv_upd_step *run, const void *w, void *g)
+{
+    if (run->master)
+        red_to_f32(run->dtype, run->master, w, run->count);
+    struct upd_job j = {run->step, run->dtype, w, g, run->state};
+    red_pool_for(run->split ? pool : NULL, run->count, UPD_CHUNK, upd_run, &j);
+}
+
+int srv_upd_apply(srv_optim *o, red_pool *pool, uint64_t key, kvs_dtype dtype,
+                  uint64_t count, srv_upd **up, const void *w, void *g, char *why,
+                  size_t whylen)
+{
+    srv_upd_step run;
+    int rc = srv_upd_prepare(o, key, dtype, count, up, &run, why, whylen);
+    if (rc == 0)
+        srv_upd_run(pool, &run, w, g);
+    return rc;
 }

@@ -53,6 +53,22 @@ int srv_upd_apply(srv_optim *o, red_pool *pool, uint64_t key, kvs_dtype dtype,
                   uint64_t count, srv_upd **u, const void *w, void *g, char *why,
                   size_t whylen);
 
+/* srv_upd_apply in two halves, so the arithmetic can run off the loop:
+ * srv_upd_prepare (loop thread) checks the dtype, makes or renews *u,
+ * counts the update and fixes its step (learning rate, multipliers) into
+ * *run; srv_upd_run (any thread, once) then updates g in place from w. */
+typedef struct srv_upd_step {
+    optim_step step;
+    kvs_dtype dtype;
+    uint64_t count;
+    void *const *state;
+    void *master;    /* the float32 master copy to fill from w first, or NULL */
+    bool split;      /* big enough for the pool */
+} srv_upd_step;
+int srv_upd_prepare(srv_optim *o, uint64_t key, kvs_dtype dtype, uint64_t count,
+                    srv_upd **u, srv_upd_step *run, char *why, size_t whylen);
+void srv_upd_run(red_pool *pool, const srv_upd_step *run, const void *w, void *g);
+
 /* New state for a part (all zero), as the first update would make it. */
 srv_upd *srv_upd_new(const srv_optim *o, kvs_dtype dtype, uint64_t count);
 /* Bytes of one state array of u. */

@@ -24,4 +24,8 @@ int bench_keys_main(int argc, char **argv);
  * add into the round buffer, through the reduction pool (tools/bench_optim.c). */
 int bench_optim_main(int argc, char **argv);
 
+/* `kvs-bench mixed`: a small key's pushpull latency while big keys' rounds
+ * run (tools/bench_mixed.c). */
+int bench_mixed_main(int argc, char **argv);
+
 #endif

@@ -24,6 +24,7 @@ static const char usage[] =
     "                                   (local reduce + broadcast over N devices)\n"
     "       kvs-bench --keys N | --model resnet50|bert-base [--help]  (many keys)\n"
     "       kvs-bench optim [--help]    (server-side optimizer updates vs sums)\n"
+    "       kvs-bench mixed [--help]    (small-key latency while big rounds run)\n"
     "\n"
     "Runs as a worker of a job (start it with deploy/kvs-launch, or set DMLC_*).\n"
     "  --sizes   bytes per key, K/M/G suffixes (default 4K,256K,4M,64M)\n"
@@ -276,6 +277,8 @@ int main(int argc, char **argv)
             return bench_device_main(argc, argv);
     if (bench_keys_wanted(argc, argv))
         return bench_keys_main(argc, argv);
+    if (argc > 1 && !strcmp(argv[1], "mixed"))
+        return bench_mixed_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "optim"))
         return bench_optim_main(argc - 1, argv + 1);
     if (parse_opts(argc, argv, &o) != 0)
