@@ -262,6 +262,8 @@ int cfg_load(cfg *c, bool needs_job, char *err, size_t errlen)
     TRY(cfg_get_double("KVS_SIM_LINK_GBPS", 0, 0, 1e6, &c->sim_link_gbps, err, errlen));
     TRY(cfg_get_double("KVS_HANDSHAKE_TIMEOUT", 10, 0.1, 3600, &c->handshake_timeout_s, err,
                        errlen));
+    TRY(cfg_get_int("KVS_MAX_PENDING_CONN", 64, 1, 1 << 20, &v, err, errlen));
+    c->max_pending_conn = (int)v;
     TRY(cfg_load_secret(c, err, errlen));
     TRY(get_str("KVS_CHECKPOINT_DIR", c->checkpoint_dir, sizeof c->checkpoint_dir, err, errlen));
     TRY(cfg_get_u64("KVS_CHECKPOINT_EVERY", 0, 0, UINT64_MAX, &c->checkpoint_every, err,

@@ -68,6 +68,8 @@ typedef struct cfg {
     char secret_from[64];           /* which variable gave it, for messages */
     double handshake_timeout_s;     /* KVS_HANDSHAKE_TIMEOUT: a peer must finish ZeroMQ's
                                      * handshake (and prove the secret) within this */
+    int max_pending_conn;           /* KVS_MAX_PENDING_CONN: connections to a daemon that
+                                     * have not identified themselves (net/guard.h) */
     char checkpoint_dir[4096];      /* KVS_CHECKPOINT_DIR: servers' automatic checkpoints */
     uint64_t checkpoint_every;      /* KVS_CHECKPOINT_EVERY: rounds between them (0 = off) */
 } cfg;

@@ -179,22 +179,9 @@ struct net_auth {
     char target[700];
     bool have_target;
     uint8_t curve_pk_worker[32], curve_pk_server[32];
-    uint64_t accepted, refused, accept_failed;
-    bool logged_fds, logged_refusal, logged_full;
+    uint64_t accepted, refused;
+    bool logged_refusal, logged_full;
 };
-
-void net_auth_event(net_auth *a, int event, int value)
-{
-    if (a == NULL || event != ZMQ_EVENT_ACCEPT_FAILED)
-        return;
-    a->accept_failed++;
-    if (!a->logged_fds && (value == EMFILE || value == ENFILE)) {
-        a->logged_fds = true;
-        LOG(LOG_ERROR, a->who, "net", "out of file descriptors (%s): new connections are "
-            "refused while the job's connections keep working; raise the limit (ulimit -n)",
-            strerror(value));
-    }
-}
 
 /* ----------------------------------------------------------- ZAP handler */
 

@@ -24,8 +24,7 @@
  * property ("worker 3", "server -1" before registration), which
  * net_auth_peer reads: a node id is bound to the connection that proved it.
  * Without a secret (security none) everything here is a no-op except the
- * handshake timeout and the descriptor accounting, and net_auth_peer returns
- * NULL.
+ * handshake timeout, and net_auth_peer returns NULL.
  *
  * Threads: everything on the loop's thread of the zctx's owner.
  */
@@ -86,13 +85,10 @@ int net_auth_connect(const cfg *c, void *zsock, const char *role, int node_id,
  * socket: ZMQ_EVENT_HANDSHAKE_FAILED_AUTH means the peer refused our proof
  * (another secret than the job's): stop at once instead of retrying. */
 #define NET_AUTH_CLIENT_EVENTS ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
-/* ... and on a listening socket: give them to net_auth_event. */
-#define NET_AUTH_LISTEN_EVENTS ZMQ_EVENT_ACCEPT_FAILED
-
-/* A monitor event of a listening socket: accept failures are counted;
- * running out of descriptors is logged once (ZeroMQ keeps the job's
- * connections working and refuses new ones).  a NULL: no-op. */
-void net_auth_event(net_auth *a, int event, int value);
+/* A listening socket's connections are watched by net/guard.h (not by
+ * ZMQ_EVENT_ACCEPT_FAILED: libzmq retries a failed accept() in a loop and
+ * would send one event per try, flooding the loop that must free
+ * descriptors). */
 
 /* The proven identity of the peer that sent frame f ("worker 3"), or NULL
  * when the connection was not authenticated (open job).  Valid while f is. */

@@ -161,8 +161,8 @@ int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
         if (h.body_len > lim->max_message)
             return err_why(why, whylen, KVS_ETOOBIG, "body of %llu bytes > KVS_MAX_MESSAGE (%llu)",
                         (unsigned long long)h.body_len, (unsigned long long)lim->max_message);
-    } else if (h.type == PROTO_PULL && h.body_len != 0) {
-        return err_why(why, whylen, KVS_EPROTO, "PULL with a body");
+    } else if ((h.type == PROTO_PULL || h.type == PROTO_ANNOUNCE) && h.body_len != 0) {
+        return err_why(why, whylen, KVS_EPROTO, "%s with a body", proto_type_name(h.type));
     } else if (h.type == PROTO_REPLY || h.type == PROTO_ERROR || h.type == PROTO_REFUSED) {
         if (h.body_len > PROTO_ERRTEXT_MAX)
             return err_why(why, whylen, KVS_ETOOBIG, "error text of %llu bytes",
@@ -246,6 +246,7 @@ const char *proto_type_name(int type)
         [PROTO_REFUSED] = "REFUSED",
         [PROTO_CHALLENGE] = "CHALLENGE",
         [PROTO_PROOF] = "PROOF",
+        [PROTO_ANNOUNCE] = "ANNOUNCE",
         [PROTO_TIMING] = "TIMING",
         [PROTO_OPT_SET] = "OPT_SET",
         [PROTO_OPT_KEY] = "OPT_KEY",

@@ -80,6 +80,10 @@ enum proto_type {
                            * fresh random bytes the worker must write into its memory */
     PROTO_PROOF = 34,     /* worker -> server: the challenge is at nonce_addr now; body =
                            * proto_hello (pid, nonce_addr, the challenge) */
+    PROTO_ANNOUNCE = 35,  /* worker -> server, first on every data connection: this
+                           * connection is worker <sender>.  No body, no answer (an error
+                           * only when it is refused).  The server binds the worker to
+                           * it, so its connection guard never closes it (net/guard.h). */
     /* 48-55 server updates.  Collective: every worker sends one to every
      * server; round = the worker's count of such calls (its sequence); a
      * server acts once all workers' requests of a sequence arrived, with

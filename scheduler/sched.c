@@ -14,6 +14,7 @@
 #include "common/metrics.h"
 #include "net/http.h"
 #include "net/auth.h"
+#include "net/guard.h"
 #include "net/live.h"
 #include "net/net.h"
 #include "scheduler/sched.h"
@@ -45,6 +46,7 @@ typedef struct sched {
     net_sock *sock;
     net_auth *auth;
     net_mon *mon;
+    net_guard *guard; /* closes connections that never register */
     uv_timer_t timer;
     uv_signal_t sigint, sigterm;
     sched_node *nodes;
@@ -489,7 +491,7 @@ static void on_monitor(void *arg, int event, int fd, const char *addr)
 {
     sched *s = arg;
     (void)addr;
-    net_auth_event(s->auth, event, fd);
+    net_guard_event(s->guard, event, fd);
     if (event != ZMQ_EVENT_DISCONNECTED || s->done || s->fail_status)
         return;
     for (int i = 0; i < s->nnodes; i++) {
@@ -556,6 +558,8 @@ static void on_recv(net_sock *sock, net_msg *m, void *arg)
     int fd = net_msg_fd(m);
     if (h.type == PROTO_REGISTER) {
         on_register(s, ident, ident_len, &h, body, fd, net_auth_peer(&m->frames[1]));
+        if (find_node(s, ident, ident_len) != NULL)
+            net_guard_trust(s->guard, fd); /* a node of the job: never closed */
         return;
     }
     sched_node *n = find_node(s, ident, ident_len);
@@ -569,6 +573,7 @@ static void on_recv(net_sock *sock, net_msg *m, void *arg)
     n->last_seen = clock_ms();
     if (fd >= 0)
         n->fd = fd;
+    net_guard_trust(s->guard, fd);
     switch (h.type) {
     case PROTO_HEARTBEAT: {
         proto_hdr a = {.type = PROTO_HEARTBEAT_ACK};
@@ -726,8 +731,9 @@ int sched_run(const cfg *c)
         return 1;
     }
     net_sock_start(s.sock);
+    net_guard_new(&s.loop, c, WHO, &s.guard); /* NULL (no guard) only out of memory */
     if (net_mon_new(&s.loop, s.zctx, net_sock_zmq(s.sock),
-                    ZMQ_EVENT_DISCONNECTED | NET_AUTH_LISTEN_EVENTS, on_monitor,
+                    ZMQ_EVENT_DISCONNECTED | NET_GUARD_EVENTS, on_monitor,
                     &s, &s.mon) != 0)
         LOG(LOG_WARN, WHO, "net", "no socket monitor: departures are found by heartbeats only");
     uv_timer_init(&s.loop, &s.timer);
@@ -749,6 +755,7 @@ int sched_run(const cfg *c)
     /* Let the SHUTDOWN messages leave before the socket goes. */
     zmq_setsockopt(net_sock_zmq(s.sock), ZMQ_LINGER, &linger, sizeof linger);
     net_mon_free(s.mon);
+    net_guard_free(s.guard);
     net_sock_free(s.sock);
     net_http_free(s.http);
     net_auth_free(s.auth);

@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/sizes.h"
 #include "net/auth.h"
+#include "net/guard.h"
 #include "net/link.h"
 #include "net/live.h"
 #include "net/net.h"
@@ -41,7 +42,8 @@ typedef struct srv {
     void *zctx;
     net_sock *data;
     net_auth *auth;
-    net_mon *mon; /* accept failures (descriptors) of the data socket */
+    net_mon *mon; /* connections of the data socket, for the guard */
+    net_guard *guard; /* closes connections that never identify themselves */
     net_link *link;
     srv_bind *bind; /* per worker rank */
     uv_signal_t sigint, sigterm;
@@ -359,6 +361,10 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
     }
     if (rc == 0)
         rc = check_sender(s, m, ident, ident_len, h.sender, why, sizeof why);
+    if (rc == 0)
+        net_guard_trust(s->guard, net_msg_fd(m)); /* bound to a worker: never closed */
+    if (rc == 0 && h.type == PROTO_ANNOUNCE)
+        return;
     if (rc == 0 && h.type != PROTO_INIT && h.type != PROTO_PUSH && h.type != PROTO_PULL &&
         h.type != PROTO_PUSHPULL && h.type != PROTO_HELLO && h.type != PROTO_PROOF &&
         h.type != PROTO_FUSED && !srv_ctl_type(h.type)) {
@@ -496,7 +502,7 @@ static void on_data_event(void *arg, int event, int value, const char *addr)
 {
     srv *s = arg;
     (void)addr;
-    net_auth_event(s->auth, event, value);
+    net_guard_event(s->guard, event, value);
 }
 
 static int bind_data(srv *s, const char *host)
@@ -589,8 +595,12 @@ int srv_run(const cfg *c)
     if (bind_data(s, host) != 0)
         goto out;
     net_auth_set_target(s->auth, s->endpoint); /* workers prove against the table's entry */
-    net_mon_new(&s->loop, s->zctx, net_sock_zmq(s->data), NET_AUTH_LISTEN_EVENTS, on_data_event,
-                s, &s->mon);
+    if (net_guard_new(&s->loop, c, s->who, &s->guard) != 0)
+        goto out;
+    if (net_mon_new(&s->loop, s->zctx, net_sock_zmq(s->data),
+                    NET_GUARD_EVENTS, on_data_event, s, &s->mon) != 0)
+        LOG(LOG_WARN, s->who, "net", "no socket monitor: connections that never identify "
+            "themselves are closed only by the handshake timeout");
     net_sock_start(s->data);
     if (srv_met_init(&s->met, c, &s->loop, &s->store, &s->data, &s->link, s->who, err,
                      sizeof err) != 0) {
@@ -625,6 +635,7 @@ out:
     srv_ctl_stop(s->ctl); /* a checkpoint being written finishes first */
     net_link_free(s->link);
     net_mon_free(s->mon);
+    net_guard_free(s->guard);
     net_sock_free(s->data);
     net_auth_free(s->auth);
     uv_walk(&s->loop, close_walk, NULL);

@@ -69,6 +69,9 @@
     X(cma_other_process_1x2, 60)                                               \
     X(huge_frame_rss_1x1, 60)                                                  \
     X(huge_frame_rss_secret_1x1, 60)                                           \
+    /* test_guard.c: connections that never identify themselves */            \
+    X(guard_nofile_2x2, 120)                                                   \
+    X(guard_open_idle_2x1, 60)                                                 \
     /* test_workload.c: many keys, huge key counts, fusion */                  \
     X(many_keys_2x2, 180)                                                      \
     X(many_keys_socket_3x2, 180)                                               \

@@ -1,0 +1,365 @@
+/* guard.c - see guard.h. */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kvs.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "net/guard.h"
+
+enum { ENT_NONE = 0, ENT_PENDING, ENT_TRUSTED, ENT_CLOSING };
+
+typedef struct guard_ent {
+    uint64_t ino;   /* the socket's inode: which connection holds fd */
+    uint64_t since; /* ms: accepted (pending) */
+    int state;
+    int prev, next; /* pending list, oldest first (fd numbers, -1: none) */
+} guard_ent;
+
+struct net_guard {
+    const cfg *c;
+    const char *who;
+    uv_timer_t timer;
+    guard_ent *ent; /* indexed by fd */
+    int cap;
+    int head, tail; /* pending list */
+    uint64_t npending, ntrusted, nclosing;
+    uint64_t closed, closed_timeout, closed_cap, closed_fds;
+    uint64_t episode_closed;
+    bool episode;
+    bool logged_full; /* the limit is reached by the job's own connections */
+    uint64_t last_verify;
+    DIR *fd_dir; /* /proc/self/fd */
+};
+
+uint64_t net_guard_reserve(uint64_t nofile)
+{
+    uint64_t r = 16 + nofile / 32;
+    return r > 1024 ? 1024 : r;
+}
+
+static uint64_t nofile_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return UINT64_MAX;
+    return (uint64_t)rl.rlim_cur;
+}
+
+/* Descriptors open in this process now.  The directory stays open: when
+ * the descriptors run out, opening it would fail exactly when it matters.
+ * UINT64_MAX when it cannot be read (then every pending connection goes). */
+static uint64_t fds_in_use(net_guard *g)
+{
+    uint64_t n = 0;
+    struct dirent *e;
+    if (g->fd_dir == NULL)
+        return UINT64_MAX;
+    rewinddir(g->fd_dir);
+    while ((e = readdir(g->fd_dir)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    return n;
+}
+
+/* The inode of the socket on fd, or 0 when fd holds no socket now. */
+static uint64_t sock_ino(int fd)
+{
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode))
+        return 0;
+    return (uint64_t)st.st_ino;
+}
+
+static guard_ent *ent_at(net_guard *g, int fd, bool grow)
+{
+    if (fd < 0)
+        return NULL;
+    if (fd >= g->cap) {
+        if (!grow)
+            return NULL;
+        int cap = g->cap ? g->cap : 64;
+        while (cap <= fd)
+            cap *= 2;
+        guard_ent *e = realloc(g->ent, (size_t)cap * sizeof *e);
+        if (e == NULL)
+            return NULL;
+        memset(e + g->cap, 0, (size_t)(cap - g->cap) * sizeof *e);
+        g->ent = e;
+        g->cap = cap;
+    }
+    return &g->ent[fd];
+}
+
+static void list_del(net_guard *g, int fd)
+{
+    guard_ent *e = &g->ent[fd];
+    if (e->prev >= 0)
+        g->ent[e->prev].next = e->next;
+    else
+        g->head = e->next;
+    if (e->next >= 0)
+        g->ent[e->next].prev = e->prev;
+    else
+        g->tail = e->prev;
+    e->prev = e->next = -1;
+}
+
+static void list_add(net_guard *g, int fd)
+{
+    guard_ent *e = &g->ent[fd];
+    e->next = -1;
+    e->prev = g->tail;
+    if (g->tail >= 0)
+        g->ent[g->tail].next = fd;
+    else
+        g->head = fd;
+    g->tail = fd;
+}
+
+/* Forget what fd held. */
+static void ent_clear(net_guard *g, int fd)
+{
+    guard_ent *e = &g->ent[fd];
+    switch (e->state) {
+    case ENT_PENDING:
+        list_del(g, fd);
+        g->npending--;
+        break;
+    case ENT_TRUSTED:
+        g->ntrusted--;
+        break;
+    case ENT_CLOSING:
+        g->nclosing--;
+        break;
+    default:
+        break;
+    }
+    e->state = ENT_NONE;
+    e->ino = 0;
+}
+
+static const char *reason_text(int why)
+{
+    switch (why) {
+    case 0: return "older than KVS_HANDSHAKE_TIMEOUT";
+    case 1: return "more than KVS_MAX_PENDING_CONN pending";
+    default: return "descriptors close to RLIMIT_NOFILE";
+    }
+}
+
+/* Shut down the pending connection on fd (why: 0 timeout, 1 cap, 2 fds). */
+static void shut(net_guard *g, int fd, int why, uint64_t in_use, uint64_t limit)
+{
+    guard_ent *e = &g->ent[fd];
+    uint64_t ino = sock_ino(fd);
+    list_del(g, fd);
+    g->npending--;
+    if (ino != e->ino) { /* libzmq closed it already (and may have reused fd) */
+        e->state = ENT_NONE;
+        e->ino = 0;
+        return;
+    }
+    e->state = ENT_CLOSING;
+    g->nclosing++;
+    shutdown(fd, SHUT_RDWR);
+    g->closed++;
+    g->episode_closed++;
+    if (why == 0)
+        g->closed_timeout++;
+    else if (why == 1)
+        g->closed_cap++;
+    else
+        g->closed_fds++;
+    if (!g->episode) {
+        g->episode = true;
+        LOG(LOG_WARN, g->who, "net", "closing connections that did not identify themselves: "
+            "%s (%llu pending, KVS_MAX_PENDING_CONN=%d, KVS_HANDSHAKE_TIMEOUT=%g s, %llu of "
+            "%llu descriptors in use); the job's own connections are kept; one line until "
+            "none is pending", reason_text(why), (unsigned long long)(g->npending + 1),
+            g->c->max_pending_conn, g->c->handshake_timeout_s, (unsigned long long)in_use,
+            (unsigned long long)limit);
+    }
+}
+
+/* Keep the pending count under the cap and the descriptors under the
+ * limit minus the reserve. */
+static void enforce(net_guard *g)
+{
+    uint64_t limit = nofile_limit(), reserve = net_guard_reserve(limit), in_use = 0;
+    while (g->npending > (uint64_t)g->c->max_pending_conn && g->head >= 0)
+        shut(g, g->head, 1, 0, limit);
+    if (limit == UINT64_MAX)
+        return;
+    in_use = fds_in_use(g);
+    /* closing descriptors are about to be freed by libzmq */
+    while (g->head >= 0 && (in_use == UINT64_MAX || (in_use >= g->nclosing &&
+                                                     in_use - g->nclosing + reserve >= limit)))
+        shut(g, g->head, 2, in_use, limit);
+    if (in_use != UINT64_MAX && in_use + reserve / 2 >= limit && g->head < 0 && g->nclosing == 0 &&
+        !g->logged_full) {
+        g->logged_full = true;
+        LOG(LOG_ERROR, g->who, "net", "%llu of %llu descriptors in use and every connection "
+            "belongs to the job: new connections may be refused; raise the limit (ulimit -n)",
+            (unsigned long long)in_use, (unsigned long long)limit);
+    }
+}
+
+static void on_accepted(net_guard *g, int fd)
+{
+    uint64_t ino = sock_ino(fd);
+    guard_ent *e;
+    if (ino == 0 || (e = ent_at(g, fd, true)) == NULL)
+        return;
+    if (e->state != ENT_NONE && e->ino == ino)
+        return; /* known already (trusted before this event arrived) */
+    ent_clear(g, fd);
+    e->state = ENT_PENDING;
+    e->ino = ino;
+    e->since = clock_ms();
+    list_add(g, fd);
+    g->npending++;
+    enforce(g);
+}
+
+/* fd's connection ended (or will in a moment). */
+static void on_gone(net_guard *g, int fd)
+{
+    guard_ent *e = ent_at(g, fd, false);
+    if (e == NULL || e->state == ENT_NONE)
+        return;
+    if (sock_ino(fd) != e->ino)
+        ent_clear(g, fd);
+    /* else: the event came before libzmq closed fd, or it was about an
+     * earlier socket on fd; the sweep checks again */
+}
+
+void net_guard_trust(net_guard *g, int fd)
+{
+    guard_ent *e;
+    uint64_t ino;
+    if (g == NULL || fd < 0)
+        return;
+    e = ent_at(g, fd, false);
+    if (e && e->state == ENT_TRUSTED)
+        return; /* the common case: no system call per message */
+    ino = sock_ino(fd);
+    if (ino == 0 || (e = ent_at(g, fd, true)) == NULL)
+        return;
+    if (e->state == ENT_CLOSING && e->ino == ino)
+        return; /* too late: shut down already */
+    ent_clear(g, fd);
+    e->state = ENT_TRUSTED;
+    e->ino = ino;
+    g->ntrusted++;
+}
+
+void net_guard_event(net_guard *g, int event, int value)
+{
+    if (g == NULL)
+        return;
+    switch (event) {
+    case ZMQ_EVENT_ACCEPTED:
+        on_accepted(g, value);
+        break;
+    case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+        if (g->c->security != CFG_SEC_NONE)
+            net_guard_trust(g, value); /* the peer proved the job secret */
+        break;
+    case ZMQ_EVENT_DISCONNECTED:
+    case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+    case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+    case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+        on_gone(g, value);
+        break;
+    default:
+        break;
+    }
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    net_guard *g = t->data;
+    uint64_t now = clock_ms(), max_age = (uint64_t)(g->c->handshake_timeout_s * 1000);
+    uint64_t limit = nofile_limit(), in_use = 0;
+    if (g->head >= 0 && now - g->ent[g->head].since >= max_age)
+        in_use = fds_in_use(g); /* for the log line */
+    while (g->head >= 0 && now - g->ent[g->head].since >= max_age)
+        shut(g, g->head, 0, in_use, limit);
+    if (now - g->last_verify >= 1000 || g->nclosing > 0) {
+        /* drop entries whose socket is gone: events may have been missed or
+         * have come before libzmq closed the descriptor */
+        g->last_verify = now;
+        for (int fd = 0; fd < g->cap; fd++)
+            if (g->ent[fd].state != ENT_NONE && sock_ino(fd) != g->ent[fd].ino)
+                ent_clear(g, fd);
+    }
+    if (g->head >= 0)
+        enforce(g); /* the limit may have been lowered (prlimit) */
+    if (g->episode && g->npending == 0 && g->nclosing == 0) {
+        LOG(LOG_INFO, g->who, "net", "closed %llu connections that did not identify "
+            "themselves; none pending now", (unsigned long long)g->episode_closed);
+        g->episode = false;
+        g->episode_closed = 0;
+    }
+}
+
+int net_guard_new(uv_loop_t *loop, const cfg *c, const char *who, net_guard **out)
+{
+    net_guard *g = calloc(1, sizeof *g);
+    struct sigaction sa;
+    *out = NULL;
+    if (g == NULL)
+        return KVS_ENOMEM;
+    g->c = c;
+    g->who = who;
+    g->head = g->tail = -1;
+    g->fd_dir = opendir("/proc/self/fd");
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, NULL);
+    uint64_t tick = (uint64_t)(c->handshake_timeout_s * 250);
+    tick = tick < 50 ? 50 : tick > 1000 ? 1000 : tick;
+    uv_timer_init(loop, &g->timer);
+    g->timer.data = g;
+    uv_timer_start(&g->timer, on_timer, tick, tick);
+    *out = g;
+    return 0;
+}
+
+static void on_closed(uv_handle_t *h)
+{
+    net_guard *g = h->data;
+    if (g->fd_dir)
+        closedir(g->fd_dir);
+    free(g->ent);
+    free(g);
+}
+
+void net_guard_free(net_guard *g)
+{
+    if (g == NULL)
+        return;
+    uv_close((uv_handle_t *)&g->timer, on_closed);
+}
+
+void net_guard_get_stats(const net_guard *g, net_guard_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    if (g == NULL)
+        return;
+    st->pending = g->npending;
+    st->trusted = g->ntrusted;
+    st->closed = g->closed;
+    st->closed_timeout = g->closed_timeout;
+    st->closed_cap = g->closed_cap;
+    st->closed_fds = g->closed_fds;
+}

@@ -1,0 +1,87 @@
+/* guard.h - bound the connections a listening socket holds for peers that
+ * have not identified themselves.
+ *
+ * ZeroMQ accepts every TCP connection to a bound socket at once and keeps
+ * it until the peer closes it.  In an open job a connection that finished
+ * the NULL handshake may then stay idle forever, and when the descriptors
+ * run out libzmq's listener retries accept() in a busy loop (EMFILE) while
+ * the job stalls.  The guard follows the socket's monitor events and
+ * classifies every accepted connection (by descriptor):
+ *
+ *   trusted    the node saw a valid message from it and bound it to a node
+ *              (net_guard_trust: a server's first valid request of a worker,
+ *              the scheduler's accepted REGISTER), or, with a job secret,
+ *              the peer proved the secret in the handshake;
+ *   pending    everything else: in the handshake, or idle after it.
+ *
+ * A pending connection is closed when it is older than
+ * KVS_HANDSHAKE_TIMEOUT, when more than KVS_MAX_PENDING_CONN are pending
+ * (the oldest goes first: a real node identifies itself within a round
+ * trip, an idle one does not), and when the process gets close to its
+ * descriptor limit (RLIMIT_NOFILE minus a reserve), so accept() in libzmq
+ * does not reach EMFILE.  Trusted connections are never touched.  Closing
+ * is shutdown(fd, SHUT_RDWR), never close(): libzmq owns the descriptor and
+ * tears the session down itself when it sees the end of the stream.  One
+ * WARN line per episode (from the first closing until no connection is
+ * pending any more), with the reason and the counts.
+ *
+ * A descriptor number is reused as soon as libzmq closes it, and monitor
+ * events reach the loop later than that, so every entry also keeps the
+ * socket's inode (fstat): an event or a trust for a descriptor that now
+ * holds another socket updates the entry instead of misattributing it, and
+ * a descriptor is shut down only while it still holds the same socket.
+ *
+ * Threads: everything on the loop's thread.
+ */
+#ifndef KVS_NET_GUARD_H
+#define KVS_NET_GUARD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+#include <zmq.h>
+
+#include "common/config.h"
+
+typedef struct net_guard net_guard;
+
+/* Monitor events (net/live.h's net_mon) of the guarded listening socket;
+ * hand them to net_guard_event. */
+#define NET_GUARD_EVENTS                                                            \
+    (ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | \
+     ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |   \
+     ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+
+/* A guard for one listening socket of a daemon on loop, with the limits of
+ * c (KVS_MAX_PENDING_CONN, KVS_HANDSHAKE_TIMEOUT; with a secret, a proven
+ * handshake makes a connection trusted).  who: log prefix, kept by
+ * pointer.  Also ignores SIGPIPE in the process (a shut-down connection
+ * must not kill a daemon that writes to it).  0 or KVS_ENOMEM. */
+int net_guard_new(uv_loop_t *loop, const cfg *c, const char *who, net_guard **out);
+
+/* Stop; NULL is a no-op.  Call before the loop is closed. */
+void net_guard_free(net_guard *g);
+
+/* A monitor event of the guarded socket (value: the connection's fd).
+ * g NULL: no-op. */
+void net_guard_event(net_guard *g, int event, int value);
+
+/* The connection on fd (net_msg_fd of a valid message) belongs to a node
+ * of the job: never close it.  fd < 0 or g NULL: no-op. */
+void net_guard_trust(net_guard *g, int fd);
+
+/* Counters: connections pending now, trusted now, and closed by the guard
+ * so far (all reasons). */
+typedef struct net_guard_stats {
+    uint64_t pending;
+    uint64_t trusted;
+    uint64_t closed;
+    uint64_t closed_timeout, closed_cap, closed_fds;
+} net_guard_stats;
+void net_guard_get_stats(const net_guard *g, net_guard_stats *st);
+
+/* Descriptors kept free below RLIMIT_NOFILE for a limit of nofile (the
+ * daemon's own files, pidfds, reconnects). */
+uint64_t net_guard_reserve(uint64_t nofile);
+
+#endif
