@@ -13,8 +13,15 @@
 struct net_out {
     zmq_msg_t frames[NET_MAX_FRAMES];
     int nframes;
+    int32_t prio;  /* the header's priority (priority order) */
+    uint64_t seq;  /* order of net_send calls */
     struct net_out *next;
 };
+
+/* Messages a priority-ordered socket flushes after this many received
+ * ones even inside one drain, so that a long drain does not hold back the
+ * first answers. */
+#define PRIO_FLUSH_EVERY 32
 
 struct net_sock {
     void *zsock;
@@ -30,6 +37,10 @@ struct net_sock {
     void *arg;
     struct net_out *q_head, *q_tail;
     size_t queued;
+    bool prio;              /* sends wait in heap (priority, then seq) until a flush */
+    struct net_out **heap;
+    size_t hn, hcap;
+    uint64_t seq;
     net_count_fn count;
     void *count_arg;
 };
@@ -154,6 +165,11 @@ static void really_free(net_sock *s)
         o = n;
     }
     s->q_head = s->q_tail = NULL;
+    for (size_t i = 0; i < s->hn; i++)
+        out_free(s->heap[i]);
+    free(s->heap);
+    s->heap = NULL;
+    s->hn = s->hcap = 0;
     zmq_close(s->zsock);
     s->zsock = NULL;
     if (s->started)
@@ -206,6 +222,75 @@ static void flush_queue(net_sock *s)
     }
 }
 
+/* ---- priority order ---- */
+
+static bool out_before(const struct net_out *a, const struct net_out *b)
+{
+    return a->prio != b->prio ? a->prio > b->prio : a->seq < b->seq;
+}
+
+static int heap_push(net_sock *s, struct net_out *o)
+{
+    if (s->hn == s->hcap) {
+        size_t cap = s->hcap ? 2 * s->hcap : 64;
+        struct net_out **h = realloc(s->heap, cap * sizeof *h);
+        if (h == NULL)
+            return KVS_ENOMEM;
+        s->heap = h;
+        s->hcap = cap;
+    }
+    size_t i = s->hn++;
+    s->heap[i] = o;
+    while (i > 0 && out_before(s->heap[i], s->heap[(i - 1) / 2])) {
+        struct net_out *t = s->heap[i];
+        s->heap[i] = s->heap[(i - 1) / 2];
+        s->heap[(i - 1) / 2] = t;
+        i = (i - 1) / 2;
+    }
+    return 0;
+}
+
+static void heap_pop(net_sock *s)
+{
+    struct net_out **h = s->heap;
+    size_t i = 0;
+    h[0] = h[--s->hn];
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < s->hn && out_before(h[l], h[m]))
+            m = l;
+        if (r < s->hn && out_before(h[r], h[m]))
+            m = r;
+        if (m == i)
+            break;
+        struct net_out *t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+/* Send what waits, highest priority first, until the water mark stops it. */
+static void flush_heap(net_sock *s)
+{
+    while (s->hn > 0) {
+        struct net_out *o = s->heap[0];
+        int rc = out_try(s, o);
+        if (rc == EAGAIN)
+            return;
+        if (rc != 0)
+            LOG(LOG_WARN, NULL, "net", "queued message dropped: %s", zmq_strerror(rc));
+        heap_pop(s);
+        s->queued--;
+        out_free(o);
+    }
+}
+
+void net_sock_set_prio(net_sock *s, bool on)
+{
+    s->prio = on;
+}
+
 static int recv_one(net_sock *s, net_msg *m)
 {
     int more;
@@ -246,6 +331,9 @@ static void drain(net_sock *s)
             break;
         if ((events & ZMQ_POLLOUT) && s->q_head)
             flush_queue(s);
+        if ((events & ZMQ_POLLOUT) && s->hn > 0 &&
+            (DRAIN_BUDGET - budget) % PRIO_FLUSH_EVERY == PRIO_FLUSH_EVERY - 1)
+            flush_heap(s);
         if (!(events & ZMQ_POLLIN))
             break;
         if (budget-- == 0) {
@@ -267,6 +355,15 @@ static void drain(net_sock *s)
     }
     uv_idle_stop(&s->idle);
 out:
+    if (s->hn > 0 && !s->closing) {
+        /* what the messages of this drain produced, highest priority first;
+         * sending may take ZMQ_FD's edge: the next turn drains again (a
+         * message the water mark holds back leaves on POLLOUT) */
+        size_t before = s->hn;
+        flush_heap(s);
+        if (s->hn < before)
+            uv_idle_start(&s->idle, on_idle);
+    }
     s->in_drain = false;
     if (s->closing)
         really_free(s);
@@ -300,7 +397,20 @@ int net_send(net_sock *s, const void *ident, size_t ident_len, const proto_hdr *
         n++;
     }
     o->nframes = n;
+    o->prio = h->priority;
+    o->seq = s->seq++;
     count_frames(s, o->frames, n, 1);
+    if (s->prio) {
+        /* sent at the end of this drain (or on the next turn), in priority order */
+        if (heap_push(s, o) != 0) {
+            out_free(o);
+            return KVS_ENOMEM;
+        }
+        s->queued++;
+        if (!s->in_drain)
+            uv_idle_start(&s->idle, on_idle);
+        return 0;
+    }
     if (!s->in_drain)
         /* a send outside our drain may take the edge of ZMQ_FD that announced
          * input (edge-triggered): drain on the next turn instead of waiting */

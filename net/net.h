@@ -76,6 +76,12 @@ int net_send(net_sock *s, const void *ident, size_t ident_len, const proto_hdr *
 int net_send_text(net_sock *s, const void *ident, size_t ident_len, proto_hdr *h,
                   const char *text);
 
+/* Priority order (servers): from now on net_send only queues; what was
+ * queued leaves at the end of the current drain of received messages (at
+ * least every 32 of them) or on the next loop turn, highest
+ * proto_hdr.priority first, equal priorities in the order sent. */
+void net_sock_set_prio(net_sock *s, bool on);
+
 /* Traffic counting (metrics): fn(arg, ident, ident_len, bytes, out) for
  * every message received (out 0) and every message accepted for sending
  * (out 1).  bytes: the header and body frames; ident: the routing id (ROUTER

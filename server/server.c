@@ -74,7 +74,8 @@ static void send_timing(srv *s, const uint8_t *ident, size_t ident_len, const pr
 {
     uint64_t now = clock_ns();
     proto_hdr t = {.type = PROTO_TIMING, .sender = s->node_id, .req_id = req->req_id,
-                   .key = req->key, .part = req->part, .body_len = PROTO_TIMING_LEN};
+                   .key = req->key, .part = req->part, .body_len = PROTO_TIMING_LEN,
+                   .priority = req->priority}; /* leaves just before its reply */
     zmq_msg_t body;
     if (req->t_arrive_ns == 0 || zmq_msg_init_size(&body, PROTO_TIMING_LEN) != 0)
         return;
@@ -586,6 +587,7 @@ int srv_run(const cfg *c)
     if (net_sock_new(&s->loop, s->zctx, ZMQ_ROUTER, c->water_mark, on_data, s, &s->data) != 0)
         goto out;
     net_live_heartbeats(net_sock_zmq(s->data), c);
+    net_sock_set_prio(s->data, true); /* answers leave highest priority first */
     net_sock_set_max(s->data, c->max_message);
     if (net_auth_listen(s->auth, net_sock_zmq(s->data), NULL) != 0) {
         LOG(LOG_ERROR, s->who, "auth", "cannot secure the data socket (KVS_SECURITY=%s)",

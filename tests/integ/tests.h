@@ -95,7 +95,9 @@
     X(ckpt_crash_written_2x2, 120)                                             \
     X(ckpt_crash_commit_2x2, 120)                                              \
     X(ckpt_crash_committed_2x2, 120)                                           \
-    X(ckpt_crash_cleaned_2x2, 120)
+    X(ckpt_crash_cleaned_2x2, 120)                                             \
+    /* test_server.c: the server's data path */                               \
+    X(server_priority_order_2x1, 60)
 
 #define IT_TEST(name) void it_test_##name(it_ctx *t)
 
