@@ -43,32 +43,31 @@ static void on_grace(uv_timer_t *t)
  * scheduler has exited. */
 static void io_fail(kvs_store *s, int err, const char *text, int dead_server, bool force)
 {
-    hmap keep;
+    wrk_reqmap keep;
     bool kept = false;
-    hmap_init(&keep);
+    wrk_reqmap_init(&keep);
     pthread_mutex_lock(&s->mu);
     if (s->fatal == 0 && err != KVS_ECLOSED)
         LOG(LOG_WARN, s->who, "job", "%s", text);
     wrk_fail_all_locked(s, err, text);
-    hmap reqs = s->reqs;
-    hmap_init(&s->reqs);
+    wrk_reqmap reqs = s->reqs;
+    wrk_reqmap_init(&s->reqs);
     hmap_fini(&s->batches); /* every record is failed below */
     hmap_init(&s->batches);
     pthread_mutex_unlock(&s->mu);
-    for (size_t i = 0; i < reqs.cap; i++) {
-        if (reqs.used[i] != 1)
-            continue;
-        wrk_req *q = reqs.vals[i];
+    size_t it = 0;
+    wrk_req *q;
+    while ((q = wrk_reqmap_next(&reqs, &it)) != NULL) {
         if (q->op == NULL) /* HELLOs have none */
             continue;
         if (!force && q->cma_out && q->server != dead_server &&
-            hmap_put(&keep, q->req_id, q) == 0) {
+            wrk_reqmap_put(&keep, q->req_id, q) == 0) {
             kept = true;
             continue;
         }
         wrk_op_release(q->op->store, q->op, err, text);
     }
-    hmap_fini(&reqs);
+    wrk_reqmap_fini(&reqs);
     for (int r = 0; s->pq && r < s->num_servers; r++) {
         wrk_req *q;
         while ((q = wrk_pq_pop(&s->pq[r])) != NULL)
@@ -97,8 +96,10 @@ static void close_idle_servers(kvs_store *s)
         if (s->servers[r] == NULL)
             continue;
         bool busy = false;
-        for (size_t i = 0; i < s->reqs.cap && !busy; i++)
-            busy = s->reqs.used[i] == 1 && ((wrk_req *)s->reqs.vals[i])->server == r;
+        size_t it = 0;
+        wrk_req *q;
+        while (!busy && (q = wrk_reqmap_next(&s->reqs, &it)) != NULL)
+            busy = q->server == r;
         if (busy)
             continue;
         if (s->mons)
@@ -114,12 +115,10 @@ static void io_fail_all(kvs_store *s, int err, const char *text)
 }
 
 /* Fail a request that was never handed to ZeroMQ: its zero-copy frame (if
- * its body was big enough for one) will never be released, so release it. */
+ * it counts one) will never be released, so release it too. */
 static void req_fail(kvs_store *s, wrk_req *q, int err, const char *text)
 {
-    wrk_op_release(s, q->op, err, text);
-    if (q->send && q->h.body_len >= DP_ZERO_COPY_MIN)
-        wrk_op_release(s, q->op, 0, NULL);
+    wrk_req_drop(s, q, err, text);
 }
 
 /* Fail every request held for a HELLO answer. */
@@ -227,7 +226,7 @@ static void send_req(kvs_store *s, wrk_req *q)
     q->h.req_id = q->req_id;
     q->h.sender = s->node_id;
     if (q->server < 0) {
-        if (hmap_put(&s->reqs, q->req_id, q) != 0) {
+        if (wrk_reqmap_put(&s->reqs, q->req_id, q) != 0) {
             wrk_op_release(s, q->op, KVS_ENOMEM, "out of memory");
             return;
         }
@@ -254,8 +253,8 @@ static void send_req(kvs_store *s, wrk_req *q)
         s->held_tail[q->server] = q;
         return;
     }
-    if (hmap_put(&s->reqs, q->req_id, q) != 0) {
-        wrk_op_release(s, q->op, KVS_ENOMEM, "out of memory");
+    if (wrk_reqmap_put(&s->reqs, q->req_id, q) != 0) {
+        req_fail(s, q, KVS_ENOMEM, "out of memory");
         return;
     }
     zmq_msg_t body, *bp = NULL;
@@ -272,14 +271,14 @@ static void send_req(kvs_store *s, wrk_req *q)
         le_put64(zmq_msg_data(&body), (uint64_t)(uintptr_t)q->send);
         le_put64((uint8_t *)zmq_msg_data(&body) + 8,
                  q->nouts > 0 ? (uint64_t)(uintptr_t)q->outs[0] : 0);
-        bool counted_zc = q->send && q->h.body_len >= DP_ZERO_COPY_MIN;
+        bool counted_zc = q->zc;
         q->cma_out = q->nouts > 0;
         q->t_sent = clock_ns();
         wrk_met_sent(s, q, true, bytes);
         if (traced)
             trace_req(s, q, TEV_SENT, q->send ? bytes : 0, 1, 0, 0);
         if (net_send(s->servers[q->server], NULL, 0, &h, &body) != 0) {
-            hmap_del(&s->reqs, q->req_id);
+            wrk_reqmap_del(&s->reqs, q->req_id);
             snprintf(text, sizeof text, "send to server %d failed", q->server);
             wrk_op_release(s, q->op, KVS_ENET, text);
         }
@@ -289,13 +288,13 @@ static void send_req(kvs_store *s, wrk_req *q)
         return;
     }
     if (q->send && q->h.body_len > 0) {
-        if (q->h.body_len >= DP_ZERO_COPY_MIN) {
+        if (q->zc) {
             q->credited = s->inflight != NULL;
             if (q->credited)
                 atomic_fetch_add(&s->inflight[q->server], q->h.body_len);
             zmq_msg_init_data(&body, (void *)q->send, q->h.body_len, zc_free, q);
         } else if (body_new(s, q->server, &body, q->h.body_len) != 0) {
-            hmap_del(&s->reqs, q->req_id);
+            wrk_reqmap_del(&s->reqs, q->req_id);
             wrk_op_release(s, q->op, KVS_ENOMEM, "out of memory");
             return;
         } else {
@@ -313,7 +312,7 @@ static void send_req(kvs_store *s, wrk_req *q)
     if (traced)
         trace_req(s, q, TEV_SENT, bp ? q->h.body_len : 0, 0, 0, 0);
     if (net_send(s->servers[q->server], NULL, 0, &q->h, bp) != 0) {
-        hmap_del(&s->reqs, q->req_id);
+        wrk_reqmap_del(&s->reqs, q->req_id);
         snprintf(text, sizeof text, "send to server %d failed", q->server);
         wrk_op_release(s, q->op, KVS_ENET, text);
     }
@@ -377,6 +376,7 @@ static void fuse_flush(kvs_store *s, int r)
     }
     uint8_t *p = zmq_msg_data(&body);
     int prio = f->reqs[0]->h.priority;
+    uint64_t now = clock_ns();
     for (k = 0; k < n; k++) {
         wrk_req *q = f->reqs[k];
         q->req_id = ++s->next_req;
@@ -385,7 +385,7 @@ static void fuse_flush(kvs_store *s, int r)
         q->batch = cid;
         if (q->send == NULL)
             q->h.body_len = 0;
-        if (hmap_put(&s->reqs, q->req_id, q) != 0)
+        if (wrk_reqmap_put(&s->reqs, q->req_id, q) != 0)
             break;
         if (s->trace && q->op->trace_id)
             q->h.flags |= PROTO_F_TRACE; /* the server sends this record's TIMING */
@@ -393,7 +393,7 @@ static void fuse_flush(kvs_store *s, int r)
         if (q->h.priority > prio)
             prio = q->h.priority;
         /* metrics and timeline */
-        q->t_sent = clock_ns();
+        q->t_sent = now;
         wrk_met_sent(s, q, false, 0);
         if (s->trace && q->op->trace_id)
             trace_req(s, q, TEV_SENT, q->send ? q->h.body_len : 0, 2, 0, 0);
@@ -402,7 +402,7 @@ static void fuse_flush(kvs_store *s, int r)
                    .count = n, .body_len = off};
     if (k < n || off != bytes || net_send(s->servers[r], NULL, 0, &h, &body) != 0) {
         for (size_t j = 0; j < k; j++)
-            hmap_del(&s->reqs, f->reqs[j]->req_id);
+            wrk_reqmap_del(&s->reqs, f->reqs[j]->req_id);
         hmap_del(&s->batches, cid);
         snprintf(text, sizeof text, k < n ? "out of memory" : "send to server %d failed", r);
         fuse_fail(s, f->reqs, n, k < n ? KVS_ENOMEM : KVS_ENET, text);
@@ -468,7 +468,7 @@ static void batch_fail(kvs_store *s, uint64_t cid, int err, const char *text)
     uintptr_t v = (uintptr_t)hmap_del(&s->batches, cid);
     uint64_t n = (uint64_t)v >> 32;
     for (uint64_t id = cid + 1; id <= cid + n; id++) {
-        wrk_req *q = hmap_del(&s->reqs, id);
+        wrk_req *q = wrk_reqmap_del(&s->reqs, id);
         if (q && q->op)
             wrk_op_release(s, q->op, err, text);
     }
@@ -610,7 +610,7 @@ static void on_reply(kvs_store *s, const proto_hdr *hp, const char *body)
         LOG(LOG_WARN, s->who, "net", "server %d rejected a message: %.*s", (h.sender - 8) / 2,
             (int)h.body_len, body ? body : "");
     }
-    wrk_req *q = hmap_get(&s->reqs, h.req_id);
+    wrk_req *q = wrk_reqmap_get(&s->reqs, h.req_id);
     if (q && q->op == NULL && h.type == PROTO_CHALLENGE) {
         answer_challenge(s, q, (const uint8_t *)body);
         return;
@@ -636,7 +636,7 @@ static void on_reply(kvs_store *s, const proto_hdr *hp, const char *body)
         }
         return;
     }
-    hmap_del(&s->reqs, h.req_id);
+    wrk_reqmap_del(&s->reqs, h.req_id);
     wrk_met_reply(s, q, &h, h.type == PROTO_ERROR && h.status == 0 ? KVS_EPROTO : h.status);
     trace_replied(s, q, h.type == PROTO_ERROR && h.status == 0 ? KVS_EPROTO : h.status);
     if (s->io_failed)
@@ -729,6 +729,13 @@ static void on_server(net_sock *sock, net_msg *m, void *arg)
                              &off, &lim, &rec, &data, why, sizeof why) != 0) {
             LOG(LOG_WARN, s->who, "net", "dropped the rest of a malformed message from a "
                 "server: %s", why);
+            /* the records not read yet belong to the FUSED message it answers:
+             * fail that message's requests still waiting, or they would wait
+             * for answers that never come */
+            char text[320];
+            snprintf(text, sizeof text, "server %d sent a malformed answer: %s",
+                     (h.sender - 8) / 2, why);
+            batch_fail(s, h.req_id, KVS_EPROTO, text);
             return;
         }
         on_reply(s, &rec, (const char *)data);
@@ -903,7 +910,7 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
             q->req_id = ++s->next_req;
             q->h = (proto_hdr){.type = PROTO_HELLO, .sender = s->node_id, .req_id = q->req_id,
                                .body_len = PROTO_HELLO_LEN};
-            if (hmap_put(&s->reqs, q->req_id, q) != 0)
+            if (wrk_reqmap_put(&s->reqs, q->req_id, q) != 0)
                 continue;
             zmq_msg_init_size(&body, PROTO_HELLO_LEN);
             uint8_t *b = zmq_msg_data(&body);
@@ -943,7 +950,7 @@ static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t
         break;
     case PROTO_BARRIER_DONE:
     case PROTO_EXIT_ACK: {
-        wrk_req *q = hmap_del(&s->reqs, h->req_id);
+        wrk_req *q = wrk_reqmap_del(&s->reqs, h->req_id);
         if (q)
             wrk_op_release(s, q->op, 0, NULL);
         break;

@@ -23,6 +23,8 @@
 #include "reduce/reduce.h"
 #include "worker/comm.h"
 #include "worker/pq.h"
+#include "worker/op.h"
+#include "worker/reqmap.h"
 #include <stdatomic.h>
 
 enum wrk_kind { WRK_LOCAL = 1, WRK_DIST };
@@ -76,6 +78,8 @@ typedef struct wrk_req {
     struct wrk_req *hnext; /* (io) in held[server]: waits for that server's HELLO answer */
     uint64_t batch;      /* (io) req_id of the FUSED message that carried it, or 0 */
     bool credited;       /* (io) its zero-copy body counts against the p3 credit */
+    bool zc;             /* its body is lent to ZeroMQ (>= DP_ZERO_COPY_MIN): the op's
+                          * pending counts one more release for it (op.h) */
 } wrk_req;
 
 /* (io) Small parts for one server waiting to leave as one FUSED message. */
@@ -92,6 +96,8 @@ struct wrk_op {
     int type;
     size_t nkeys;
     uint64_t *keys;      /* unique keys of the op, for kvs_wait(key) */
+    size_t **kbusy;      /* (mu) per key: its counter of unfinished async ops (in its
+                          * wrk_key), or NULL: counted in store->busy (op.c) */
     int pending;         /* (mu) replies + zero-copy frames outstanding */
     int err;             /* (mu) first error */
     char errtext[512];
@@ -112,6 +118,7 @@ typedef struct wrk_key {
     kvs_dtype dtype;
     uint64_t pushes; /* pushes issued by this worker: the next push's round */
     uint8_t *local;  /* local store: the value */
+    size_t busy;     /* (mu) unfinished async ops with this key (op.c) */
 } wrk_key;
 
 struct kvs_store {
@@ -128,7 +135,8 @@ struct kvs_store {
     wrk_op *ops_head, *ops_tail; /* (mu) not done, or done with an unreported error */
     wrk_op *q_head, *q_tail;     /* (mu) waiting for the I/O thread */
     hmap keys;                   /* (mu) key -> wrk_key */
-    hmap busy;                   /* (mu) key -> unfinished async ops with it (uintptr_t) */
+    hmap busy;                   /* (mu) key without a wrk_key -> unfinished async ops
+                                  * with it (uintptr_t); other keys count in wrk_key */
     size_t nbusy;                /* (mu) unfinished async ops */
     size_t nfailed;              /* (mu) listed async ops that failed, not yet reported */
     int fatal;                   /* (mu) job broken: every call fails with it */
@@ -147,7 +155,7 @@ struct kvs_store {
     void *zctx;
     net_link *link;
     net_sock **servers;
-    hmap reqs;       /* req_id -> wrk_req */
+    wrk_reqmap reqs; /* req_id -> wrk_req */
     hmap batches;    /* FUSED req_id -> records (high 32 bits) and unanswered (low 32) */
     wrk_fuse *fuse;  /* per server: parts to fuse at the end of this wake-up */
     /* p3 with KVS_P3_CREDIT: per server, requests waiting for credit, and the
@@ -185,26 +193,10 @@ int wrk_io_start(kvs_store *s);      /* start the thread; wait for registration 
 void wrk_io_stop(kvs_store *s);      /* stop and join; frees the loop and sockets */
 void wrk_io_submit(kvs_store *s, wrk_op *op); /* call with mu held */
 
-/* api.c */
-/* Account one finished reply or released frame of op (any thread; takes mu). */
-void wrk_op_release(kvs_store *s, wrk_op *op, int err, const char *text);
-/* Mark the job broken and fail everything queued (call with mu held). */
-void wrk_fail_all_locked(kvs_store *s, int err, const char *text);
-void wrk_op_free(wrk_op *op);
-/* Queue a prepared synchronous op (op->sync, pending set), wait for it and
- * free it; returns its error.  Called without mu. */
-int wrk_op_run(kvs_store *s, wrk_op *op);
-
 /* ctl.c */
 /* A successful reply to a WRK_OP_CTL request (I/O thread): keep what it
  * carries, then release the request. */
 void wrk_ctl_reply(kvs_store *s, wrk_req *q, const proto_hdr *h, const void *body);
-
-/* Build and queue an op (dist stores).  sync_op: the caller waits with
- * wrk_wait_op.  post (may be NULL) is owned by the op on success. */
-int wrk_submit(kvs_store *s, int type, size_t n, const uint64_t *keys, const kvs_array *vals,
-               const kvs_array *outs, int priority, wrk_op **sync_op, wrk_post *post);
-int wrk_wait_op(kvs_store *s, wrk_op *op);
 
 /* local.c */
 int wrk_local_init(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals);
@@ -214,7 +206,5 @@ int wrk_local_check(kvs_store *s, size_t n, const uint64_t *keys, const kvs_arra
                     const char *what);
 void wrk_local_free(kvs_store *s);
 
-/* Sum the arrays vals[idx[0..k)] of one key into dst (k >= 1). */
-int wrk_sum_local(kvs_store *s, void *dst, const kvs_array *vals, const size_t *idx, size_t k);
 
 #endif
