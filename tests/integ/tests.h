@@ -72,6 +72,8 @@
     /* test_guard.c: connections that never identify themselves */            \
     X(guard_nofile_2x2, 120)                                                   \
     X(guard_open_idle_2x1, 60)                                                 \
+    /* test_keys.c: CURVE with per-node key files */                           \
+    X(curve_keyfiles_2x2, 90)                                                  \
     /* test_workload.c: many keys, huge key counts, fusion */                  \
     X(many_keys_2x2, 180)                                                      \
     X(many_keys_socket_3x2, 180)                                               \
