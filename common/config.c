@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "datapath.h"
+#include "keyfile.h"
 #include "kvs.h"
 #include "log.h"
 
@@ -405,9 +406,26 @@ int cfg_load_secret(cfg *c, char *err, size_t errlen)
         c->secret_len = 0;
         return KVS_ECONFIG;
     }
-    TRY(cfg_get_enum("KVS_SECURITY", c->secret_len ? CFG_SEC_AUTH : CFG_SEC_NONE, modes, &e,
-                     err, errlen));
+    TRY(keyfile_load(c, err, errlen));
+    if (c->curve_files && c->secret_len) {
+        snprintf(err, errlen, "KVS_CURVE_SERVER_KEY and %s are both set: CURVE key files "
+                 "replace the job secret; expected one of them", c->secret_from);
+        return KVS_ECONFIG;
+    }
+    TRY(cfg_get_enum("KVS_SECURITY", c->curve_files ? CFG_SEC_CURVE
+                                     : c->secret_len ? CFG_SEC_AUTH : CFG_SEC_NONE,
+                     modes, &e, err, errlen));
     c->security = (enum cfg_security)e;
+    if (c->curve_files) {
+        if (c->security != CFG_SEC_CURVE) {
+            snprintf(err, errlen, "KVS_SECURITY='%s' with KVS_CURVE_SERVER_KEY: key files are "
+                     "for 'curve' (unset KVS_SECURITY or set it to curve)",
+                     cfg_security_name(c->security));
+            return KVS_ECONFIG;
+        }
+        snprintf(c->secret_from, sizeof c->secret_from, "KVS_CURVE_* key files");
+        return 0;
+    }
     if (c->security != CFG_SEC_NONE && c->secret_len == 0) {
         snprintf(err, errlen, "KVS_SECURITY='%s' needs the job secret: set KVS_SECRET_FILE "
                  "(or KVS_SECRET)", cfg_security_name(c->security));
@@ -438,7 +456,7 @@ void cfg_log(const cfg *c, const char *who)
         LOG(LOG_WARN, who, "cfg", "no job secret (KVS_SECRET_FILE): this job is open to "
             "anyone who can reach its ports");
     else
-        LOG(LOG_INFO, who, "cfg", "security=%s (secret from %s)",
+        LOG(LOG_INFO, who, "cfg", "security=%s (from %s)",
             cfg_security_name(c->security), c->secret_from);
     if (c->resend)
         LOG(LOG_WARN, who, "cfg", "PS_RESEND=1: kvsd does not resend (TCP is reliable and "

@@ -20,6 +20,7 @@ enum cfg_van { CFG_VAN_ZMQ = 0, CFG_VAN_P3 };
  * encrypted). */
 enum cfg_security { CFG_SEC_NONE = 0, CFG_SEC_AUTH, CFG_SEC_CURVE };
 
+#define CFG_CURVE_AUTH_MAX 1024 /* keys in KVS_CURVE_AUTHORIZED */
 #define CFG_SECRET_MIN 16   /* bytes: shorter secrets are refused */
 #define CFG_SECRET_MAX 4096
 
@@ -68,6 +69,17 @@ typedef struct cfg {
     char secret_from[64];           /* which variable gave it, for messages */
     double handshake_timeout_s;     /* KVS_HANDSHAKE_TIMEOUT: a peer must finish ZeroMQ's
                                      * handshake (and prove the secret) within this */
+    bool curve_files;               /* KVS_CURVE_SERVER_KEY given: CURVE keys from files
+                                     * (common/keyfile.h) instead of from the secret */
+    uint8_t curve_server_pk[32];    /* the listeners' (scheduler's, servers') key pair */
+    uint8_t curve_server_sk[32];    /* (secret part: scheduler and servers only) */
+    bool curve_server_sk_set;
+    uint8_t curve_client_pk[32];    /* KVS_CURVE_CLIENT_KEY: this node's own key pair */
+    uint8_t curve_client_sk[32];
+    bool curve_client_set;
+    int curve_nauth;                /* KVS_CURVE_AUTHORIZED: the client keys let in */
+    uint8_t curve_auth_pk[CFG_CURVE_AUTH_MAX][32];
+    uint8_t curve_auth_role[CFG_CURVE_AUTH_MAX]; /* enum cfg_role */
     int max_pending_conn;           /* KVS_MAX_PENDING_CONN: connections to a daemon that
                                      * have not identified themselves (net/guard.h) */
     char checkpoint_dir[4096];      /* KVS_CHECKPOINT_DIR: servers' automatic checkpoints */

@@ -253,6 +253,14 @@ static const char *check_curve(net_auth *a, zmq_msg_t *kf, char *user, size_t us
 {
     if (zmq_msg_size(kf) != 32)
         return "malformed credentials";
+    if (a->c->curve_files) { /* KVS_CURVE_AUTHORIZED */
+        for (int i = 0; i < a->c->curve_nauth; i++)
+            if (sodium_memcmp(zmq_msg_data(kf), a->c->curve_auth_pk[i], 32) == 0) {
+                snprintf(user, userlen, "%s -1", cfg_role_name(a->c->curve_auth_role[i]));
+                return NULL;
+            }
+        return "client key not in KVS_CURVE_AUTHORIZED";
+    }
     if (sodium_memcmp(zmq_msg_data(kf), a->curve_pk_worker, 32) == 0)
         snprintf(user, userlen, "worker -1");
     else if (sodium_memcmp(zmq_msg_data(kf), a->curve_pk_server, 32) == 0)
@@ -373,7 +381,10 @@ int net_auth_listen(net_auth *a, void *zsock, const char *target)
             return KVS_ENET;
     } else if (a->c->security == CFG_SEC_CURVE) {
         uint8_t pk[32], sk[32];
-        curve_keys(a->c, "kvsd v1 curve server", pk, sk);
+        if (a->c->curve_files)
+            memcpy(sk, a->c->curve_server_sk, 32); /* checked at start-up (cfg_load) */
+        else
+            curve_keys(a->c, "kvsd v1 curve server", pk, sk);
         int rc = zmq_setsockopt(zsock, ZMQ_CURVE_SERVER, &one, sizeof one) |
                  zmq_setsockopt(zsock, ZMQ_CURVE_SECRETKEY, sk, 32);
         sodium_memzero(sk, sizeof sk);
@@ -446,10 +457,21 @@ int net_auth_connect(const cfg *c, void *zsock, const char *role, int node_id,
     }
     uint8_t spk[32], ssk[32], pk[32], sk[32];
     char label[64];
-    curve_keys(c, "kvsd v1 curve server", spk, ssk);
-    sodium_memzero(ssk, sizeof ssk);
-    snprintf(label, sizeof label, "kvsd v1 curve client %s", role);
-    curve_keys(c, label, pk, sk);
+    if (c->curve_files) {
+        if (!c->curve_client_set) {
+            snprintf(why, whylen, "KVS_CURVE_CLIENT_KEY is not set: this node needs its own "
+                     "key pair to connect");
+            return KVS_ECONFIG;
+        }
+        memcpy(spk, c->curve_server_pk, 32);
+        memcpy(pk, c->curve_client_pk, 32);
+        memcpy(sk, c->curve_client_sk, 32);
+    } else {
+        curve_keys(c, "kvsd v1 curve server", spk, ssk);
+        sodium_memzero(ssk, sizeof ssk);
+        snprintf(label, sizeof label, "kvsd v1 curve client %s", role);
+        curve_keys(c, label, pk, sk);
+    }
     int rc = zmq_setsockopt(zsock, ZMQ_CURVE_SERVERKEY, spk, 32) |
              zmq_setsockopt(zsock, ZMQ_CURVE_PUBLICKEY, pk, 32) |
              zmq_setsockopt(zsock, ZMQ_CURVE_SECRETKEY, sk, 32);

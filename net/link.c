@@ -48,7 +48,7 @@ static void on_mon(void *arg, int event, int value, const char *addr);
 
 static void on_link_event(void *arg, int event, int value, const char *addr)
 {
-    char why[300];
+    char why[400];
     if (event == ZMQ_EVENT_DISCONNECTED) {
         on_mon(arg, event, value, addr);
         return;
@@ -56,7 +56,8 @@ static void on_link_event(void *arg, int event, int value, const char *addr)
     if (event != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
         return;
     snprintf(why, sizeof why, "the scheduler refused our proof of the job secret (status %d): "
-             "bad secret? every node needs the job's KVS_SECRET_FILE", value);
+             "bad secret? every node needs the job's KVS_SECRET_FILE (with CURVE key files: "
+             "is our KVS_CURVE_CLIENT_KEY in its KVS_CURVE_AUTHORIZED?)", value);
     link_fail(arg, KVS_EAUTH, why);
 }
 

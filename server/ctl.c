@@ -789,6 +789,11 @@ void srv_ctl_stop(srv_ctl *c)
     c->stopped = true;
 }
 
+bool srv_ctl_busy(const srv_ctl *c)
+{
+    return c != NULL && c->busy;
+}
+
 void srv_ctl_free(srv_ctl *c)
 {
     if (c == NULL)

@@ -35,6 +35,10 @@ void srv_ctl_set_rank(srv_ctl *ctl, int rank);
 /* Wait for a running save/load thread and stop answering (before the
  * sockets close).  NULL: no-op. */
 void srv_ctl_stop(srv_ctl *ctl);
+/* A save or load thread is running (its answer comes on a later turn of the
+ * loop).  For tests that wait for it (tests/fuzz/fuzz_server.c). */
+bool srv_ctl_busy(const srv_ctl *ctl);
+
 /* Free (after the loop closed its handles).  NULL: no-op. */
 void srv_ctl_free(srv_ctl *ctl);
 

@@ -6,3 +6,11 @@ all: $(TRACE_BIN)
 
 $(TRACE_BIN): $(call obj,tools/kvs-trace.c) $(LIBKVS_A)
 	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
+
+# kvs-keygen: CURVE key pairs for jobs with per-node key files.
+KEYGEN_BIN := $(BUILD)/kvs-keygen
+BINS += $(KEYGEN_BIN)
+all: $(KEYGEN_BIN)
+
+$(KEYGEN_BIN): $(call obj,tools/kvs-keygen.c)
+	$(CC) -o $@ $^ $(ALL_LDFLAGS) -lzmq

@@ -859,9 +859,10 @@ static void on_server_event(void *arg, int event, int value, const char *addr)
     (void)value;
     (void)addr;
     if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
-        char why[200];
+        char why[320];
         snprintf(why, sizeof why, "server %d refused our proof of the job secret (status %d): "
-                 "bad secret? every node needs the job's KVS_SECRET_FILE", r, value);
+                 "bad secret? every node needs the job's KVS_SECRET_FILE (with CURVE key "
+                 "files: is our KVS_CURVE_CLIENT_KEY in its KVS_CURVE_AUTHORIZED?)", r, value);
         io_fail_all(s, KVS_EAUTH, why);
     } else if (event == ZMQ_EVENT_CONNECTED) {
         s->connected[r] = true;

@@ -69,9 +69,14 @@
     X(cma_other_process_1x2, 60)                                               \
     X(huge_frame_rss_1x1, 60)                                                  \
     X(huge_frame_rss_secret_1x1, 60)                                           \
+    /* test_blast.c: every port flooded with garbage while sums stay exact */  \
+    X(blast_2x2, 90)                                                           \
+    X(blast_secret_2x2, 90)                                                    \
     /* test_guard.c: connections that never identify themselves */            \
     X(guard_nofile_2x2, 120)                                                   \
     X(guard_open_idle_2x1, 60)                                                 \
+    /* test_keys.c: CURVE with per-node key files */                           \
+    X(curve_keyfiles_2x2, 90)                                                  \
     /* test_workload.c: many keys, huge key counts, fusion */                  \
     X(many_keys_2x2, 180)                                                      \
     X(many_keys_socket_3x2, 180)                                               \
