@@ -7,8 +7,10 @@ have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok ins
 # prometheus: promtool checks the /metrics text (tests/ops); gnuplot-nox: make bench plots
 # python3-*: the kvsd package (NumPy), its tests (pytest) and the PyTorch example
 # iproute2, iptables: the multi-host tests (tests/netns/)
+# clang, libfuzzer-14-dev: make fuzz (libFuzzer targets; make test replays with cc)
 for p in libzmq3-dev libuv1-dev libsodium-dev check pkg-config prometheus gnuplot-nox \
-         python3 python3-numpy python3-pytest python3-torch python3-sklearn iproute2 iptables; do
+         python3 python3-numpy python3-pytest python3-torch python3-sklearn iproute2 iptables \
+         clang libfuzzer-14-dev; do
     have "$p" || need="$need $p"
 done
 [ -z "$need" ] && exit 0

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 #include <uv.h>
 #include <zmq.h>
 
@@ -262,10 +264,13 @@ static void start_job(sched *s)
         len += (size_t)snprintf(table + len, cap - len, "%d %s %s\n", n->id,
                                 cfg_role_name(n->role), n->endpoint);
     }
-    uint64_t now = clock_ms();
+    uint64_t now = clock_ms(), job_id;
+    /* a random id of this job (servers tag their automatic checkpoints with it) */
+    if (getrandom(&job_id, sizeof job_id, 0) != (ssize_t)sizeof job_id)
+        job_id = clock_ns() ^ ((uint64_t)getpid() << 32);
     for (int i = 0; i < s->nnodes; i++) {
         sched_node *n = &s->nodes[i];
-        proto_hdr h = {.type = PROTO_REGISTER_ACK, .key = (uint64_t)n->id};
+        proto_hdr h = {.type = PROTO_REGISTER_ACK, .key = (uint64_t)n->id, .round = job_id};
         n->last_seen = now;
         send_to(s, n, &h, table);
         LOG(LOG_INFO, WHO, "rank", "%s rank %d (node %d) is %s at %s", cfg_role_name(n->role),
@@ -657,88 +662,106 @@ static void close_walk(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
-int sched_run(const cfg *c)
+/* Open the scheduler of job c on zctx (the caller's): the node table, the
+ * socket (secured, bound, polled), the port file, metrics, the monitor and
+ * the timer.  Returns 0, or 1 with the reason logged; either way
+ * sched_close(s) releases what was opened.  The fuzz harness
+ * (tests/fuzz/fuzz_sched.c) opens a scheduler this way and feeds on_recv. */
+static int sched_open(sched *s, const cfg *c, void *zctx)
 {
-    sched s;
-    char addr[CFG_HOST_MAX + 32], endpoint[512];
-    int port, linger = 2000;
-    memset(&s, 0, sizeof s);
-    s.c = c;
-    s.cap = c->num_server + c->num_worker;
-    s.nodes = calloc((size_t)s.cap, sizeof *s.nodes);
-    s.start_ms = clock_ms();
-    if (s.nodes == NULL) {
+    char addr[CFG_HOST_MAX + 32], endpoint[512], why[256];
+    int port;
+    memset(s, 0, sizeof *s);
+    s->c = c;
+    s->zctx = zctx;
+    s->start_ms = clock_ms();
+    uv_loop_init(&s->loop);
+    s->cap = c->num_server + c->num_worker;
+    s->nodes = calloc((size_t)s->cap, sizeof *s->nodes);
+    if (s->nodes == NULL) {
         LOG(LOG_ERROR, WHO, "job", "out of memory");
         return 1;
     }
-    uv_loop_init(&s.loop);
-    s.zctx = zmq_ctx_new();
-    net_raise_nofile(WHO);
-    if (net_auth_new(&s.loop, s.zctx, c, WHO, &s.auth) != 0) {
-        zmq_ctx_term(s.zctx);
+    if (net_auth_new(&s->loop, zctx, c, WHO, &s->auth) != 0)
         return 1;
-    }
-    if (net_sock_new(&s.loop, s.zctx, ZMQ_ROUTER, c->water_mark > 100000 ? c->water_mark
-                                                                           : 100000,
-                     on_recv, &s, &s.sock) != 0) {
+    if (net_sock_new(&s->loop, zctx, ZMQ_ROUTER, c->water_mark > 100000 ? c->water_mark
+                                                                          : 100000,
+                     on_recv, s, &s->sock) != 0) {
         LOG(LOG_ERROR, WHO, "net", "cannot create a ZeroMQ socket");
         return 1;
     }
-    if (net_auth_listen(s.auth, net_sock_zmq(s.sock), "scheduler") != 0) {
+    if (net_auth_listen(s->auth, net_sock_zmq(s->sock), "scheduler") != 0) {
         LOG(LOG_ERROR, WHO, "auth", "cannot secure the scheduler's socket (KVS_SECURITY=%s)",
             cfg_security_name(c->security));
         return 1;
     }
-    net_live_heartbeats(net_sock_zmq(s.sock), c);
-    net_live_low_delay(net_sock_zmq(s.sock));
+    net_live_heartbeats(net_sock_zmq(s->sock), c);
+    net_live_low_delay(net_sock_zmq(s->sock));
     snprintf(addr, sizeof addr, "tcp://*:%d", c->root_port);
-    if (zmq_bind(net_sock_zmq(s.sock), addr) != 0) {
+    if (zmq_bind(net_sock_zmq(s->sock), addr) != 0) {
         LOG(LOG_ERROR, WHO, "net", "cannot bind %s (DMLC_PS_ROOT_PORT=%d): %s", addr,
             c->root_port, zmq_strerror(zmq_errno()));
-        net_sock_free(s.sock);
-        net_auth_free(s.auth);
-        zmq_ctx_term(s.zctx);
         return 1;
     }
-    port = net_bound_port(net_sock_zmq(s.sock), endpoint, sizeof endpoint);
+    port = net_bound_port(net_sock_zmq(s->sock), endpoint, sizeof endpoint);
     if (c->port_file[0]) {
         int rc = net_write_port_file(c->port_file, port);
         if (rc != 0) {
             LOG(LOG_ERROR, WHO, "job", "cannot write KVS_PORT_FILE=%s: %s", c->port_file,
                 strerror(-rc));
-            net_sock_free(s.sock);
-            net_auth_free(s.auth);
-            zmq_ctx_term(s.zctx);
             return 1;
         }
     }
     LOG(LOG_INFO, WHO, "net", "listening on port %d for %d servers and %d workers", port,
         c->num_server, c->num_worker);
-    metrics_init(&s);
-    char why[256];
-    if (net_http_metrics(&s.loop, c, s.met, WHO, &s.http, why, sizeof why) != 0) {
+    metrics_init(s);
+    if (net_http_metrics(&s->loop, c, s->met, WHO, &s->http, why, sizeof why) != 0) {
         LOG(LOG_ERROR, WHO, "metrics", "%s", why);
-        net_sock_free(s.sock);
-        uv_walk(&s.loop, close_walk, NULL);
-        uv_run(&s.loop, UV_RUN_DEFAULT);
-        zmq_ctx_term(s.zctx);
-        met_reg_free(s.met);
         return 1;
     }
-    net_sock_start(s.sock);
-    net_guard_new(&s.loop, c, WHO, &s.guard); /* NULL (no guard) only out of memory */
-    if (net_mon_new(&s.loop, s.zctx, net_sock_zmq(s.sock),
+    net_sock_start(s->sock);
+    net_guard_new(&s->loop, c, WHO, &s->guard); /* NULL (no guard) only out of memory */
+    if (net_mon_new(&s->loop, zctx, net_sock_zmq(s->sock),
                     ZMQ_EVENT_DISCONNECTED | NET_GUARD_EVENTS, on_monitor,
-                    &s, &s.mon) != 0)
+                    s, &s->mon) != 0)
         LOG(LOG_WARN, WHO, "net", "no socket monitor: departures are found by heartbeats only");
-    uv_timer_init(&s.loop, &s.timer);
-    s.timer.data = &s;
+    uv_timer_init(&s->loop, &s->timer);
+    s->timer.data = s;
     uint64_t tick = (uint64_t)(c->hb_interval_s * 500);
     if (tick < 10)
         tick = 10;
     if (tick > 1000)
         tick = 1000;
-    uv_timer_start(&s.timer, on_timer, tick, tick);
+    uv_timer_start(&s->timer, on_timer, tick, tick);
+    return 0;
+}
+
+/* Close what sched_open opened (the ZeroMQ context stays the caller's). */
+static void sched_close(sched *s)
+{
+    net_mon_free(s->mon);
+    net_guard_free(s->guard);
+    net_sock_free(s->sock);
+    net_http_free(s->http);
+    net_auth_free(s->auth);
+    uv_walk(&s->loop, close_walk, NULL);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&s->loop);
+    met_reg_free(s->met);
+    free(s->nodes);
+}
+
+int sched_run(const cfg *c)
+{
+    sched s;
+    int linger = 2000;
+    void *zctx = zmq_ctx_new();
+    net_raise_nofile(WHO);
+    if (sched_open(&s, c, zctx) != 0) {
+        sched_close(&s);
+        zmq_ctx_term(zctx);
+        return 1;
+    }
     uv_signal_init(&s.loop, &s.sigint);
     uv_signal_init(&s.loop, &s.sigterm);
     s.sigint.data = s.sigterm.data = &s;
@@ -749,17 +772,8 @@ int sched_run(const cfg *c)
 
     /* Let the SHUTDOWN messages leave before the socket goes. */
     zmq_setsockopt(net_sock_zmq(s.sock), ZMQ_LINGER, &linger, sizeof linger);
-    net_mon_free(s.mon);
-    net_guard_free(s.guard);
-    net_sock_free(s.sock);
-    net_http_free(s.http);
-    net_auth_free(s.auth);
-    uv_walk(&s.loop, close_walk, NULL);
-    uv_run(&s.loop, UV_RUN_DEFAULT);
-    uv_loop_close(&s.loop);
-    zmq_ctx_term(s.zctx);
-    met_reg_free(s.met);
-    free(s.nodes);
+    sched_close(&s);
+    zmq_ctx_term(zctx);
     LOG(LOG_INFO, WHO, "job", "exiting with status %d", s.exit_code);
     return s.exit_code;
 }

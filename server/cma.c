@@ -201,7 +201,7 @@ int srv_cma_proof(srv_cma *c, uint64_t req_id, const uint8_t *body, char *why, s
     if (!c->challenged || req_id != c->req_id || (uint64_t)c->pid != le_get64(body) ||
         c->nonce_addr != le_get64(body + 8) || memcmp(body + 16, c->nonce, PROTO_NONCE_LEN)) {
         snprintf(why, whylen, "a PROOF that does not answer this connection's challenge");
-        srv_cma_init(c);
+        srv_cma_reset(c); /* a proven worker's pidfd is closed, not lost */
         return KVS_EAUTH;
     }
     c->challenged = false;

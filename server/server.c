@@ -476,7 +476,7 @@ static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t
         s->registered = true;
         snprintf(s->who, sizeof s->who, "server %d", s->rank);
         net_link_registered(s->link, s->node_id);
-        srv_ctl_set_rank(s->ctl, s->rank);
+        srv_ctl_set_rank(s->ctl, s->rank, h->round);
         LOG(LOG_INFO, s->who, "job", "registered as rank %d, serving at %s", s->rank,
             s->endpoint);
         break;
@@ -573,53 +573,39 @@ static int bind_data(srv *s, const char *host)
     return 0;
 }
 
-int srv_run(const cfg *c)
+/* Open server s (zero-filled, who set) of job c on zctx and pool (the
+ * caller's): per-worker state, the store, its job threads and controller,
+ * the data socket (secured, bound to host, guarded, polled), metrics and the
+ * fused answers: all but the link to the scheduler.  Returns 0, or 1 with
+ * the reason logged; either way srv_close(s) releases what was opened.  The
+ * fuzz harness (tests/fuzz/fuzz_server.c) opens a server this way and feeds
+ * on_data. */
+static int srv_open(srv *s, const cfg *c, void *zctx, red_pool *pool, const char *host)
 {
-    srv *s = calloc(1, sizeof *s);
-    char host[CFG_HOST_MAX], err[512];
-    int code = 1;
-    if (s == NULL)
-        return 1;
+    char err[512];
     s->c = c;
-    cfg_node_who(c, s->who, sizeof s->who);
-    if (cfg_resolve_host(c, host, sizeof host, err, sizeof err) != 0) {
-        LOG(LOG_ERROR, s->who, "cfg", "%s", err);
-        free(s);
-        return 2;
-    }
-    if (red_pool_new(c->reduction_nthreads, c->bigarray_bound, &s->pool) != 0) {
-        LOG(LOG_ERROR, s->who, "job", "cannot start %d reduction threads",
-            c->reduction_nthreads);
-        free(s);
-        return 1;
-    }
+    s->zctx = zctx;
+    s->pool = pool;
+    uv_loop_init(&s->loop);
+    srv_store_init(&s->store, c->num_worker, pool, send_reply, s);
     s->cma = calloc((size_t)c->num_worker, sizeof *s->cma);
     s->bind = calloc((size_t)c->num_worker, sizeof *s->bind);
     for (int i = 0; s->cma && i < c->num_worker; i++)
         srv_cma_init(&s->cma[i]);
-    if (s->cma == NULL || s->bind == NULL) {
-        red_pool_free(s->pool);
-        free(s->cma);
-        free(s->bind);
-        free(s);
+    if (s->cma == NULL || s->bind == NULL)
         return 1;
-    }
-    srv_store_init(&s->store, c->num_worker, s->pool, send_reply, s);
-    uv_loop_init(&s->loop);
-    if (srv_jobs_new(&s->loop, srv_jobs_threads_for(red_pool_threads(s->pool)), &s->jobs) != 0) {
+    if (srv_jobs_new(&s->loop, srv_jobs_threads_for(red_pool_threads(pool)), &s->jobs) != 0) {
         LOG(LOG_ERROR, s->who, "job", "cannot start the server's job threads");
-        goto out;
+        return 1;
     }
     s->store.jobs = s->jobs;
     s->store.cma = s->cma;
     if (srv_ctl_new(&s->store, &s->loop, c, &s->ctl) != 0)
-        goto out;
-    s->zctx = zmq_ctx_new();
-    net_raise_nofile(s->who);
-    if (net_auth_new(&s->loop, s->zctx, c, s->who, &s->auth) != 0)
-        goto out;
-    if (net_sock_new(&s->loop, s->zctx, ZMQ_ROUTER, c->water_mark, on_data, s, &s->data) != 0)
-        goto out;
+        return 1;
+    if (net_auth_new(&s->loop, zctx, c, s->who, &s->auth) != 0)
+        return 1;
+    if (net_sock_new(&s->loop, zctx, ZMQ_ROUTER, c->water_mark, on_data, s, &s->data) != 0)
+        return 1;
     net_live_heartbeats(net_sock_zmq(s->data), c);
     net_sock_set_prio(s->data, true); /* answers leave highest priority first */
     /* one frame of at most DP_FRAME_MAX (bigger bodies come in several):
@@ -628,14 +614,14 @@ int srv_run(const cfg *c)
     if (net_auth_listen(s->auth, net_sock_zmq(s->data), NULL) != 0) {
         LOG(LOG_ERROR, s->who, "auth", "cannot secure the data socket (KVS_SECURITY=%s)",
             cfg_security_name(c->security));
-        goto out;
+        return 1;
     }
     if (bind_data(s, host) != 0)
-        goto out;
+        return 1;
     net_auth_set_target(s->auth, s->endpoint); /* workers prove against the table's entry */
     if (net_guard_new(&s->loop, c, s->who, &s->guard) != 0)
-        goto out;
-    if (net_mon_new(&s->loop, s->zctx, net_sock_zmq(s->data),
+        return 1;
+    if (net_mon_new(&s->loop, zctx, net_sock_zmq(s->data),
                     NET_GUARD_EVENTS, on_data_event, s, &s->mon) != 0)
         LOG(LOG_WARN, s->who, "net", "no socket monitor: connections that never identify "
             "themselves are closed only by the handshake timeout");
@@ -643,31 +629,17 @@ int srv_run(const cfg *c)
     if (srv_met_init(&s->met, c, &s->loop, &s->store, &s->data, &s->link, s->who, err,
                      sizeof err) != 0) {
         LOG(LOG_ERROR, s->who, "metrics", "%s", err);
-        goto out;
+        return 1;
     }
     srv_fuser_init(&s->fuser, &s->loop, s->data, &s->node_id);
     s->fuser.met = &s->met;
-    if (net_check_host(c->root_uri, "DMLC_PS_ROOT_URI", err, sizeof err) != 0) {
-        LOG(LOG_ERROR, s->who, "net", "%s", err);
-        goto out;
-    }
-    net_link_cbs cbs = {on_sched_msg, on_link_fail};
-    if (net_link_new(&s->loop, s->zctx, c, CFG_ROLE_SERVER, host, s->endpoint, c->server_id,
-                     s->who, &cbs, s, &s->link) != 0)
-        goto out;
-    uv_signal_init(&s->loop, &s->sigint);
-    uv_signal_init(&s->loop, &s->sigterm);
-    s->sigint.data = s->sigterm.data = s;
-    uv_signal_start(&s->sigint, on_signal, SIGINT);
-    uv_signal_start(&s->sigterm, on_signal, SIGTERM);
-    LOG(LOG_INFO, s->who, "net", "serving at %s; registering with %s:%d", s->endpoint,
-        c->root_uri, c->root_port);
-    uv_run(&s->loop, UV_RUN_DEFAULT);
-    code = s->exit_code;
-    LOG(LOG_INFO, s->who, "job", "%llu rounds, %llu bytes summed, %llu bad messages dropped",
-        (unsigned long long)s->store.rounds_done, (unsigned long long)s->store.bytes_summed,
-        (unsigned long long)s->dropped);
-out:
+    return 0;
+}
+
+/* Close what srv_open opened (and the link); zctx and pool stay the
+ * caller's. */
+static void srv_close(srv *s)
+{
     srv_jobs_stop(s->jobs); /* running jobs end; the others are dropped */
     srv_met_stop(&s->met);
     srv_ctl_stop(s->ctl); /* a checkpoint being written finishes first */
@@ -684,12 +656,60 @@ out:
     srv_store_fini(&s->store);
     srv_met_fini(&s->met);
     srv_fuser_fini(&s->fuser);
-    zmq_ctx_term(s->zctx);
-    red_pool_free(s->pool);
-    for (int i = 0; i < c->num_worker; i++)
+    for (int i = 0; s->cma && i < s->c->num_worker; i++)
         srv_cma_reset(&s->cma[i]);
     free(s->cma);
     free(s->bind);
+}
+
+int srv_run(const cfg *c)
+{
+    srv *s = calloc(1, sizeof *s);
+    char host[CFG_HOST_MAX], err[512];
+    red_pool *pool;
+    int code = 1;
+    if (s == NULL)
+        return 1;
+    cfg_node_who(c, s->who, sizeof s->who);
+    if (cfg_resolve_host(c, host, sizeof host, err, sizeof err) != 0) {
+        LOG(LOG_ERROR, s->who, "cfg", "%s", err);
+        free(s);
+        return 2;
+    }
+    if (red_pool_new(c->reduction_nthreads, c->bigarray_bound, &pool) != 0) {
+        LOG(LOG_ERROR, s->who, "job", "cannot start %d reduction threads",
+            c->reduction_nthreads);
+        free(s);
+        return 1;
+    }
+    void *zctx = zmq_ctx_new();
+    net_raise_nofile(s->who);
+    if (srv_open(s, c, zctx, pool, host) != 0)
+        goto out;
+    if (net_check_host(c->root_uri, "DMLC_PS_ROOT_URI", err, sizeof err) != 0) {
+        LOG(LOG_ERROR, s->who, "net", "%s", err);
+        goto out;
+    }
+    net_link_cbs cbs = {on_sched_msg, on_link_fail};
+    if (net_link_new(&s->loop, zctx, c, CFG_ROLE_SERVER, host, s->endpoint, c->server_id,
+                     s->who, &cbs, s, &s->link) != 0)
+        goto out;
+    uv_signal_init(&s->loop, &s->sigint);
+    uv_signal_init(&s->loop, &s->sigterm);
+    s->sigint.data = s->sigterm.data = s;
+    uv_signal_start(&s->sigint, on_signal, SIGINT);
+    uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+    LOG(LOG_INFO, s->who, "net", "serving at %s; registering with %s:%d", s->endpoint,
+        c->root_uri, c->root_port);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    code = s->exit_code;
+    LOG(LOG_INFO, s->who, "job", "%llu rounds, %llu bytes summed, %llu bad messages dropped",
+        (unsigned long long)s->store.rounds_done, (unsigned long long)s->store.bytes_summed,
+        (unsigned long long)s->dropped);
+out:
+    srv_close(s);
+    zmq_ctx_term(zctx);
+    red_pool_free(pool);
     free(s);
     return code;
 }

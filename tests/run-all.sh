@@ -48,6 +48,16 @@ if [ -x "$BUILD/fuzz/run-http" ]; then
         echo "fuzz-http: 0 passed, 1 failed"; fail=$((fail+1)); status=1
     fi
 fi
+# the scheduler's and the server's dispatch, in-process: corpus plus 5000
+# random inputs each (one real scheduler / server per input)
+for t in sched server; do
+    [ -x "$BUILD/fuzz/replay-$t" ] || continue
+    if "$BUILD/fuzz/replay-$t" -n 5000 "tests/fuzz/$t-corpus"; then
+        echo "fuzz-$t: 1 passed, 0 failed"; pass=$((pass+1))
+    else
+        echo "fuzz-$t: 0 passed, 1 failed"; fail=$((fail+1)); status=1
+    fi
+done
 [ -x "$BUILD/tests/kvs-opsworker" ] && run ops bash tests/ops/test-ops.sh
 run install bash tests/ops/test-install.sh
 run deploy bash tests/ops/test-deploy.sh

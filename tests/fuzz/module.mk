@@ -2,9 +2,12 @@
 #
 #   make fuzz-corpus   build $(BUILD)/fuzz/run-corpus with $(CC) and replay
 #                      tests/fuzz/corpus plus FUZZ_RUNS random inputs (CI-safe)
-#   make fuzz          build $(BUILD)/fuzz/fuzz-proto with clang's libFuzzer +
-#                      ASan/UBSan and fuzz for FUZZ_SECONDS, starting from the
-#                      corpus (new finds go to $(BUILD)/fuzz/corpus)
+#   make fuzz          build every libFuzzer target (clang, ASan/UBSan: proto,
+#                      http, sched, server) and fuzz each for FUZZ_SECONDS
+#                      (default 60), one after the other; inputs that reach
+#                      new coverage are added to the target's corpus under
+#                      tests/fuzz/ (run-fuzz.sh), findings stay in
+#                      $(BUILD)/fuzz/ (crash-*): fix, then add them by hand
 #   make fuzz-seeds    rewrite the built-in seeds into tests/fuzz/corpus
 #
 # The target (fuzz_proto.c) needs only proto/ and common/err.c.
@@ -28,13 +31,12 @@ $(FUZZ_BIN): $(FUZZ_TARGET_SRC) $(wildcard proto/*.h common/*.h include/*.h)
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	    -o $@ $(FUZZ_TARGET_SRC)
 
-.PHONY: fuzz fuzz-corpus fuzz-seeds
+.PHONY: fuzz fuzz-proto fuzz-corpus fuzz-seeds
 fuzz-corpus: $(FUZZ_RUNNER)
 	$(FUZZ_RUNNER) -n $(FUZZ_RUNS) $(FUZZ_CORPUS)
 
-fuzz: $(FUZZ_BIN)
-	@mkdir -p $(FUZZ_DIR)/corpus
-	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus $(FUZZ_CORPUS)
+fuzz-proto: $(FUZZ_BIN)
+	sh tests/fuzz/run-fuzz.sh $(FUZZ_BIN) $(FUZZ_CORPUS) $(FUZZ_SECONDS) $(FUZZ_DIR) -max_len=4096
 
 fuzz-seeds: $(FUZZ_RUNNER)
 	$(FUZZ_RUNNER) --write-seeds $(FUZZ_CORPUS)
@@ -60,6 +62,67 @@ $(HTTP_FUZZ_BIN): $(HTTP_TARGET_SRC) $(wildcard net/*.h common/*.h include/*.h)
 
 .PHONY: fuzz-http
 fuzz-http: $(HTTP_FUZZ_BIN)
-	@mkdir -p $(FUZZ_DIR)/http-corpus
-	$(HTTP_FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=9000 -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/http-corpus $(HTTP_CORPUS)
+	sh tests/fuzz/run-fuzz.sh $(HTTP_FUZZ_BIN) $(HTTP_CORPUS) $(FUZZ_SECONDS) $(FUZZ_DIR) -max_len=9000
 TEST_DEPS += $(HTTP_RUNNER)
+
+# The scheduler's and the server's dispatch, in-process (fuzz_sched.c,
+# fuzz_server.c; messages made by fuzz_msg.c): same two builds.
+#   make fuzz-sched, make fuzz-server   libFuzzer + ASan/UBSan for FUZZ_SECONDS;
+#                                       new coverage goes to tests/fuzz/sched-corpus
+#                                       and tests/fuzz/server-corpus
+#   $(BUILD)/fuzz/replay-sched, replay-server   replay the corpora + random
+#                                       inputs with $(CC) (make test)
+# `make fuzz` runs every libFuzzer target in turn, FUZZ_SECONDS each.
+FUZZ_OBJ      := $(FUZZ_DIR)/obj
+FUZZ_CFLAGS   := -std=gnu11 -g -O1 -Iinclude -I. -D_GNU_SOURCE -pthread -MMD -MP \
+                 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
+                 -fno-sanitize-recover=undefined -Wno-ignored-attributes
+FUZZ_LDFLAGS  := -fsanitize=fuzzer,address,undefined -pthread
+fuzz_obj       = $(patsubst %.c,$(FUZZ_OBJ)/%.o,$(1))
+SCHED_FUZZ_LIB  := $(filter-out scheduler/main.c scheduler/sched.c,$(SCHED_SRC)) \
+                   $(COMMON_SRC) $(PROTO_SRC) $(NET_SRC)
+SERVER_FUZZ_LIB := $(filter-out server/main.c server/server.c,$(SERVER_SRC)) \
+                   $(COMMON_SRC) $(PROTO_SRC) $(NET_SRC) $(TREE_SRC) $(OPTIM_SRC)
+# reduce/'s SIMD kernels use GCC's target attributes: the fuzz binary links
+# the normal build's objects (not instrumented; they are not what is fuzzed)
+SCHED_REPLAY    := $(FUZZ_DIR)/replay-sched
+SERVER_REPLAY   := $(FUZZ_DIR)/replay-server
+SCHED_FUZZ_BIN  := $(FUZZ_DIR)/fuzz-sched
+SERVER_FUZZ_BIN := $(FUZZ_DIR)/fuzz-server
+SCHED_CORPUS    := tests/fuzz/sched-corpus
+SERVER_CORPUS   := tests/fuzz/server-corpus
+
+$(FUZZ_OBJ)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CLANG) $(FUZZ_CFLAGS) -c $< -o $@
+
+$(SCHED_REPLAY): $(call obj,tests/fuzz/replay.c tests/fuzz/fuzz_msg.c tests/fuzz/fuzz_sched.c \
+                 $(SCHED_FUZZ_LIB))
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
+
+$(SERVER_REPLAY): $(call obj,tests/fuzz/replay.c tests/fuzz/fuzz_msg.c tests/fuzz/fuzz_server.c \
+                  $(SERVER_FUZZ_LIB) $(REDUCE_SRC))
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
+
+$(SCHED_FUZZ_BIN): $(call fuzz_obj,tests/fuzz/fuzz_msg.c tests/fuzz/fuzz_sched.c $(SCHED_FUZZ_LIB))
+	$(FUZZ_CLANG) $(FUZZ_LDFLAGS) -o $@ $^ $(LIBS)
+
+$(SERVER_FUZZ_BIN): $(call fuzz_obj,tests/fuzz/fuzz_msg.c tests/fuzz/fuzz_server.c $(SERVER_FUZZ_LIB)) \
+                    $(call obj,$(REDUCE_SRC))
+	$(FUZZ_CLANG) $(FUZZ_LDFLAGS) -o $@ $^ $(LIBS)
+
+# -rss_limit_mb: a target that grows is a finding too
+FUZZ_RUN_OPTS = -max_len=4096 -rss_limit_mb=2048 -timeout=20
+.PHONY: fuzz-sched fuzz-server
+fuzz-sched: $(SCHED_FUZZ_BIN)
+	sh tests/fuzz/run-fuzz.sh $(SCHED_FUZZ_BIN) $(SCHED_CORPUS) $(FUZZ_SECONDS) $(FUZZ_DIR) $(FUZZ_RUN_OPTS)
+fuzz-server: $(SERVER_FUZZ_BIN)
+	sh tests/fuzz/run-fuzz.sh $(SERVER_FUZZ_BIN) $(SERVER_CORPUS) $(FUZZ_SECONDS) $(FUZZ_DIR) $(FUZZ_RUN_OPTS)
+# every target in turn (a recursive make: one at a time even under -j);
+# one target's finding does not stop the others, but fails make fuzz
+fuzz:
+	@st=0; for t in proto http sched server; do $(MAKE) --no-print-directory fuzz-$$t || st=1; done; exit $$st
+TEST_DEPS += $(SCHED_REPLAY) $(SERVER_REPLAY)
+-include $(shell find $(FUZZ_OBJ) -name '*.d' 2>/dev/null)

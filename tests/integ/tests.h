@@ -69,6 +69,9 @@
     X(cma_other_process_1x2, 60)                                               \
     X(huge_frame_rss_1x1, 60)                                                  \
     X(huge_frame_rss_secret_1x1, 60)                                           \
+    /* test_blast.c: every port flooded with garbage while sums stay exact */  \
+    X(blast_2x2, 90)                                                           \
+    X(blast_secret_2x2, 90)                                                    \
     /* test_guard.c: connections that never identify themselves */            \
     X(guard_nofile_2x2, 120)                                                   \
     X(guard_open_idle_2x1, 60)                                                 \
@@ -94,6 +97,10 @@
     X(optim_errors_2x2, 120)                                                   \
     X(restart_sgd_momentum_2x2, 180)                                           \
     X(restart_adam_2x2, 240)                                                   \
+    X(ckpt_crash_written_2x2, 120)                                             \
+    X(ckpt_crash_commit_2x2, 120)                                              \
+    X(ckpt_crash_committed_2x2, 120)                                           \
+    X(ckpt_crash_cleaned_2x2, 120)                                             \
     /* test_server.c: the server's data path */                               \
     X(server_priority_order_2x1, 60)                                           \
     X(big_frames_socket_2x2, 300)                                              \

@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #define MAX_SLOTS 2
-#define MAX_ROUNDS 16
+#define MAX_ROUNDS 1000
 #define MAX_KEYS 64
 #define MAX_THREADS 8
 #define MISMATCH_LINES 5 /* per key and round */
