@@ -439,7 +439,12 @@ static int train(int argc, char **argv)
                 pause(); /* the test kills the whole job now */
         }
         if (!crash_save && r + 1 == save_at) {
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
             expect_rc(kvs_save(j.s, save_dir), 0, "kvs_save", NULL);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            say("kvs_save took %.3f ms", (t1.tv_sec - t0.tv_sec) * 1e3 +
+                                             (t1.tv_nsec - t0.tv_nsec) / 1e6);
             if (hang) {
                 char name[64];
                 snprintf(name, sizeof name, "saved-w%d", rank);
