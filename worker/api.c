@@ -216,7 +216,7 @@ int kvs_init(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals
         return wrk_comm_call(s, WRK_OP_INIT, n, keys, vals, NULL, 0);
     if (s->kind == WRK_LOCAL)
         return wrk_local_init(s, n, keys, vals);
-    rc = wrk_submit(s, WRK_OP_INIT, n, keys, vals, NULL, 0, &op, NULL);
+    rc = wrk_submit(s, WRK_OP_INIT, n, keys, vals, NULL, 0, &op, NULL, NULL);
     if (rc)
         return rc;
     return wrk_wait_op(s, op);
@@ -232,7 +232,7 @@ int kvs_push(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals
         return wrk_comm_call(s, WRK_OP_PUSH, n, keys, vals, NULL, priority);
     if (s->kind == WRK_LOCAL)
         return wrk_local_push(s, n, keys, vals);
-    return wrk_submit(s, WRK_OP_PUSH, n, keys, vals, NULL, priority, NULL, NULL);
+    return wrk_submit(s, WRK_OP_PUSH, n, keys, vals, NULL, priority, NULL, NULL, NULL);
 }
 
 int kvs_pull(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *outs, int priority)
@@ -245,7 +245,7 @@ int kvs_pull(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *outs
         return wrk_comm_call(s, WRK_OP_PULL, n, keys, NULL, outs, priority);
     if (s->kind == WRK_LOCAL)
         return wrk_local_pull(s, n, keys, outs);
-    return wrk_submit(s, WRK_OP_PULL, n, keys, NULL, outs, priority, NULL, NULL);
+    return wrk_submit(s, WRK_OP_PULL, n, keys, NULL, outs, priority, NULL, NULL, NULL);
 }
 
 int kvs_pushpull(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals,
@@ -265,7 +265,7 @@ int kvs_pushpull(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *
             rc = wrk_local_push(s, n, keys, vals);
         return rc ? rc : wrk_local_pull(s, n, keys, outs);
     }
-    return wrk_submit(s, WRK_OP_PUSHPULL, n, keys, vals, outs, priority, NULL, NULL);
+    return wrk_submit(s, WRK_OP_PUSHPULL, n, keys, vals, outs, priority, NULL, NULL, NULL);
 }
 
 int kvs_wait(kvs_store *s, uint64_t key)

@@ -55,7 +55,7 @@ struct wrk_comm {
 
     pthread_mutex_t qmu; /* the post queue */
     pthread_cond_t qcv;
-    wrk_post *qhead, *qtail;
+    struct post_item *qhead, *qtail;
     bool qstop;
     pthread_t thr;
     bool thr_started;
@@ -73,11 +73,26 @@ typedef struct post_key {
     void *staging;       /* host: the pulled value */
     size_t nouts;
     kvs_array *outs;     /* into post->arrays */
+    /* chunked pull (the key's value whole on its merge device): each reply's
+     * part is copied from staging to rbuf on device rdev as it arrives */
+    int rdev;
+    void *rbuf;
+    bool rmissed;        /* a part could not be queued: copy all of staging at the end */
 } post_key;
+
+/* One job of the post thread: a pulled part to copy to its device (kidx
+ * valid), or the op's post step (the broadcast). */
+typedef struct post_item {
+    struct post_item *next;
+    wrk_post *p;
+    wrk_op *op;
+    size_t kidx;         /* SIZE_MAX: the post step */
+    uint64_t off, len;   /* bytes of the key */
+} post_item;
 
 struct wrk_post {
     wrk_comm *c;
-    wrk_post *next;
+    post_item final;     /* the post step's queue entry */
     wrk_op *op;
     bool ran;
     size_t nhost;
@@ -533,18 +548,8 @@ static int spread(wrk_comm *c, ckey *k, const kvs_array *outs, const size_t *idx
     return rc ? rc : to_outputs(c, k, outs, idx, cnt, true);
 }
 
-/* The value to host memory h / from h into the merge buffer (or, split,
- * into the roots of the trees). */
-static int to_host(wrk_comm *c, ckey *k, void *h)
-{
-    if (k->count == 0)
-        return 0;
-    if (!k->whole)
-        return slices(c, k, DEV_HOST, h, false);
-    int rc = dev_copy(c->L, DEV_HOST, h, k->m, k->buf[k->m], k->bytes);
-    return rc ? rc : dev_sync(c->L, -1);
-}
-
+/* The value from host memory h into the merge buffer (or, split, into the
+ * roots of the trees). */
 static int from_host(wrk_comm *c, ckey *k, const void *h)
 {
     int rc = 0;
@@ -564,6 +569,33 @@ static int from_host(wrk_comm *c, ckey *k, const void *h)
         k->sliced = false;
     }
     return rc;
+}
+
+/* Bytes [off, off + len) of the value to host memory h + off, from where
+ * it is: whole in the merge buffer, or sliced over the roots of the trees
+ * (each slice's share of the range from its root). */
+static int to_host_range(wrk_comm *c, ckey *k, char *h, uint64_t off, uint64_t len)
+{
+    int rc = 0;
+    if (len == 0)
+        return 0;
+    if (k->whole) {
+        rc = dev_copy(c->L, DEV_HOST, h + off, k->m, (char *)k->buf[k->m] + off, len);
+        return rc ? rc : dev_sync(c->L, -1);
+    }
+    size_t es = kvs_dtype_size(k->dtype);
+    for (int i = 0; i < dev_count(c->L) && rc == 0; i++) {
+        uint64_t so, sl;
+        tree_slice(k->count, dev_count(c->L), i, &so, &sl);
+        uint64_t a = so * es, b = (so + sl) * es;
+        if (a < off)
+            a = off;
+        if (b > off + len)
+            b = off + len;
+        if (a < b)
+            rc = dev_copy(c->L, DEV_HOST, h + a, i, (char *)k->buf[i] + a, b - a);
+    }
+    return rc ? rc : dev_sync(c->L, -1);
 }
 
 /* Sum of vals into k->buf[m] and every output. */
@@ -830,6 +862,9 @@ void wrk_comm_post_free(wrk_post *p)
 {
     if (p == NULL)
         return;
+    for (size_t i = 0; p->keys && i < p->nkeys; i++)
+        if (p->keys[i].rbuf)
+            dev_free(p->c->L, p->keys[i].rdev, p->keys[i].rbuf);
     if (p->host)
         free_host(p->c, p->host, p->nhost);
     free(p->host);
@@ -865,11 +900,12 @@ static int dist_cpu(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_
             p->copies[p->ncopies++] = (post_copy){outs[i].device, outs[i].data, ho[i].data,
                                                   outs[i].count * kvs_dtype_size(outs[i].dtype)};
     if (type == WRK_OP_INIT) {
-        if ((rc = wrk_submit(s, type, n, keys, hv, NULL, 0, &op, NULL)) == 0)
+        if ((rc = wrk_submit(s, type, n, keys, hv, NULL, 0, &op, NULL, NULL)) == 0)
             rc = wrk_wait_op(s, op);
         goto out;
     }
-    rc = wrk_submit(s, type, n, keys, vals ? hv : NULL, outs ? ho : NULL, priority, NULL, p);
+    rc = wrk_submit(s, type, n, keys, vals ? hv : NULL, outs ? ho : NULL, priority, NULL, p,
+                    NULL);
     if (rc == 0)
         p = NULL; /* the op owns it */
 out:
@@ -879,7 +915,28 @@ out:
     return rc;
 }
 
-/* dist_*_device: one summed array per key through the servers. */
+/* Stage the summed values of a gated op to the host request by request
+ * (each request's part or chunk of its key), letting each request leave as
+ * soon as its bytes are there: the copies to the host overlap the network.
+ * ks[u], hv[u]: key u of the op (its kidx). */
+static int stage_gated(kvs_store *s, wrk_comm *c, wrk_op *op, ckey **ks, const kvs_array *hv)
+{
+    for (size_t r = 0; r < op->nreqs; r++) {
+        const wrk_req *q = &op->reqs[r];
+        ckey *k = ks[q->kidx];
+        size_t es = kvs_dtype_size(k->dtype);
+        int rc = to_host_range(c, k, hv[q->kidx].data, q->h.offset * es, q->h.count * es);
+        if (rc)
+            return rc;
+        wrk_op_open(s, op, r + 1);
+    }
+    return 0;
+}
+
+/* dist_*_device: one summed array per key through the servers.  A push's
+ * sum reaches the host part by part as its requests leave (stage_gated); a
+ * pull's reply parts go to the merge device as they arrive (chunked pull,
+ * wrk_comm_reply), the broadcast to the outputs runs once all are in. */
 static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_t *keys,
                     const kvs_array *vals, const kvs_array *outs, int priority)
 {
@@ -888,6 +945,7 @@ static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_
     wrk_op *op = NULL;
     uint64_t *uk = NULL;
     kvs_array *hv = NULL, *ho = NULL;
+    ckey **ks = NULL;
     int rc = group(n, keys, &g);
     if (rc)
         return rc;
@@ -896,11 +954,14 @@ static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_
     uk = calloc(g.nu + 1, sizeof *uk);
     hv = calloc(g.nu + 1, sizeof *hv);
     ho = calloc(g.nu + 1, sizeof *ho);
+    ks = calloc(g.nu + 1, sizeof *ks);
     p = post_new(c, g.nu, 0, outs ? g.nu : 0, outs ? n : 0);
-    if (uk == NULL || hv == NULL || ho == NULL || p == NULL) {
+    if (uk == NULL || hv == NULL || ho == NULL || ks == NULL || p == NULL) {
         rc = err_set(KVS_ENOMEM, "out of memory");
         goto out;
     }
+    /* the device lock is held until every part is staged: no other call
+     * changes these keys' device buffers meanwhile */
     pthread_mutex_lock(&c->mu);
     for (size_t u = 0; u < g.nu && rc == 0; u++) {
         const size_t *ix = &g.idx[g.head[u]];
@@ -918,12 +979,11 @@ static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_
         if ((rc = key_get(c, uk[u], shape, &k)) != 0 ||
             (rc = dev_alloc(c->L, DEV_HOST, k->bytes, &h)) != 0)
             break;
+        ks[u] = k;
         p->host[p->nhost++] = h;
         hv[u] = ho[u] = (kvs_array){h, k->count, k->dtype, KVS_CPU};
-        if (vals) {
-            if ((rc = reduce(c, k, vals, ix, cnt, false)) != 0 || (rc = to_host(c, k, h)) != 0)
-                break;
-        }
+        if (vals && (rc = reduce(c, k, vals, ix, cnt, false)) != 0)
+            break;
         if (outs) {
             post_key *pk = &p->keys[p->nkeys++];
             pk->key = uk[u];
@@ -931,24 +991,40 @@ static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_
             pk->outs = &p->arrays[g.head[u]];
             for (size_t j = 0; j < cnt; j++)
                 pk->outs[pk->nouts++] = outs[ix[j]];
+            /* chunked pull where the value comes back whole to one device */
+            if (!split(c, k) && k->count > 0 &&
+                dev_alloc(c->L, k->m, k->bytes, &pk->rbuf) == 0)
+                pk->rdev = k->m;
         }
     }
-    pthread_mutex_unlock(&c->mu);
-    if (rc)
-        goto out;
-    if (type == WRK_OP_INIT) {
-        if ((rc = wrk_submit(s, type, g.nu, uk, hv, NULL, 0, &op, NULL)) == 0)
+    if (rc == 0 && type == WRK_OP_INIT) {
+        pthread_mutex_unlock(&c->mu);
+        if ((rc = wrk_submit(s, type, g.nu, uk, hv, NULL, 0, &op, NULL, NULL)) == 0)
             rc = wrk_wait_op(s, op);
         goto out;
     }
-    rc = wrk_submit(s, type, g.nu, uk, vals ? hv : NULL, outs ? ho : NULL, priority, NULL, p);
     if (rc == 0)
-        p = NULL;
+        rc = wrk_submit(s, type, g.nu, uk, vals ? hv : NULL, outs ? ho : NULL, priority, NULL,
+                        p, vals ? &op : NULL);
+    if (rc == 0) {
+        p = NULL; /* the op owns it */
+        if (op) {
+            /* a failure here fails the op (its waits report it), not the call:
+             * the parts already staged have left */
+            char text[512];
+            err_clear();
+            int src = stage_gated(s, c, op, ks, hv);
+            snprintf(text, sizeof text, "%s", src ? kvs_last_error() : "");
+            wrk_op_open_done(s, op, src, src ? text : NULL);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
 out:
     wrk_comm_post_free(p);
     free(uk);
     free(hv);
     free(ho);
+    free(ks);
     groups_fini(&g);
     return rc;
 }
@@ -986,13 +1062,34 @@ static int run_post(wrk_comm *c, wrk_post *p)
             return err_set(KVS_ENOMEM, "out of memory");
         for (size_t j = 0; j < pk->nouts; j++)
             ix[j] = j;
-        rc = from_host(c, k, pk->staging);
+        if (pk->rbuf && !pk->rmissed) {
+            /* the parts are on the merge device already */
+            if ((rc = dev_copy(c->L, k->m, k->buf[k->m], pk->rdev, pk->rbuf, k->bytes)) == 0) {
+                k->whole = true;
+                k->sliced = false;
+            }
+        } else {
+            rc = from_host(c, k, pk->staging);
+        }
         if (rc == 0)
             rc = spread(c, k, pk->outs, ix, pk->nouts);
         if (ix != idx)
             free(ix);
     }
     return rc ? rc : dev_sync(c->L, -1);
+}
+
+static void queue_item(wrk_comm *c, post_item *it)
+{
+    pthread_mutex_lock(&c->qmu);
+    it->next = NULL;
+    if (c->qtail)
+        c->qtail->next = it;
+    else
+        c->qhead = it;
+    c->qtail = it;
+    pthread_cond_signal(&c->qcv);
+    pthread_mutex_unlock(&c->qmu);
 }
 
 bool wrk_comm_post_locked(kvs_store *s, wrk_op *op)
@@ -1004,16 +1101,30 @@ bool wrk_comm_post_locked(kvs_store *s, wrk_op *op)
     p->ran = true;
     p->op = op;
     op->pending = 1;
-    pthread_mutex_lock(&c->qmu);
-    p->next = NULL;
-    if (c->qtail)
-        c->qtail->next = p;
-    else
-        c->qhead = p;
-    c->qtail = p;
-    pthread_cond_signal(&c->qcv);
-    pthread_mutex_unlock(&c->qmu);
+    p->final = (post_item){NULL, p, op, SIZE_MAX, 0, 0};
+    queue_item(c, &p->final);
     return true;
+}
+
+void wrk_comm_reply(kvs_store *s, wrk_req *q)
+{
+    wrk_post *p = q->op->post;
+    wrk_comm *c = s->comm;
+    if (p == NULL || q->nouts == 0 || q->kidx >= p->nkeys || p->keys[q->kidx].rbuf == NULL ||
+        q->h.count == 0)
+        return;
+    post_key *pk = &p->keys[q->kidx];
+    size_t es = kvs_dtype_size((kvs_dtype)q->h.dtype);
+    post_item *it = malloc(sizeof *it);
+    if (it == NULL) {
+        pk->rmissed = true; /* (I/O thread only) the post step copies it all */
+        return;
+    }
+    *it = (post_item){NULL, p, q->op, q->kidx, q->h.offset * es, q->h.count * es};
+    pthread_mutex_lock(&s->mu);
+    q->op->pending++; /* the op lives until the part is on its device */
+    pthread_mutex_unlock(&s->mu);
+    queue_item(c, it);
 }
 
 static void *post_thread(void *arg)
@@ -1024,21 +1135,34 @@ static void *post_thread(void *arg)
         pthread_mutex_lock(&c->qmu);
         while (c->qhead == NULL && !c->qstop)
             pthread_cond_wait(&c->qcv, &c->qmu);
-        wrk_post *p = c->qhead;
-        if (p == NULL) {
+        post_item *it = c->qhead;
+        if (it == NULL) {
             pthread_mutex_unlock(&c->qmu);
             break;
         }
-        c->qhead = p->next;
+        c->qhead = it->next;
         if (c->qhead == NULL)
             c->qtail = NULL;
         pthread_mutex_unlock(&c->qmu);
         err_clear();
+        wrk_post *p = it->p;
+        wrk_op *op = it->op;
+        int rc;
         pthread_mutex_lock(&c->mu);
-        int rc = run_post(c, p);
+        if (it->kidx == SIZE_MAX) {
+            rc = run_post(c, p);
+        } else {
+            /* a pulled part, from host staging to the merge device */
+            post_key *pk = &p->keys[it->kidx];
+            rc = dev_copy(c->L, pk->rdev, (char *)pk->rbuf + it->off, DEV_HOST,
+                          (const char *)pk->staging + it->off, it->len);
+            if (rc == 0)
+                rc = dev_sync(c->L, pk->rdev);
+            free(it);
+        }
         pthread_mutex_unlock(&c->mu);
         snprintf(text, sizeof text, "%s", rc ? kvs_last_error() : "");
-        wrk_op_release(c->s, p->op, rc, rc ? text : NULL); /* may free p */
+        wrk_op_release(c->s, op, rc, rc ? text : NULL); /* may free p */
     }
     return NULL;
 }

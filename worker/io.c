@@ -20,6 +20,7 @@ static void io_fail(kvs_store *s, int err, const char *text, int dead_server, bo
 static void close_idle_servers(kvs_store *s);
 static void fail_held(kvs_store *s, int err, const char *text);
 static void req_fail(kvs_store *s, wrk_req *q, int err, const char *text);
+static void gate_fail(kvs_store *s, int err, const char *text);
 
 static void on_grace(uv_timer_t *t)
 {
@@ -55,6 +56,7 @@ static void io_fail(kvs_store *s, int err, const char *text, int dead_server, bo
     hmap_fini(&s->batches); /* every record is failed below */
     hmap_init(&s->batches);
     pthread_mutex_unlock(&s->mu);
+    gate_fail(s, err, text);
     size_t it = 0;
     wrk_req *q;
     while ((q = wrk_reqmap_next(&reqs, &it)) != NULL) {
@@ -516,6 +518,82 @@ static void p3_pump(kvs_store *s, int r)
         fuse_flush(s, r);
 }
 
+/* ---- gated ops (op.h): requests leave as the comm layer stages them ---- */
+
+/* A ready request of a gated op: into its server's p3 queue, or on. */
+static void gate_submit(kvs_store *s, wrk_req *q)
+{
+    if (p3_credits(s) && q->server >= 0 && q->server < s->num_servers &&
+        wrk_pq_push(&s->pq[q->server], q, q->h.priority) == 0)
+        return;
+    dispatch(s, q);
+}
+
+/* Move the gated ops of the list ops to s->gated; returns the others. */
+static wrk_op *gate_take(kvs_store *s, wrk_op *ops)
+{
+    wrk_op *keep = NULL, **kt = &keep, **gt = &s->gated;
+    while (*gt)
+        gt = &(*gt)->gnext;
+    for (wrk_op *op = ops, *next; op; op = next) {
+        next = op->qnext;
+        op->qnext = NULL;
+        if (op->gated) {
+            op->gnext = NULL;
+            *gt = op;
+            gt = &op->gnext;
+        } else {
+            *kt = op;
+            kt = &op->qnext;
+        }
+    }
+    return keep;
+}
+
+/* Hand on what each gated op has made ready.  An op leaves the list when
+ * its last request is handed on; after that it may complete and be freed
+ * at any time, so it is not touched again. */
+static void gate_pump(kvs_store *s)
+{
+    wrk_op **pp = &s->gated;
+    while (*pp) {
+        wrk_op *op = *pp;
+        pthread_mutex_lock(&s->mu);
+        size_t ready = op->ready, cut = op->cut;
+        int cut_err = op->cut_err;
+        pthread_mutex_unlock(&s->mu);
+        wrk_req *reqs = op->reqs;
+        size_t i = op->sent;
+        op->sent = ready;
+        if (ready == op->nreqs)
+            *pp = op->gnext;
+        else
+            pp = &op->gnext;
+        for (; i < ready; i++) {
+            if (i >= cut)
+                req_fail(s, &reqs[i], cut_err, "staging this request's data failed");
+            else
+                gate_submit(s, &reqs[i]);
+        }
+    }
+}
+
+/* The job failed: drop every request of a gated op not handed on yet (the
+ * op itself lives on until its stager lets go of it). */
+static void gate_fail(kvs_store *s, int err, const char *text)
+{
+    wrk_op *op = s->gated;
+    s->gated = NULL;
+    while (op) {
+        wrk_op *next = op->gnext;
+        size_t i = op->sent, n = op->nreqs;
+        op->sent = n;
+        for (; i < n; i++)
+            req_fail(s, &op->reqs[i], err, text);
+        op = next;
+    }
+}
+
 static void on_wake(uv_async_t *h)
 {
     kvs_store *s = h->data;
@@ -526,6 +604,10 @@ static void on_wake(uv_async_t *h)
     s->q_head = s->q_tail = NULL;
     stop = s->stop;
     pthread_mutex_unlock(&s->mu);
+
+    ops = gate_take(s, ops);
+    if (s->gated)
+        gate_pump(s);
 
     if (ops && p3_credits(s)) {
         for (wrk_op *op = ops, *next; op; op = next) {
@@ -701,6 +783,8 @@ static void on_reply(kvs_store *s, const proto_hdr *hp, const char *body)
         for (int i = 0; i < q->nouts && h.body_len > 0; i++)
             memcpy(q->outs[i], body, h.body_len);
     }
+    if (q->op->post)
+        wrk_comm_reply(s, q); /* dist_*_device: this part on to its device now */
     wrk_op_release(s, q->op, 0, NULL);
 }
 
@@ -855,6 +939,7 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
         if (rc)
             break;
         net_sock_set_max(sock, s->c.max_message);
+        net_sock_set_split(sock, DP_FRAME_MAX); /* what a server's data socket accepts */
         zmq_setsockopt(net_sock_zmq(sock), ZMQ_ROUTING_ID, ident, strlen(ident));
         s->servers[r] = sock;
         rc = net_auth_connect(&s->c, net_sock_zmq(sock), "worker", s->node_id,
@@ -880,11 +965,12 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
             return;
         }
         net_sock_start(sock);
+        wrk_met_watch(s, sock, r); /* before the first message: every byte is counted */
         /* first message on the connection: the server binds it to us, and
          * its connection guard never closes it (even if we stay idle) */
+        wrk_met_watch(s, sock, r); /* before the first send: metrics count it */
         proto_hdr ann = {.type = PROTO_ANNOUNCE, .sender = s->node_id};
         net_send(sock, NULL, 0, &ann, NULL);
-        wrk_met_watch(s, sock, r);
         LOG(LOG_INFO, s->who, "net", "server %d is at %s", r, nodes[i].endpoint);
     }
     free(nodes);

@@ -527,7 +527,8 @@ static int queue_locked(kvs_store *s, wrk_op *op, wrk_key **ks, uint64_t t_call)
 }
 
 int wrk_submit(kvs_store *s, int type, size_t n, const uint64_t *keys, const kvs_array *vals,
-               const kvs_array *outs, int priority, wrk_op **sync_op, wrk_post *post)
+               const kvs_array *outs, int priority, wrk_op **sync_op, wrk_post *post,
+               wrk_op **gated)
 {
     uint64_t t_call = clock_ns();
     plan p = {.type = type, .n = n, .keys = keys, .vals = vals, .outs = outs,
@@ -548,6 +549,13 @@ int wrk_submit(kvs_store *s, int type, size_t n, const uint64_t *keys, const kvs
     op->post = post;
     if ((rc = op_alloc(s, &p, op)) != 0 || (rc = op_build(s, &p, op)) != 0)
         goto out;
+    if (gated && !op->sync) {
+        *gated = NULL;
+        op->gated = true;
+        op->ready = 0;
+        op->cut = SIZE_MAX;
+        op->pending++; /* the caller's hold, until wrk_op_open_done */
+    }
     if ((ks = calloc(op->nkeys ? op->nkeys : 1, sizeof *ks)) == NULL) {
         rc = err_set(KVS_ENOMEM, "out of memory");
         goto out;
@@ -559,6 +567,8 @@ int wrk_submit(kvs_store *s, int type, size_t n, const uint64_t *keys, const kvs
         *sync_op = op;
     else if (rc == 0 && op->nreqs == 0)
         wrk_op_free(op); /* never queued */
+    else if (rc == 0 && op->gated)
+        *gated = op;
 out:
     if (rc && op) {
         op->post = NULL; /* on failure the caller still owns post */
@@ -567,6 +577,35 @@ out:
     free(ks);
     plan_fini(&p);
     return rc;
+}
+
+/* ---- gated ops: requests leave as their data is written ---- */
+
+void wrk_op_open(kvs_store *s, wrk_op *op, size_t n)
+{
+    pthread_mutex_lock(&s->mu);
+    if (n > op->nreqs)
+        n = op->nreqs;
+    if (n > op->ready) {
+        op->ready = n;
+        if (!s->stop)
+            uv_async_send(&s->wake);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+void wrk_op_open_done(kvs_store *s, wrk_op *op, int err, const char *text)
+{
+    pthread_mutex_lock(&s->mu);
+    if (err && op->cut == SIZE_MAX) {
+        op->cut = op->ready;
+        op->cut_err = err;
+    }
+    op->ready = op->nreqs;
+    if (!s->stop)
+        uv_async_send(&s->wake);
+    op_release_locked(s, op, err, text);
+    pthread_mutex_unlock(&s->mu);
 }
 
 /* ---- waiting ---- */

@@ -44,10 +44,20 @@ struct wrk_post;
  * arguments already checked (api.c).  sync_op: the caller waits with
  * wrk_wait_op (the op is its own); NULL: async, counted on its keys.  post
  * (may be NULL) is owned by the op on success, still the caller's on error.
- * 0 or an error (with its message set). */
+ * gated (async only; may be NULL): the op's requests wait until the caller
+ * opens them (wrk_op_open), in order, as it writes their data; *gated gets
+ * the op (NULL when there was nothing to queue), which stays valid until the
+ * caller's wrk_op_open_done.  0 or an error (with its message set). */
 int wrk_submit(struct kvs_store *s, int type, size_t n, const uint64_t *keys,
                const kvs_array *vals, const kvs_array *outs, int priority,
-               struct wrk_op **sync_op, struct wrk_post *post);
+               struct wrk_op **sync_op, struct wrk_post *post, struct wrk_op **gated);
+/* A gated op: its requests op->reqs[0..n) may be sent now (n only grows).
+ * The caller's thread; takes mu. */
+void wrk_op_open(struct kvs_store *s, struct wrk_op *op, size_t n);
+/* A gated op's data is all written (err 0), or writing it failed: the
+ * requests not yet opened are then dropped with err (the parts already sent
+ * stay sent).  Ends the caller's hold: op may be freed after this. */
+void wrk_op_open_done(struct kvs_store *s, struct wrk_op *op, int err, const char *text);
 
 /* Queue a prepared synchronous op (op->sync, pending set), wait for it and
  * free it; returns its error.  Called without mu. */

@@ -111,6 +111,14 @@ struct wrk_op {
     uint32_t *tleft;     /* KVS_TRACE: per key, parts not yet replied (io) */
     struct wrk_ctl_res *ctl; /* WRK_OP_CTL: where replies go (owned by the caller) */
     wrk_post *post;      /* comm.c: host staging; broadcast to device outputs when done */
+    /* gated ops (wrk_submit's gated): their requests leave only as the comm
+     * layer stages their data (wrk_op_open) */
+    bool gated;
+    size_t ready;        /* (mu) requests that may be sent: reqs[0..ready) */
+    size_t cut;          /* (mu) requests from here are dropped with cut_err (staging failed) */
+    int cut_err;         /* (mu) */
+    size_t sent;         /* (io) requests handed on (sent, queued or dropped) so far */
+    wrk_op *gnext;       /* (io) store->gated */
 };
 
 typedef struct wrk_key {
@@ -158,6 +166,7 @@ struct kvs_store {
     wrk_reqmap reqs; /* req_id -> wrk_req */
     hmap batches;    /* FUSED req_id -> records (high 32 bits) and unanswered (low 32) */
     wrk_fuse *fuse;  /* per server: parts to fuse at the end of this wake-up */
+    wrk_op *gated;   /* gated ops with requests not yet handed on */
     /* p3 with KVS_P3_CREDIT: per server, requests waiting for credit, and the
      * bytes handed to ZeroMQ that it has not written to the socket yet
      * (decremented by ZeroMQ's thread) */

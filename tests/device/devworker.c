@@ -2,11 +2,11 @@
  * devworker.c - kvs-devworker: a worker with device arrays, for the
  * multi-process device tests (tests/device/test-dist-device.sh).
  *
- *   kvs-devworker --type T [--rounds R] [--async]
+ *   kvs-devworker --type T [--rounds R] [--async] [--big N]
  *
  * Devices: simulated (KVS_SIM_DEVICES=N) or, without it, every CUDA device
  * (memory from cudaMalloc through tools/devmem.h).  Per dtype two keys: 37
- * elements and 2003 (above the MXNET_KVSTORE_TREE_ARRAY_BOUND and
+ * elements and 2003 (or --big N; above the MXNET_KVSTORE_TREE_ARRAY_BOUND and
  * MXNET_KVSTORE_BIGARRAY_BOUND the script sets).  Each push has one array per
  * device, a second one on device 0 and one in host memory; each pull has one
  * output per device and one in host memory.  Values are small integers:
@@ -134,6 +134,7 @@ int main(int argc, char **argv)
 {
     const char *type = NULL;
     int rounds = 3, async = 0;
+    uint64_t big = 2003;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--type") && i + 1 < argc)
             type = argv[++i];
@@ -141,13 +142,15 @@ int main(int argc, char **argv)
             rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--async"))
             async = 1;
+        else if (!strcmp(argv[i], "--big") && i + 1 < argc)
+            big = strtoull(argv[++i], NULL, 10);
         else {
-            fprintf(stderr, "usage: kvs-devworker --type T [--rounds R] [--async]\n");
+            fprintf(stderr, "usage: kvs-devworker --type T [--rounds R] [--async] [--big N]\n");
             return 2;
         }
     }
-    if (type == NULL || rounds < 1) {
-        fprintf(stderr, "usage: kvs-devworker --type T [--rounds R] [--async]\n");
+    if (type == NULL || rounds < 1 || big < 1 || big > (1u << 24)) {
+        fprintf(stderr, "usage: kvs-devworker --type T [--rounds R] [--async] [--big N]\n");
         return 2;
     }
     if (devmem_open(&M) != 0 || M.n > 16) {
@@ -163,7 +166,7 @@ int main(int argc, char **argv)
     rank = kvs_rank(s);
     for (int t = 0; t < KVS_NUM_DTYPES; t++) {
         keys[nkeys++] = (key){10 + (uint64_t)t, 37, (kvs_dtype)t};
-        keys[nkeys++] = (key){20 + (uint64_t)t, 2003, (kvs_dtype)t};
+        keys[nkeys++] = (key){20 + (uint64_t)t, big, (kvs_dtype)t};
     }
     int nsrc = N + 2, nout = N + 1, bad = 0;
     uint64_t *ks = malloc(sizeof *ks * (size_t)nkeys * (size_t)nsrc);

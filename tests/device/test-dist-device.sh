@@ -83,5 +83,34 @@ job "dist_sync_device 3x8x2 tree DGX-1"    3 2 8 MXNET_KVSTORE_USETREE=1 \
     "KVS_TOPOLOGY=0,2,2,3,3,0,0,0;2,0,3,2,0,3,0,0;2,3,0,3,0,0,2,0;3,2,3,0,0,0,0,2;3,0,0,0,0,2,2,3;0,3,0,0,2,0,3,2;0,0,2,0,2,3,0,3;0,0,0,2,3,2,3,0" \
     -- --type dist_sync_device --rounds 2
 
+# Host staging in parts (dist_*_device): with KVS_CHUNK_BYTES=4096 a push's
+# sum goes to the host one request (part or chunk) at a time, each leaving as
+# soon as it is there, and each pulled part goes to the merge device as it
+# arrives.  The device counters of the same job with default chunks (4 MiB:
+# one request per part) and with 4 KiB chunks differ by exactly the extra
+# requests: per push op 140 requests instead of 12 (6 dtypes x 20000
+# elements in 2 parts of 10000, ceil(10000 x size / 4096) chunks each; the
+# 37-element keys are 1 request either way), so 3 pushes (2 push + 1
+# pushpull) make 3 x 128 more device-to-host copies and 4 pulls (after
+# init, 2 after pushes, the pushpull) 4 x 128 more host-to-device ones.
+counts() { grep -m1 'devworker 0:' "$WORK/out" | sed -E 's/.*h2d ([0-9]+), d2h ([0-9]+)\).*/\1 \2/'; }
+if [[ $CUDA == 0 ]]; then
+    EXPECT=
+    job "dist_sync_device 2x4x2 flat, 4 MiB chunks" 2 2 4 -- --type dist_sync_device --big 20000
+    read -r h2d_whole d2h_whole < <(counts)
+    job "dist_sync_device 2x4x2 flat, 4 KiB chunks" 2 2 4 KVS_CHUNK_BYTES=4096 -- \
+        --type dist_sync_device --big 20000
+    read -r h2d_part d2h_part < <(counts)
+    if [[ $((d2h_part - d2h_whole)) == $((3 * 128)) && $((h2d_part - h2d_whole)) == $((4 * 128)) ]]; then
+        pass=$((pass + 1)); echo "ok   - staging in parts: d2h $d2h_whole -> $d2h_part, h2d $h2d_whole -> $h2d_part"
+    else
+        fail=$((fail + 1)); echo "FAIL - staging in parts: d2h $d2h_whole -> $d2h_part (want +384), h2d $h2d_whole -> $h2d_part (want +512)"
+    fi
+    job "dist_sync_device 2x4x2 tree, 4 KiB chunks across slices" 2 2 4 MXNET_KVSTORE_USETREE=1 \
+        KVS_CHUNK_BYTES=4096 -- --type dist_sync_device --big 20000
+    job "dist_async_device 2x4x2, 4 KiB chunks" 2 2 4 KVS_CHUNK_BYTES=4096 -- \
+        --type dist_async_device --async --big 20000
+fi
+
 echo "devices: $pass passed, $fail failed"
 [[ $fail == 0 ]]
