@@ -41,6 +41,13 @@
  * for one server before a later (higher-priority) request can overtake. */
 #define DP_P3_CREDIT_DEFAULT (2u << 20)
 
+/* Worker and server: the largest frame a server's data socket accepts
+ * (ZMQ_MAXMSGSIZE, so before authentication a peer can make a server
+ * buffer at most this much of one frame); a worker sends a bigger body as
+ * several frames of one message (pieces of its buffer, no copy), and the
+ * server sums them piece by piece.  KVS_MAX_MESSAGE bounds the whole body. */
+#define DP_FRAME_MAX (4u << 20)
+
 /* Default of KVS_CHUNK_BYTES: parts above it travel as several messages. */
 #define DP_CHUNK_BYTES_DEFAULT (4u << 20)
 

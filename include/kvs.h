@@ -252,36 +252,47 @@ int kvs_set_optimizer_key(kvs_store *s, uint64_t key, const char *settings);
 
 /* ---- Checkpoints ----
  *
- * kvs_save(s, dir): every server writes its state to dir/server-<rank>.kvsckpt
- * (dir as seen by that server, on its own host; created if missing): the
- * weights, the optimizer spec, per-key multipliers, optimizer state
- * (momenta, Adam's m and v, master copies, the update count t that the
- * schedule and Adam use) and every key part's completed rounds.  Durable:
- * each file is written to a temporary file, fsync'd, renamed over the old
- * one and the directory fsync'd, so a crash at any point leaves the previous
- * file whole.  Every server's file of one save carries the same save id.
- * Returns once every server has written its file.
+ * kvs_save(s, dir): every server saves its state in dir (dir as seen by
+ * that server, on its own host; created if missing): the weights, the
+ * optimizer spec, per-key multipliers, optimizer state (momenta, Adam's m
+ * and v, master copies, the update count t that the schedule and Adam use)
+ * and every key part's completed rounds.  Each save is a new generation G
+ * (one above any generation a server has in dir): every server writes
+ * dir/gen-<G>/server-<rank>.kvsckpt durably (temporary file, fsync, rename,
+ * fsync of the directory); once every server's file is durable, each
+ * commits G in its manifest dir/server-<rank>.manifest (written the same
+ * way); once G is committed on every server, older generations are removed.
+ * Returns after that.  A crash at any point (of a server, a worker or a
+ * machine) leaves a generation committed on every server: the previous
+ * checkpoint, or the new one once every server committed it.
  *
- * kvs_load(s, dir), after kvs_init of the same keys: every server reads and
- * verifies its file (format version, sizes, CRC-32C), checks the job shape
- * (number of servers, keys, counts, dtypes, placement), and only when every
- * server succeeded and all files carry the same save id do they all apply
- * it; otherwise nothing changes anywhere.  The worker's round counters
- * follow the checkpoint, so training continues with the next round.
+ * kvs_load(s, dir), after kvs_init of the same keys: the newest generation
+ * that every server's manifest names with the same save id is taken (dir
+ * may also be one generation's directory, whose files are then read); every
+ * server reads and verifies its file (format version, sizes, CRC-32C),
+ * checks the job shape (number of servers, keys, counts, dtypes,
+ * placement), and only when every server succeeded and all files carry the
+ * same save id do they all apply it; otherwise nothing changes anywhere.
+ * The worker's round counters follow the checkpoint, so training continues
+ * with the next round.
  * Errors: KVS_ESHAPE naming the first difference; KVS_EPROTO naming the file
- * for a missing, truncated, corrupted or foreign file or files of different
- * saves; KVS_EINVAL for a dir that is NULL, empty or over 3000 bytes.
+ * for a missing, truncated, corrupted or foreign file or manifest, for files
+ * of different saves, and when no generation is committed on every server
+ * (listing each server's); KVS_EINVAL for a dir that is NULL, empty or over
+ * 3000 bytes.
  *
  * Both are collective (every worker calls them, like a barrier) and act
  * between rounds: call them after kvs_wait_all() on every worker; a round in
  * progress on a server is KVS_EINVAL naming the key.  The local store:
- * KVS_ENOTSUP.  The file format is documented in server/ckpt.h and README.
+ * KVS_ENOTSUP.  The file and manifest formats are documented in
+ * server/ckpt.h and README.
  *
  * Automatic checkpoints: with KVS_CHECKPOINT_DIR and KVS_CHECKPOINT_EVERY=N
- * set for the servers, a server writes KVS_CHECKPOINT_DIR/round-<r>/ (r
- * zero-padded to 12 digits) when all of its keys have completed round r
- * (r a multiple of N) and none has begun round r+1, and keeps the newest two.
- * kvs_load of such a directory restores it. */
+ * set for the servers, a server writes generation r of KVS_CHECKPOINT_DIR
+ * when all of its keys have completed round r (r a multiple of N) and none
+ * has begun round r+1, commits it in its own manifest and keeps the newest
+ * two; kvs_load(s, KVS_CHECKPOINT_DIR) takes the newest round every server
+ * has committed. */
 int kvs_save(kvs_store *s, const char *dir);
 int kvs_load(kvs_store *s, const char *dir);
 

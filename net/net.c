@@ -1,5 +1,6 @@
 /* net.c - see net.h. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -11,12 +12,33 @@
 #define DRAIN_BUDGET 256 /* messages per wake-up before yielding to timers */
 
 struct net_out {
-    zmq_msg_t frames[NET_MAX_FRAMES];
-    int nframes;
+    struct net_out *next;
     int32_t prio;  /* the header's priority (priority order) */
     uint64_t seq;  /* order of net_send calls */
-    struct net_out *next;
+    int nframes;
+    zmq_msg_t frames[]; /* [ident,] header[, body frames] */
 };
+
+/* A body sent in pieces: released when ZeroMQ released every piece. */
+struct net_whole {
+    zmq_msg_t msg;
+    atomic_int refs;
+};
+
+static void whole_unref(struct net_whole *w)
+{
+    if (atomic_fetch_sub(&w->refs, 1) == 1) {
+        zmq_msg_close(&w->msg);
+        free(w);
+    }
+}
+
+/* ZeroMQ's thread: one piece of a split body is released. */
+static void piece_free(void *data, void *hint)
+{
+    (void)data;
+    whole_unref(hint);
+}
 
 /* Messages a priority-ordered socket flushes after this many received
  * ones even inside one drain, so that a long drain does not hold back the
@@ -41,6 +63,7 @@ struct net_sock {
     struct net_out **heap;
     size_t hn, hcap;
     uint64_t seq;
+    uint64_t split;         /* bodies above this leave in several frames (0: never) */
     net_count_fn count;
     void *count_arg;
 };
@@ -291,14 +314,57 @@ void net_sock_set_prio(net_sock *s, bool on)
     s->prio = on;
 }
 
+void net_sock_set_split(net_sock *s, uint64_t bytes)
+{
+    s->split = bytes && bytes < 8 ? 8 : bytes;
+}
+
+/* Room for one more frame in m (growing it past the inline ones).  false:
+ * none (out of memory, or past the limit): the frame is dropped. */
+static bool msg_room(net_msg *m)
+{
+    if (m->nframes < m->cap)
+        return true;
+    if (m->cap >= NET_MAX_FRAMES + NET_MAX_BODY_FRAMES)
+        return false;
+    int cap = m->cap * 4;
+    if (cap > NET_MAX_FRAMES + NET_MAX_BODY_FRAMES)
+        cap = NET_MAX_FRAMES + NET_MAX_BODY_FRAMES;
+    zmq_msg_t *f = malloc((size_t)cap * sizeof *f);
+    if (f == NULL)
+        return false;
+    for (int i = 0; i < m->nframes; i++) {
+        zmq_msg_init(&f[i]);
+        zmq_msg_move(&f[i], &m->frames[i]);
+        zmq_msg_close(&m->frames[i]);
+    }
+    if (m->frames != m->inl)
+        free(m->frames);
+    m->frames = f;
+    m->cap = cap;
+    return true;
+}
+
+static void msg_close(net_msg *m)
+{
+    for (int i = 0; i < m->nframes; i++)
+        zmq_msg_close(&m->frames[i]);
+    if (m->frames != m->inl)
+        free(m->frames);
+    m->frames = m->inl;
+    m->nframes = 0;
+}
+
 static int recv_one(net_sock *s, net_msg *m)
 {
     int more;
     size_t len = sizeof more;
+    m->frames = m->inl;
+    m->cap = NET_MAX_FRAMES;
     m->nframes = 0;
     m->total = 0;
     for (;;) {
-        zmq_msg_t tmp, *f = m->nframes < NET_MAX_FRAMES ? &m->frames[m->nframes] : &tmp;
+        zmq_msg_t tmp, *f = msg_room(m) ? &m->frames[m->nframes] : &tmp;
         zmq_msg_init(f);
         if (zmq_msg_recv(f, s->zsock, ZMQ_DONTWAIT) < 0) {
             int e = zmq_errno();
@@ -348,8 +414,7 @@ static void drain(net_sock *s)
             count_frames(s, m.frames, m.nframes, 0);
             s->fn(s, &m, s->arg);
         }
-        for (int i = 0; i < m.nframes; i++)
-            zmq_msg_close(&m.frames[i]);
+        msg_close(&m);
         if (s->closing)
             break;
     }
@@ -373,10 +438,18 @@ int net_send(net_sock *s, const void *ident, size_t ident_len, const proto_hdr *
              zmq_msg_t *body)
 {
     struct net_out *o;
-    int n = 0, rc;
-    if (s->closing)
+    int n = 0, rc, pieces = 1;
+    uint64_t piece = 0, blen = body ? zmq_msg_size(body) : 0;
+    if (s->closing) {
+        if (body)
+            zmq_msg_close(body);
         return KVS_ENET;
-    o = malloc(sizeof *o);
+    }
+    if (body && s->split && blen > s->split) {
+        piece = s->split & ~(uint64_t)7;
+        pieces = (int)((blen + piece - 1) / piece);
+    }
+    o = malloc(sizeof *o + (size_t)(2 + pieces) * sizeof(zmq_msg_t));
     if (o == NULL) {
         if (body)
             zmq_msg_close(body);
@@ -391,7 +464,33 @@ int net_send(net_sock *s, const void *ident, size_t ident_len, const proto_hdr *
     zmq_msg_init_size(&o->frames[n], PROTO_HDR_SIZE);
     proto_encode(h, zmq_msg_data(&o->frames[n]));
     n++;
-    if (body) {
+    if (body && pieces > 1) {
+        /* frames of at most piece bytes that point into the body */
+        struct net_whole *w = malloc(sizeof *w);
+        if (w == NULL) {
+            o->nframes = n;
+            out_free(o);
+            zmq_msg_close(body);
+            return KVS_ENOMEM;
+        }
+        zmq_msg_init(&w->msg);
+        zmq_msg_move(&w->msg, body);
+        atomic_init(&w->refs, pieces + 1);
+        uint8_t *d = zmq_msg_data(&w->msg);
+        for (int i = 0; i < pieces; i++) {
+            uint64_t off = (uint64_t)i * piece, len = blen - off < piece ? blen - off : piece;
+            if (zmq_msg_init_data(&o->frames[n], d + off, len, piece_free, w) != 0) {
+                for (int j = i; j < pieces; j++)
+                    whole_unref(w); /* the pieces never made */
+                o->nframes = n;
+                out_free(o);
+                whole_unref(w);
+                return KVS_ENOMEM;
+            }
+            n++;
+        }
+        whole_unref(w); /* ours: the pieces hold it now */
+    } else if (body) {
         zmq_msg_init(&o->frames[n]);
         zmq_msg_move(&o->frames[n], body);
         n++;
@@ -453,19 +552,50 @@ size_t net_sock_queued(const net_sock *s)
     return s->queued;
 }
 
+int net_msg_decode_frames(net_msg *m, bool routed, const proto_limits *lim, proto_hdr *h,
+                          zmq_msg_t **body, int *nbody, char *why, size_t whylen)
+{
+    int first = routed ? 1 : 0, n = m->total - first;
+    uint64_t len = 0;
+    *body = NULL;
+    *nbody = 0;
+    if (n < 1 || m->total != m->nframes) {
+        snprintf(why, whylen, "%d frames (expected %s, and at most %d body frames)", m->total,
+                 routed ? "2 or more" : "1 or more", NET_MAX_BODY_FRAMES);
+        return KVS_EPROTO;
+    }
+    for (int i = first + 1; i < m->nframes; i++) {
+        uint64_t fl = zmq_msg_size(&m->frames[i]);
+        if (i + 1 < m->nframes && (fl % 8 != 0 || fl == 0)) {
+            snprintf(why, whylen, "body frame %d of %d holds %llu bytes: every frame but the "
+                     "last must hold a multiple of 8", i - first, n - 1, (unsigned long long)fl);
+            return KVS_EPROTO;
+        }
+        len += fl; /* frames are buffered memory: no overflow */
+    }
+    if (n > 1 && lim && len > lim->max_message) {
+        snprintf(why, whylen, "a body of %llu bytes in %d frames > KVS_MAX_MESSAGE (%llu)",
+                 (unsigned long long)len, n - 1, (unsigned long long)lim->max_message);
+        return KVS_ETOOBIG;
+    }
+    zmq_msg_t *hdr = &m->frames[first];
+    int rc = proto_decode(zmq_msg_data(hdr), zmq_msg_size(hdr), n > 1 ? 2 : 1, len, lim, h, why,
+                          whylen);
+    if (rc == 0 && n > 1) {
+        *body = &m->frames[first + 1];
+        *nbody = n - 1;
+    }
+    return rc;
+}
+
 int net_msg_decode(net_msg *m, bool routed, const proto_limits *lim, proto_hdr *h,
                    zmq_msg_t **body, char *why, size_t whylen)
 {
-    int first = routed ? 1 : 0, n = m->total - first;
+    int first = routed ? 1 : 0, n = m->total - first, nbody;
     *body = NULL;
     if (n < 1 || n > 2 || m->total > NET_MAX_FRAMES) {
         snprintf(why, whylen, "%d frames (expected %s)", m->total, routed ? "2 or 3" : "1 or 2");
         return KVS_EPROTO;
     }
-    zmq_msg_t *hdr = &m->frames[first];
-    int rc = proto_decode(zmq_msg_data(hdr), zmq_msg_size(hdr), n,
-                          n == 2 ? zmq_msg_size(&m->frames[first + 1]) : 0, lim, h, why, whylen);
-    if (rc == 0 && n == 2)
-        *body = &m->frames[first + 1];
-    return rc;
+    return net_msg_decode_frames(m, routed, lim, h, body, &nbody, why, whylen);
 }

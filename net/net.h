@@ -20,19 +20,25 @@
 
 #include "proto/proto.h"
 
-#define NET_MAX_FRAMES 3 /* routing id + header + body */
+#define NET_MAX_FRAMES 3 /* routing id + header + body: kept without an allocation */
+/* Body frames one message may have: a body larger than a socket's frame
+ * size (net_sock_set_split) travels as several frames of one message. */
+#define NET_MAX_BODY_FRAMES 4096
 
 typedef struct net_sock net_sock;
 
-/* One received multipart message.  frames[0..nframes) are valid zmq_msg_t;
- * total is how many frames arrived (> NET_MAX_FRAMES: the extra ones were
- * dropped and the message is malformed).  The callback owns nothing: net
- * closes the frames after it returns, unless the callback moved a frame out
- * with zmq_msg_move. */
+/* One received multipart message.  frames[0..nframes) are valid zmq_msg_t
+ * (frames points at inl, or at an array net allocated for a message of
+ * more than NET_MAX_FRAMES frames); total is how many frames arrived (more
+ * than nframes: the extra ones were dropped and the message is malformed).
+ * The callback owns nothing: net closes the frames after it returns, unless
+ * the callback moved a frame out with zmq_msg_move. */
 typedef struct net_msg {
-    zmq_msg_t frames[NET_MAX_FRAMES];
+    zmq_msg_t inl[NET_MAX_FRAMES];
+    zmq_msg_t *frames;
     int nframes;
     int total;
+    int cap;
 } net_msg;
 
 typedef void (*net_recv_fn)(net_sock *s, net_msg *m, void *arg);
@@ -63,6 +69,12 @@ int net_sock_start(net_sock *s);
  * May be called from inside a receive callback of s (takes effect after it).
  * net_sock_free(NULL) is a no-op. */
 void net_sock_free(net_sock *s);
+
+/* Bodies larger than bytes leave as several frames of at most bytes
+ * (a multiple of 8) each, in one message: pieces of the caller's body, no
+ * copy; the body is released once ZeroMQ released every piece.  0: never
+ * split (the default). */
+void net_sock_set_split(net_sock *s, uint64_t bytes);
 
 /* Send [ident] + header + [body].  ident/ident_len: routing id for ROUTER
  * sockets (NULL for DEALER).  body: NULL, or a message whose content moves to
@@ -97,9 +109,18 @@ size_t net_sock_queued(const net_sock *s);
 /* Decode the kvsd message in m: [routing id,] header [, body].  routed: m
  * came from a ROUTER socket, so frame 0 is the sender's routing id.  Checks
  * the frame count and everything proto_decode checks.  Returns 0 with *h and
- * *body (the body frame, or NULL) set, or KVS_EPROTO / KVS_ETOOBIG with why. */
+ * *body (the body frame, or NULL) set, or KVS_EPROTO / KVS_ETOOBIG with why.
+ * A body in several frames is KVS_EPROTO here (see net_msg_decode_frames). */
 int net_msg_decode(net_msg *m, bool routed, const proto_limits *lim, proto_hdr *h,
                    zmq_msg_t **body, char *why, size_t whylen);
+
+/* As net_msg_decode, for a body in one or more frames: *body points at the
+ * first body frame in m and *nbody is how many (0: no body).  The frames'
+ * total is the body (checked against the header and lim->max_message
+ * before anything else reads it); every body frame but the last holds a
+ * multiple of 8 bytes, so no element of any dtype straddles two frames. */
+int net_msg_decode_frames(net_msg *m, bool routed, const proto_limits *lim, proto_hdr *h,
+                          zmq_msg_t **body, int *nbody, char *why, size_t whylen);
 
 /* The port of the last endpoint zsock bound ("tcp://0.0.0.0:5555" -> 5555),
  * or -1 (ipc://, error). */

@@ -254,6 +254,8 @@ const char *proto_type_name(int type)
         [PROTO_LOAD] = "LOAD",
         [PROTO_LOAD_END] = "LOAD_END",
         [PROTO_SAVE_END] = "SAVE_END",
+        [PROTO_CKPT_LIST] = "CKPT_LIST",
+        [PROTO_SAVE_CLEAN] = "SAVE_CLEAN",
         [PROTO_FUSED] = "FUSED",
         [PROTO_FUSED_REPLY] = "FUSED_REPLY",
     };

@@ -37,7 +37,8 @@
 
 enum proto_type {
     PROTO_REGISTER = 1,  /* node -> scheduler; text body "role=... endpoint=... rank=..." */
-    PROTO_REGISTER_ACK,  /* scheduler -> node; key = assigned node id; text body = node table */
+    PROTO_REGISTER_ACK,  /* scheduler -> node; key = assigned node id; round = a random id
+                          * of the job (the same for every node); text body = node table */
     PROTO_HEARTBEAT,     /* node -> scheduler */
     PROTO_HEARTBEAT_ACK, /* scheduler -> node */
     PROTO_BARRIER,       /* worker -> scheduler */
@@ -89,12 +90,19 @@ enum proto_type {
      * worker rank 0's content, and answers each with the same REPLY. */
     PROTO_OPT_SET = 48,  /* text body: optimizer spec; key: 1 = MXNET_UPDATE_ON_KVSTORE=1 */
     PROTO_OPT_KEY = 49,  /* key; text body: "lr_mult=X wd_mult=Y" */
-    PROTO_SAVE = 50,     /* text body: checkpoint directory; key: save id.  Writes and
-                          * syncs the temporary file only */
-    PROTO_LOAD = 51,     /* text body: directory.  REPLY: round = the save id, body = count
-                          * int64 (key, round) pairs: read, checked and staged, not applied */
+    PROTO_SAVE = 50,     /* text body: "G DIR" (generation, directory); key: save id.
+                          * Writes generation G's file durably; not committed */
+    PROTO_LOAD = 51,     /* text body: "G DIR" (G 0: DIR holds the files itself).  REPLY:
+                          * round = the save id, body = count int64 (key, round) pairs:
+                          * read, checked and staged, not applied */
     PROTO_LOAD_END = 52, /* key 1: apply the staged load; 0: drop it */
-    PROTO_SAVE_END = 53, /* key 1: rename the SAVE's temporary into place; 0: remove it */
+    PROTO_SAVE_END = 53, /* key 1: commit the SAVE's generation in the server's manifest;
+                          * 0: remove its file */
+    PROTO_CKPT_LIST = 54,  /* text body: directory.  REPLY body: int64 pairs (flags, highest
+                            * generation found), then (generation, save id) of each one
+                            * the server's manifest names, newest first (server/ckpt.h) */
+    PROTO_SAVE_CLEAN = 55, /* key: generation G, committed on every server: the manifest
+                            * keeps only G, older generations' files are removed */
     /* 64-71: workloads */
     PROTO_FUSED = 64,       /* worker -> server: several small data requests (INIT, PUSH,
                              * PULL, PUSHPULL) in one message; count = records; body =

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 #include <uv.h>
 #include <zmq.h>
 
@@ -262,10 +264,13 @@ static void start_job(sched *s)
         len += (size_t)snprintf(table + len, cap - len, "%d %s %s\n", n->id,
                                 cfg_role_name(n->role), n->endpoint);
     }
-    uint64_t now = clock_ms();
+    uint64_t now = clock_ms(), job_id;
+    /* a random id of this job (servers tag their automatic checkpoints with it) */
+    if (getrandom(&job_id, sizeof job_id, 0) != (ssize_t)sizeof job_id)
+        job_id = clock_ns() ^ ((uint64_t)getpid() << 32);
     for (int i = 0; i < s->nnodes; i++) {
         sched_node *n = &s->nodes[i];
-        proto_hdr h = {.type = PROTO_REGISTER_ACK, .key = (uint64_t)n->id};
+        proto_hdr h = {.type = PROTO_REGISTER_ACK, .key = (uint64_t)n->id, .round = job_id};
         n->last_seen = now;
         send_to(s, n, &h, table);
         LOG(LOG_INFO, WHO, "rank", "%s rank %d (node %d) is %s at %s", cfg_role_name(n->role),

@@ -1,4 +1,5 @@
 /* ckpt.c - checkpoint files; see ckpt.h for the format. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -19,6 +20,8 @@
 #define TRAILER_LEN 16
 static const char MAGIC[8] = {'K', 'V', 'S', 'C', 'K', 'P', 'T', '1'};
 static const char END_MAGIC[8] = {'K', 'V', 'S', 'C', 'K', 'E', 'N', 'D'};
+
+static int mkdirs(const char *dir);
 
 /* ---- CRC-32C: slicing-by-8 tables, or the SSE4.2 instruction ---- */
 
@@ -90,6 +93,208 @@ void srv_ckpt_path(const char *dir, uint32_t rank, char *buf, size_t len)
     snprintf(buf, len, "%s/server-%u.kvsckpt", dir, rank);
 }
 
+void srv_ckpt_gen_dir(const char *dir, uint64_t gen, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/gen-%012llu", dir, (unsigned long long)gen);
+}
+
+/* fsync a directory (its entries are then durable). */
+static int fsync_dir(const char *dir)
+{
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return -1;
+    int rc = fsync(dfd);
+    int e = errno;
+    close(dfd);
+    errno = e;
+    return rc;
+}
+
+/* The directory that holds path's last component ("." for none). */
+static void parent_of(const char *path, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", path);
+    size_t n = strlen(buf);
+    while (n > 1 && buf[n - 1] == '/')
+        buf[--n] = '\0';
+    char *slash = strrchr(buf, '/');
+    if (slash == NULL)
+        snprintf(buf, len, ".");
+    else if (slash == buf)
+        buf[1] = '\0';
+    else
+        *slash = '\0';
+}
+
+/* "gen-<digits>" (nothing after): its G, else 0. */
+static uint64_t gen_of_name(const char *name)
+{
+    if (strncmp(name, "gen-", 4) != 0 || name[4] < '0' || name[4] > '9')
+        return 0;
+    char *end;
+    errno = 0;
+    unsigned long long g = strtoull(name + 4, &end, 10);
+    return errno || *end ? 0 : (uint64_t)g;
+}
+
+static void man_path(const char *dir, uint32_t rank, bool tmp, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/%sserver-%u.manifest%s", dir, tmp ? "." : "", rank,
+             tmp ? ".tmp" : "");
+}
+
+#define MAN_TEXT_MAX 1024
+
+int srv_ckpt_man_read(const char *dir, uint32_t rank, srv_ckpt_man *m, char *why,
+                      size_t whylen)
+{
+    char path[4200], text[MAN_TEXT_MAX + 1];
+    memset(m, 0, sizeof *m);
+    man_path(dir, rank, false, path, sizeof path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT)
+        return 0;
+    if (fd < 0)
+        return err_why(why, whylen, KVS_EPROTO, "cannot open %s: %s", path, strerror(errno));
+    size_t len = 0;
+    for (;;) {
+        ssize_t r = read(fd, text + len, MAN_TEXT_MAX + 1 - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+        if (len > MAN_TEXT_MAX)
+            break;
+    }
+    close(fd);
+    if (len > MAN_TEXT_MAX)
+        return err_why(why, whylen, KVS_EPROTO, "%s: corrupted: more than %d bytes", path,
+                       MAN_TEXT_MAX);
+    text[len] = '\0';
+    /* the lines, each checked; the crc covers every byte before "crc " */
+    unsigned rk = 0;
+    int used = 0;
+    const char *crcline = strstr(text, "crc ");
+    if (strlen(text) != len || strncmp(text, "kvsd-manifest 1\nserver ", 23) != 0 ||
+        sscanf(text + 23, "%u\n%n", &rk, &used) != 1 || used == 0 || rk != rank ||
+        crcline == NULL)
+        goto bad;
+    const char *p = text + 23 + used;
+    while (p < crcline) {
+        unsigned long long g, id;
+        int k = 0;
+        if (m->n == CKPT_MAN_MAX || sscanf(p, "gen %llu %16llx\n%n", &g, &id, &k) != 2 ||
+            k == 0 || p[k - 1] != '\n' || g == 0 || (m->n > 0 && g >= m->gen[m->n - 1]))
+            goto bad;
+        m->gen[m->n] = g;
+        m->id[m->n++] = id;
+        p += k;
+    }
+    unsigned crc;
+    int k = 0;
+    if (p != crcline || m->n == 0 || sscanf(p, "crc %8x\n%n", &crc, &k) != 1 || k == 0 ||
+        p[k - 1] != '\n' || p + k != text + len)
+        goto bad;
+    if (crc != srv_crc32c(0, text, (size_t)(crcline - text))) {
+        memset(m, 0, sizeof *m);
+        return err_why(why, whylen, KVS_EPROTO, "%s: corrupted: checksum mismatch", path);
+    }
+    m->exists = true;
+    return 0;
+bad:
+    memset(m, 0, sizeof *m);
+    return err_why(why, whylen, KVS_EPROTO, "%s is not a valid kvsd manifest of server %u",
+                   path, rank);
+}
+
+int srv_ckpt_man_write(const char *dir, uint32_t rank, const srv_ckpt_man *m, char *why,
+                       size_t whylen)
+{
+    char path[4200], tmp[4200], text[MAN_TEXT_MAX];
+    int len, fd = -1;
+    if (m->n < 0 || m->n > CKPT_MAN_MAX)
+        return err_why(why, whylen, KVS_EINTERNAL, "manifest of %d generations", m->n);
+    man_path(dir, rank, false, path, sizeof path);
+    man_path(dir, rank, true, tmp, sizeof tmp);
+    if (m->n == 0) { /* nothing committed: no manifest */
+        if ((unlink(path) != 0 && errno != ENOENT) || fsync_dir(dir) != 0)
+            return err_why(why, whylen, KVS_EINVAL, "cannot remove %s: %s", path,
+                           strerror(errno));
+        return 0;
+    }
+    len = snprintf(text, sizeof text, "kvsd-manifest 1\nserver %u\n", rank);
+    for (int i = 0; i < m->n; i++)
+        len += snprintf(text + len, sizeof text - (size_t)len, "gen %llu %016llx\n",
+                        (unsigned long long)m->gen[i], (unsigned long long)m->id[i]);
+    len += snprintf(text + len, sizeof text - (size_t)len, "crc %08x\n",
+                    srv_crc32c(0, text, (size_t)len));
+    if (mkdirs(dir) != 0)
+        return err_why(why, whylen, KVS_EINVAL, "cannot create checkpoint directory %s: %s", dir,
+                       strerror(errno));
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return err_why(why, whylen, KVS_EINVAL, "cannot create %s: %s", tmp, strerror(errno));
+    if (write(fd, text, (size_t)len) != len || fsync(fd) != 0) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        return err_why(why, whylen, KVS_EINVAL, "cannot write %s: %s", tmp, strerror(e));
+    }
+    if (close(fd) != 0 || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return err_why(why, whylen, KVS_EINVAL, "cannot put %s in place: %s", path, strerror(e));
+    }
+    if (fsync_dir(dir) != 0)
+        return err_why(why, whylen, KVS_EINVAL, "cannot sync directory %s: %s", dir,
+                       strerror(errno));
+    return 0;
+}
+
+uint64_t srv_ckpt_gen_max(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    uint64_t max = 0;
+    if (d == NULL)
+        return 0;
+    while ((de = readdir(d)) != NULL) {
+        uint64_t g = gen_of_name(de->d_name);
+        if (g > max)
+            max = g;
+    }
+    closedir(d);
+    return max;
+}
+
+void srv_ckpt_prune(const char *dir, uint32_t rank, const uint64_t *keep, int nkeep,
+                    uint64_t below)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    if (d == NULL)
+        return;
+    while ((de = readdir(d)) != NULL) {
+        uint64_t g = gen_of_name(de->d_name);
+        bool kept = g == 0 || g >= below;
+        for (int i = 0; i < nkeep && !kept; i++)
+            kept = keep[i] == g;
+        if (kept)
+            continue;
+        char sub[4300], path[4400];
+        snprintf(sub, sizeof sub, "%s/%s", dir, de->d_name);
+        srv_ckpt_path(sub, rank, path, sizeof path);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/.server-%u.kvsckpt.tmp", sub, rank);
+        unlink(path);
+        rmdir(sub); /* fails while other servers' files are in it: fine */
+    }
+    closedir(d);
+    fsync_dir(dir);
+}
+
 /* ---- writing ---- */
 
 typedef struct wfile {
@@ -158,23 +363,10 @@ int srv_ckpt_commit(const char *dir, uint32_t rank, char *why, size_t whylen)
     if (rename(tmp, path) != 0)
         return err_why(why, whylen, KVS_EINVAL, "cannot rename %s to %s: %s", tmp, path,
                     strerror(errno));
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0 || fsync(dfd) != 0) {
-        int rc = err_why(why, whylen, KVS_EINVAL, "cannot sync directory %s: %s", dir,
-                      strerror(errno));
-        if (dfd >= 0)
-            close(dfd);
-        return rc;
-    }
-    close(dfd);
+    if (fsync_dir(dir) != 0)
+        return err_why(why, whylen, KVS_EINVAL, "cannot sync directory %s: %s", dir,
+                       strerror(errno));
     return 0;
-}
-
-void srv_ckpt_abort(const char *dir, uint32_t rank)
-{
-    char tmp[4300];
-    tmp_path(dir, rank, tmp, sizeof tmp);
-    unlink(tmp);
 }
 
 int srv_ckpt_write(const char *dir, const srv_ckpt_meta *meta, const srv_entry_view *v,
@@ -191,7 +383,9 @@ int srv_ckpt_write(const char *dir, const srv_ckpt_meta *meta, const srv_entry_v
             nmults += o->mults.used[i] == 1;
     srv_ckpt_path(dir, meta->rank, path, sizeof path);
     tmp_path(dir, meta->rank, tmp, sizeof tmp);
-    if (mkdirs(dir) != 0)
+    char parent[4200];
+    parent_of(dir, parent, sizeof parent);
+    if (mkdirs(dir) != 0 || fsync_dir(parent) != 0)
         return err_why(why, whylen, KVS_EINVAL, "cannot create checkpoint directory %s: %s", dir,
                     strerror(errno));
     uint64_t total = HDR_LEN + spec_len + nmults * MULT_LEN + TRAILER_LEN;

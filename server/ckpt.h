@@ -26,14 +26,31 @@
  *   trailer, 16 bytes: "KVSCKEND", u32 CRC-32C of every byte before the
  *   trailer, u32 0.
  *
- * Writing: to "<dir>/.server-<rank>.kvsckpt.tmp", fsync; then (once every
- * server wrote its temporary: kvs_save is two collectives) rename over the
- * final name and fsync the directory: a crash at any point leaves the
- * previous file whole.  Reading checks the magic, the version, every size against the
- * file's length before allocating, and the checksum; any failure is
- * KVS_EPROTO naming the file, and nothing is returned.
+ * Writing a file: to "<d>/.server-<rank>.kvsckpt.tmp", fsync, rename over
+ * the final name, fsync <d> (and <d>'s parent, which may have just got <d>):
+ * a crash at any point leaves either no file or a whole one.  Reading checks
+ * the magic, the version, every size against the file's length before
+ * allocating, and the checksum; any failure is KVS_EPROTO naming the file,
+ * and nothing is returned.
  *
- * Threads: both functions run on any thread; they touch only their
+ * Generations and the manifest (what makes a save of S servers atomic):
+ * a checkpoint directory D holds generations, D/gen-<G>/ (G > 0, printed
+ * with at least 12 digits), each with one file per server as above, and
+ * one manifest per server, D/server-<rank>.manifest: the generations that
+ * server holds *committed*, newest first.  A generation is committed on a
+ * server only once every server's file of it is durable (kvs_save's second
+ * phase), and the files of older generations are removed only once the new
+ * one is committed on every server (the third phase).  So after a crash at
+ * any point some generation is committed on every server, and kvs_load
+ * takes the newest such one.  The manifest is text, written like a file
+ * above (".server-<rank>.manifest.tmp", fsync, rename, fsync D):
+ *
+ *   kvsd-manifest 1
+ *   server <rank>
+ *   gen <G> <save id, 16 hex digits>      (1 to CKPT_MAN_MAX lines, newest first)
+ *   crc <CRC-32C of the lines above, 8 hex digits>
+ *
+ * Threads: every function runs on any thread; they touch only their
  * arguments (the caller keeps the entries unchanged while a write runs).
  */
 #ifndef KVS_SERVER_CKPT_H
@@ -76,19 +93,45 @@ typedef struct srv_ckpt {
     srv_ckpt_part *parts;
 } srv_ckpt;
 
+#define CKPT_MAN_MAX 8 /* generations one manifest names, at most */
+
+/* A server's manifest: the generations it holds committed, newest first. */
+typedef struct srv_ckpt_man {
+    bool exists;          /* the file was there */
+    int n;
+    uint64_t gen[CKPT_MAN_MAX], id[CKPT_MAN_MAX];
+} srv_ckpt_man;
+
+/* "<dir>/gen-<G>" */
+void srv_ckpt_gen_dir(const char *dir, uint64_t gen, char *buf, size_t len);
+/* Read server rank's manifest in dir: 0 with m->exists false when there is
+ * none; KVS_EPROTO with why naming the file when it is not a valid one. */
+int srv_ckpt_man_read(const char *dir, uint32_t rank, srv_ckpt_man *m, char *why,
+                      size_t whylen);
+/* Replace server rank's manifest in dir durably with m (0..CKPT_MAN_MAX
+ * generations, newest first; 0 removes it).  Returns 0 or KVS_EINVAL with
+ * why. */
+int srv_ckpt_man_write(const char *dir, uint32_t rank, const srv_ckpt_man *m, char *why,
+                       size_t whylen);
+/* The highest G of any dir/gen-<G> (0: none). */
+uint64_t srv_ckpt_gen_max(const char *dir);
+/* Remove server rank's file (and temporary) of every dir/gen-<G> whose G is
+ * not in keep[0..nkeep) and is below below (UINT64_MAX: any), and the
+ * generation's directory when it is empty then. */
+void srv_ckpt_prune(const char *dir, uint32_t rank, const uint64_t *keep, int nkeep,
+                    uint64_t below);
+
 /* The file name of server rank's part in dir. */
 void srv_ckpt_path(const char *dir, uint32_t rank, char *buf, size_t len);
 
 /* Write entries v[0..n) and the optimizer o (may be NULL) to the temporary
  * file and fsync it; with commit, also srv_ckpt_commit().  Creates dir (and
- * its parents) if missing.  Returns 0, or KVS_EINVAL / KVS_ENOMEM with why
+ * its parents) if missing, and makes its entry durable.  Returns 0, or KVS_EINVAL / KVS_ENOMEM with why
  * (naming the file and the system error); on error no temporary is left. */
 int srv_ckpt_write(const char *dir, const srv_ckpt_meta *meta, const srv_entry_view *v,
                    size_t n, const srv_optim *o, bool commit, char *why, size_t whylen);
 /* Rename the written temporary over the final name and fsync dir. */
 int srv_ckpt_commit(const char *dir, uint32_t rank, char *why, size_t whylen);
-/* Remove the temporary (a save another server could not make). */
-void srv_ckpt_abort(const char *dir, uint32_t rank);
 
 /* Read and verify server rank's file in dir into *out.  Returns 0, or
  * KVS_EPROTO (missing, truncated, corrupted, another format), KVS_ENOMEM,

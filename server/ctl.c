@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,27 @@
 #include "server/update.h"
 
 #define CTL_DIR_MAX 3000         /* longest checkpoint directory name */
-#define AUTO_ID_BIT (1ull << 63) /* save ids of automatic checkpoints: bit | round */
+#define AUTO_ID_BIT (1ull << 63) /* save ids of automatic checkpoints: bit | hash(job, round) */
+
+/* Fault injection for the crash tests (tests/integ/module.mk builds a
+ * kvs-server with KVS_CKPT_FAULTS): KVS_TEST_CKPT_CRASH=<point>:<n> kills
+ * the server with SIGKILL the n-th time it reaches that point of a save
+ * (written, commit, committed, cleaned).  Not in kvs-server. */
+#ifdef KVS_CKPT_FAULTS
+static void fault(const char *point)
+{
+    static int seen; /* one point per process: the one named */
+    const char *f = getenv("KVS_TEST_CKPT_CRASH");
+    size_t n = strlen(point);
+    if (f && strncmp(f, point, n) == 0 && f[n] == ':' && ++seen == atoi(f + n + 1)) {
+        LOG(LOG_WARN, "server", "ckpt", "KVS_TEST_CKPT_CRASH=%s: SIGKILL now", f);
+        raise(SIGKILL);
+    }
+}
+#define FAULT(p) fault(p)
+#else
+#define FAULT(p) ((void)0)
+#endif
 
 /* One worker's request of a collective. */
 typedef struct coll_req {
@@ -43,7 +64,17 @@ typedef struct held {
     bool has_body;
 } held;
 
-enum job_kind { JOB_NONE = 0, JOB_SAVE, JOB_LOAD, JOB_AUTO };
+/* What the checkpoint thread does (the phases of kvs_save and kvs_load, and
+ * the automatic checkpoints; see ckpt.h for generations and manifests). */
+enum job_kind {
+    JOB_NONE = 0,
+    JOB_LIST,   /* CKPT_LIST: read the manifest, find the highest generation */
+    JOB_SAVE,   /* SAVE: write generation gen's file durably */
+    JOB_COMMIT, /* SAVE_END 1: add gen to the manifest */
+    JOB_CLEAN,  /* SAVE_CLEAN: the manifest keeps gen only; older files go */
+    JOB_LOAD,   /* LOAD: read and verify generation gen's file (0: dir's own) */
+    JOB_AUTO    /* an automatic checkpoint of round gen */
+};
 
 struct srv_ctl {
     srv_store *st;
@@ -59,6 +90,7 @@ struct srv_ctl {
     bool stopped;
     held *held_head, **held_tail;
     uint64_t last_auto;
+    uint64_t job_id;     /* the scheduler's id of this job */
 
     /* the thread's job: set before it starts, read back in on_done */
     pthread_t thread;
@@ -66,6 +98,10 @@ struct srv_ctl {
     uv_async_t done;
     enum job_kind job;
     char dir[4200];
+    uint64_t gen;        /* the generation the job works on */
+    srv_ckpt_man man;    /* JOB_LIST's result, */
+    uint64_t maxgen;     /* the highest generation in dir, */
+    bool direct;         /* and whether dir holds this server's file itself */
     srv_ckpt_meta meta;
     srv_entry_view *views;
     size_t nviews;
@@ -73,8 +109,9 @@ struct srv_ctl {
     char why[PROTO_ERRTEXT_MAX];
     srv_ckpt loaded;     /* JOB_LOAD's result */
 
-    bool save_pending;   /* a SAVE's temporary waits for SAVE_END */
+    bool save_pending;   /* a SAVE's generation waits for SAVE_END */
     char save_dir[4200];
+    uint64_t save_gen, save_id;
     bool staged_ok;      /* a verified load waits for LOAD_END */
     srv_ckpt staged;
 };
@@ -84,7 +121,8 @@ static void try_run(srv_ctl *c);
 bool srv_ctl_type(int type)
 {
     return type == PROTO_OPT_SET || type == PROTO_OPT_KEY || type == PROTO_SAVE ||
-           type == PROTO_SAVE_END || type == PROTO_LOAD || type == PROTO_LOAD_END;
+           type == PROTO_SAVE_END || type == PROTO_LOAD || type == PROTO_LOAD_END ||
+           type == PROTO_CKPT_LIST || type == PROTO_SAVE_CLEAN;
 }
 
 static const char *api_name(int type)
@@ -93,9 +131,11 @@ static const char *api_name(int type)
     case PROTO_OPT_SET: return "kvs_set_optimizer";
     case PROTO_OPT_KEY: return "kvs_set_optimizer_key";
     case PROTO_SAVE:
-    case PROTO_SAVE_END: return "kvs_save";
+    case PROTO_SAVE_END:
+    case PROTO_SAVE_CLEAN: return "kvs_save";
     case PROTO_LOAD:
     case PROTO_LOAD_END: return "kvs_load";
+    case PROTO_CKPT_LIST: return "kvs_save or kvs_load";
     }
     return "?";
 }
@@ -212,64 +252,146 @@ static int do_opt_key(srv_ctl *c, uint64_t key, const char *text, char *why, siz
 
 /* ---- checkpoints ---- */
 
-/* Remove automatic checkpoints of this server but the newest two. */
-static void prune_auto(srv_ctl *c)
+/* SAVE_END 1: generation gen (every server's file of it is durable) is
+ * committed here: first in this server's manifest, older ones kept. */
+static int commit_gen(srv_ctl *c)
 {
-    DIR *d = opendir(c->c->checkpoint_dir);
-    uint64_t keep[2] = {0, 0}, r;
-    struct dirent *de;
-    if (d == NULL)
-        return;
-    while ((de = readdir(d)) != NULL) {
-        char tail;
-        if (sscanf(de->d_name, "round-%llu%c", (unsigned long long *)&r, &tail) != 1)
-            continue;
-        if (r > keep[0]) {
-            keep[1] = keep[0];
-            keep[0] = r;
-        } else if (r > keep[1]) {
-            keep[1] = r;
+    srv_ckpt_man old, m = {0};
+    uint32_t rank = (uint32_t)c->rank;
+    int rc = srv_ckpt_man_read(c->dir, rank, &old, c->why, sizeof c->why);
+    if (rc)
+        return rc;
+    m.gen[0] = c->gen;
+    m.id[0] = c->meta.save_id;
+    m.n = 1;
+    for (int i = 0; i < old.n && m.n < CKPT_MAN_MAX; i++)
+        if (old.gen[i] < c->gen) {
+            m.gen[m.n] = old.gen[i];
+            m.id[m.n++] = old.id[i];
         }
+    FAULT("commit");
+    rc = srv_ckpt_man_write(c->dir, rank, &m, c->why, sizeof c->why);
+    if (rc == 0)
+        FAULT("committed");
+    return rc;
+}
+
+/* SAVE_CLEAN: gen is committed on every server: keep it alone. */
+static int clean_gen(srv_ctl *c)
+{
+    srv_ckpt_man old, m = {0};
+    uint32_t rank = (uint32_t)c->rank;
+    int rc = srv_ckpt_man_read(c->dir, rank, &old, c->why, sizeof c->why);
+    if (rc)
+        return rc;
+    if (old.n == 0 || old.gen[0] != c->gen) {
+        snprintf(c->why, sizeof c->why, "kvs_save: generation %llu is not the newest one "
+                 "committed in %.3000s", (unsigned long long)c->gen, c->dir);
+        return KVS_EINVAL;
     }
-    rewinddir(d);
-    while ((de = readdir(d)) != NULL) {
-        char tail, path[8600], sub[4400];
-        if (sscanf(de->d_name, "round-%llu%c", (unsigned long long *)&r, &tail) != 1 ||
-            r == keep[0] || r == keep[1])
-            continue;
-        snprintf(sub, sizeof sub, "%s/%s", c->c->checkpoint_dir, de->d_name);
-        srv_ckpt_path(sub, (uint32_t)c->rank, path, sizeof path);
-        if (unlink(path) == 0 || errno == ENOENT)
-            rmdir(sub); /* fails while other servers' files are in it: fine */
+    m.gen[0] = old.gen[0];
+    m.id[0] = old.id[0];
+    m.n = 1;
+    if ((rc = srv_ckpt_man_write(c->dir, rank, &m, c->why, sizeof c->why)) != 0)
+        return rc;
+    FAULT("cleaned");
+    srv_ckpt_prune(c->dir, rank, &c->gen, 1, UINT64_MAX);
+    return 0;
+}
+
+/* An automatic checkpoint of round gen, on this server alone (no worker
+ * coordinates it): generations of this round or later (a run that was
+ * restarted from an older one) leave the manifest first; then the file,
+ * then the manifest names gen and the newest older one; the rest goes. */
+static int auto_save(srv_ctl *c)
+{
+    srv_ckpt_man m;
+    char gdir[4300];
+    uint32_t rank = (uint32_t)c->rank;
+    int rc = srv_ckpt_man_read(c->dir, rank, &m, c->why, sizeof c->why);
+    if (rc)
+        return rc;
+    int drop = 0;
+    while (drop < m.n && m.gen[drop] >= c->gen)
+        drop++;
+    if (drop > 0) {
+        memmove(m.gen, m.gen + drop, (size_t)(m.n - drop) * sizeof m.gen[0]);
+        memmove(m.id, m.id + drop, (size_t)(m.n - drop) * sizeof m.id[0]);
+        m.n -= drop;
+        if ((rc = srv_ckpt_man_write(c->dir, rank, &m, c->why, sizeof c->why)) != 0)
+            return rc;
     }
-    closedir(d);
+    srv_ckpt_gen_dir(c->dir, c->gen, gdir, sizeof gdir);
+    rc = srv_ckpt_write(gdir, &c->meta, c->views, c->nviews, &c->optim, true, c->why,
+                        sizeof c->why);
+    if (rc)
+        return rc;
+    srv_ckpt_man k = {.exists = true, .n = m.n > 0 ? 2 : 1};
+    k.gen[0] = c->gen;
+    k.id[0] = c->meta.save_id;
+    if (m.n > 0) {
+        k.gen[1] = m.gen[0];
+        k.id[1] = m.id[0];
+    }
+    if ((rc = srv_ckpt_man_write(c->dir, rank, &k, c->why, sizeof c->why)) != 0)
+        return rc;
+    srv_ckpt_prune(c->dir, rank, k.gen, k.n, UINT64_MAX);
+    return 0;
 }
 
 static void *job_main(void *arg)
 {
     srv_ctl *c = arg;
-    if (c->job == JOB_LOAD) {
-        c->rc = srv_ckpt_read(c->dir, (uint32_t)c->rank, &c->loaded, c->why, sizeof c->why);
-    } else {
-        c->rc = srv_ckpt_write(c->dir, &c->meta, c->views, c->nviews, &c->optim,
-                               c->job == JOB_AUTO, c->why, sizeof c->why);
-        if (c->rc == 0 && c->job == JOB_AUTO)
-            prune_auto(c);
+    char gdir[4300];
+    uint32_t rank = (uint32_t)c->rank;
+    switch (c->job) {
+    case JOB_LIST:
+        c->rc = srv_ckpt_man_read(c->dir, rank, &c->man, c->why, sizeof c->why);
+        c->maxgen = srv_ckpt_gen_max(c->dir);
+        srv_ckpt_path(c->dir, rank, gdir, sizeof gdir);
+        c->direct = access(gdir, F_OK) == 0;
+        break;
+    case JOB_LOAD:
+        if (c->gen)
+            srv_ckpt_gen_dir(c->dir, c->gen, gdir, sizeof gdir);
+        else
+            snprintf(gdir, sizeof gdir, "%s", c->dir);
+        c->rc = srv_ckpt_read(gdir, rank, &c->loaded, c->why, sizeof c->why);
+        break;
+    case JOB_SAVE:
+        srv_ckpt_gen_dir(c->dir, c->gen, gdir, sizeof gdir);
+        c->rc = srv_ckpt_write(gdir, &c->meta, c->views, c->nviews, &c->optim, true, c->why,
+                               sizeof c->why);
+        if (c->rc == 0)
+            FAULT("written");
+        break;
+    case JOB_COMMIT:
+        c->rc = commit_gen(c);
+        break;
+    case JOB_CLEAN:
+        c->rc = clean_gen(c);
+        break;
+    case JOB_AUTO:
+        c->rc = auto_save(c);
+        break;
+    case JOB_NONE:
+        break;
     }
     uv_async_send(&c->done);
     return NULL;
 }
 
-static int start_job(srv_ctl *c, enum job_kind kind, const char *dir, uint64_t id, char *why,
-                     size_t whylen)
+static int start_job(srv_ctl *c, enum job_kind kind, const char *dir, uint64_t gen, uint64_t id,
+                     char *why, size_t whylen)
 {
     c->job = kind;
     snprintf(c->dir, sizeof c->dir, "%s", dir);
+    c->gen = gen;
     c->meta = (srv_ckpt_meta){id, (uint32_t)c->rank, (uint32_t)c->c->num_server,
                               (uint32_t)c->c->num_worker};
     c->views = NULL;
     c->nviews = 0;
-    if (kind != JOB_LOAD) {
+    if (kind == JOB_SAVE || kind == JOB_AUTO) {
         size_t n = srv_store_views(c->st, NULL, 0);
         c->views = calloc(n ? n : 1, sizeof *c->views);
         if (c->views == NULL) {
@@ -290,6 +412,20 @@ static int start_job(srv_ctl *c, enum job_kind kind, const char *dir, uint64_t i
     }
     c->thread_on = true;
     return 0;
+}
+
+/* Remove this server's file of an uncommitted generation (a save that did
+ * not complete on every server). */
+static void abort_save(srv_ctl *c)
+{
+    char gdir[4300], path[4400];
+    if (!c->save_pending)
+        return;
+    srv_ckpt_gen_dir(c->save_dir, c->save_gen, gdir, sizeof gdir);
+    srv_ckpt_path(gdir, (uint32_t)c->rank, path, sizeof path);
+    unlink(path);
+    rmdir(gdir); /* fails while other servers' files are in it: fine */
+    c->save_pending = false;
 }
 
 /* Is the checkpoint just read the state of this job's keys?  KVS_ESHAPE
@@ -471,15 +607,46 @@ static void on_done(uv_async_t *a)
         if (rc)
             LOG(LOG_ERROR, c->who, "ckpt", "automatic checkpoint failed: %s", why);
         else
-            LOG(LOG_INFO, c->who, "ckpt", "automatic checkpoint %s written", c->dir);
+            LOG(LOG_INFO, c->who, "ckpt", "automatic checkpoint of round %llu committed in %s",
+                (unsigned long long)c->gen, c->dir);
+    } else if (job == JOB_LIST && k) {
+        srv_buf *b = NULL;
+        if (rc == 0 && (b = srv_buf_new(16 * (1 + (size_t)c->man.n))) == NULL) {
+            rc = KVS_ENOMEM;
+            snprintf(why, sizeof why, "server out of memory");
+        }
+        if (b) { /* (flags, highest generation), then (generation, save id) each */
+            uint64_t w[2 + 2 * CKPT_MAN_MAX];
+            w[0] = (c->man.exists ? 1u : 0u) | (c->direct ? 2u : 0u);
+            w[1] = c->maxgen;
+            for (int i = 0; i < c->man.n; i++) {
+                w[2 + 2 * i] = c->man.gen[i];
+                w[3 + 2 * i] = c->man.id[i];
+            }
+            b->cap = 16 * (1 + (size_t)c->man.n); /* exact: answer() reads the count */
+            memcpy(b->data, w, b->cap);
+        }
+        finish(c, k, c->st->broken ? KVS_EPEERDEAD : rc,
+               c->st->broken ? c->st->broken_text : why, b, 0);
+        srv_buf_unref(b);
     } else if (job == JOB_SAVE && k) {
         if (rc == 0) {
-            LOG(LOG_INFO, c->who, "ckpt", "wrote %zu key parts for %s", c->nviews, c->dir);
+            LOG(LOG_INFO, c->who, "ckpt", "wrote %zu key parts for %s generation %llu",
+                c->nviews, c->dir, (unsigned long long)c->gen);
             c->save_pending = true;
             snprintf(c->save_dir, sizeof c->save_dir, "%s", c->dir);
+            c->save_gen = c->gen;
+            c->save_id = c->meta.save_id;
         }
         finish(c, k, c->st->broken ? KVS_EPEERDEAD : rc,
                c->st->broken ? c->st->broken_text : why, NULL, 0);
+    } else if ((job == JOB_COMMIT || job == JOB_CLEAN) && k) {
+        if (rc == 0)
+            LOG(LOG_INFO, c->who, "ckpt", "generation %llu of %s %s", (unsigned long long)c->gen,
+                c->dir, job == JOB_COMMIT ? "committed" : "is the only one left");
+        else
+            LOG(LOG_ERROR, c->who, "ckpt", "%s", why);
+        finish(c, k, rc, why, NULL, 0);
     } else if (job == JOB_LOAD && k) {
         srv_buf *pairs = NULL;
         if (rc == 0)
@@ -510,6 +677,23 @@ static void on_done(uv_async_t *a)
 
 /* ---- running collectives ---- */
 
+/* "G DIR" (SAVE, LOAD): the generation, a space, the directory. */
+static int parse_gen_dir(const char *text, uint64_t *gen, const char **dir, char *why,
+                         size_t whylen)
+{
+    char *end;
+    errno = 0;
+    unsigned long long g = strtoull(text, &end, 10);
+    if (errno || end == text || text[0] < '0' || text[0] > '9' || *end != ' ') {
+        snprintf(why, whylen, "kvs_save/kvs_load: malformed request '%.64s' (expected a "
+                 "generation and a directory)", text);
+        return KVS_EPROTO;
+    }
+    *gen = g;
+    *dir = end + 1;
+    return 0;
+}
+
 static void run_coll(srv_ctl *c, coll *k)
 {
     char why[PROTO_ERRTEXT_MAX] = "";
@@ -531,38 +715,54 @@ static void run_coll(srv_ctl *c, coll *k)
     case PROTO_OPT_KEY:
         rc = do_opt_key(c, r0->h.key, r0->text, why, sizeof why);
         break;
+    case PROTO_CKPT_LIST:
     case PROTO_SAVE:
     case PROTO_LOAD:
-        if (r0->text[0] == '\0' || strlen(r0->text) > CTL_DIR_MAX) {
+    case PROTO_SAVE_CLEAN: {
+        uint64_t gen = r0->h.type == PROTO_SAVE_CLEAN ? r0->h.key : 0;
+        const char *dir = r0->text;
+        enum job_kind kind = r0->h.type == PROTO_CKPT_LIST ? JOB_LIST
+                             : r0->h.type == PROTO_SAVE   ? JOB_SAVE
+                             : r0->h.type == PROTO_LOAD   ? JOB_LOAD
+                                                          : JOB_CLEAN;
+        if ((kind == JOB_SAVE || kind == JOB_LOAD) && (rc = parse_gen_dir(r0->text, &gen, &dir,
+                                                                      why, sizeof why)) != 0)
+            break;
+        if (dir[0] == '\0' || strlen(dir) > CTL_DIR_MAX || (kind != JOB_LOAD && gen == 0 &&
+                                                            kind != JOB_LIST)) {
             rc = KVS_EINVAL;
             snprintf(why, sizeof why, "%s: the directory name is empty or longer than %d "
-                     "bytes", api_name(r0->h.type), CTL_DIR_MAX);
+                     "bytes, or no generation", api_name(r0->h.type), CTL_DIR_MAX);
             break;
         }
-        drop_staged(c);
-        if (c->save_pending) /* a SAVE whose SAVE_END never came */
-            srv_ckpt_abort(c->save_dir, (uint32_t)c->rank);
-        c->save_pending = false;
-        if ((rc = srv_store_quiet(c->st, why, sizeof why)) != 0)
+        if (kind != JOB_CLEAN) { /* a new save or load: what an earlier one left goes */
+            drop_staged(c);
+            abort_save(c);
+        }
+        if ((kind == JOB_SAVE || kind == JOB_LOAD) &&
+            (rc = srv_store_quiet(c->st, why, sizeof why)) != 0)
             break;
-        rc = start_job(c, r0->h.type == PROTO_SAVE ? JOB_SAVE : JOB_LOAD, r0->text,
-                       r0->h.key, why, sizeof why);
+        rc = start_job(c, kind, dir, gen, r0->h.key, why, sizeof why);
         if (rc == 0) {
             c->running = k;
             return; /* on_done finishes it */
         }
         break;
+    }
     case PROTO_SAVE_END:
         if (r0->h.key != 1) {
-            if (c->save_pending)
-                srv_ckpt_abort(c->save_dir, (uint32_t)c->rank);
+            abort_save(c);
         } else if (!c->save_pending) {
             rc = KVS_EINVAL;
-            snprintf(why, sizeof why, "kvs_save: no written checkpoint waits to be renamed");
+            snprintf(why, sizeof why, "kvs_save: no written checkpoint waits to be committed");
         } else {
-            rc = srv_ckpt_commit(c->save_dir, (uint32_t)c->rank, why, sizeof why);
-            if (rc == 0)
-                LOG(LOG_INFO, c->who, "ckpt", "checkpoint in %s is in place", c->save_dir);
+            c->save_pending = false;
+            rc = start_job(c, JOB_COMMIT, c->save_dir, c->save_gen, c->save_id, why,
+                           sizeof why);
+            if (rc == 0) {
+                c->running = k;
+                return;
+            }
         }
         c->save_pending = false;
         break;
@@ -722,7 +922,7 @@ void srv_ctl_fail_all(srv_ctl *c, const char *why)
 void srv_ctl_round_done(srv_ctl *c, uint64_t r)
 {
     uint64_t every = c ? c->c->checkpoint_every : 0;
-    char why[512], dir[4200];
+    char why[512];
     if (every == 0 || c->busy || c->stopped || c->rank < 0 || c->st->broken || r % every != 0 ||
         r <= c->last_auto || srv_store_quiet(c->st, why, sizeof why) != 0)
         return;
@@ -738,8 +938,12 @@ void srv_ctl_round_done(srv_ctl *c, uint64_t r)
     if (!all)
         return; /* not every key has finished round r (or one went past it) */
     c->last_auto = r;
-    snprintf(dir, sizeof dir, "%s/round-%012llu", c->c->checkpoint_dir, (unsigned long long)r);
-    if (start_job(c, JOB_AUTO, dir, AUTO_ID_BIT | r, why, sizeof why) != 0)
+    /* the same id on every server of this job for round r, another in another job */
+    uint64_t id = c->job_id ^ (r * 0x9E3779B97F4A7C15ull);
+    id = (id ^ (id >> 30)) * 0xBF58476D1CE4E5B9ull;
+    id = (id ^ (id >> 27)) * 0x94D049BB133111EBull;
+    id = AUTO_ID_BIT | ((id ^ (id >> 31)) & ~AUTO_ID_BIT);
+    if (start_job(c, JOB_AUTO, c->c->checkpoint_dir, r, id, why, sizeof why) != 0)
         LOG(LOG_ERROR, c->who, "ckpt", "automatic checkpoint of round %llu: %s",
             (unsigned long long)r, why);
 }
@@ -767,11 +971,12 @@ int srv_ctl_new(srv_store *st, uv_loop_t *loop, const cfg *cf, srv_ctl **out)
     return 0;
 }
 
-void srv_ctl_set_rank(srv_ctl *c, int rank)
+void srv_ctl_set_rank(srv_ctl *c, int rank, uint64_t job_id)
 {
     if (c == NULL)
         return;
     c->rank = rank;
+    c->job_id = job_id;
     snprintf(c->who, sizeof c->who, "server %d", rank);
 }
 

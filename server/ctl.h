@@ -30,8 +30,9 @@ typedef struct srv_ctl srv_ctl;
 /* New controller of store st on loop; sets st->ctl and st->optim.
  * 0 or KVS_ENOMEM. */
 int srv_ctl_new(struct srv_store *st, uv_loop_t *loop, const cfg *c, srv_ctl **out);
-/* This server's rank (known once registered): names its files. */
-void srv_ctl_set_rank(srv_ctl *ctl, int rank);
+/* This server's rank (known once registered): names its files; job_id (the
+ * scheduler's random id of the job) tags its automatic checkpoints. */
+void srv_ctl_set_rank(srv_ctl *ctl, int rank, uint64_t job_id);
 /* Wait for a running save/load thread and stop answering (before the
  * sockets close).  NULL: no-op. */
 void srv_ctl_stop(srv_ctl *ctl);

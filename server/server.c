@@ -344,44 +344,15 @@ static int check_sender(srv *s, net_msg *m, const uint8_t *ident, size_t ident_l
     return 0;
 }
 
-static void on_data(net_sock *sock, net_msg *m, void *arg)
+/* A validated request from worker rank wrank; its body: nbody frames at
+ * bodymsg (several only for data that is summed or copied). */
+static void dispatch(srv *s, const uint8_t *ident, size_t ident_len, int wrank, proto_hdr *hp,
+                     zmq_msg_t *bodymsg, int nbody)
 {
-    srv *s = arg;
-    proto_hdr h;
+    proto_hdr h = *hp;
     char why[256];
+    int rc;
     proto_limits lim = {s->c->max_message};
-    (void)sock;
-    const uint8_t *ident = zmq_msg_data(&m->frames[0]);
-    size_t ident_len = zmq_msg_size(&m->frames[0]);
-    zmq_msg_t *bodymsg;
-    int rc = net_msg_decode(m, true, &lim, &h, &bodymsg, why, sizeof why);
-    if (rc == 0 && (h.sender < 9 || h.sender % 2 == 0 ||
-                    (h.sender - 9) / 2 >= s->c->num_worker)) {
-        snprintf(why, sizeof why, "sender %d is not a worker of this job", h.sender);
-        rc = KVS_EPROTO;
-    }
-    if (rc == 0)
-        rc = check_sender(s, m, ident, ident_len, h.sender, why, sizeof why);
-    if (rc == 0)
-        net_guard_trust(s->guard, net_msg_fd(m)); /* bound to a worker: never closed */
-    if (rc == 0 && h.type == PROTO_ANNOUNCE)
-        return;
-    if (rc == 0 && h.type != PROTO_INIT && h.type != PROTO_PUSH && h.type != PROTO_PULL &&
-        h.type != PROTO_PUSHPULL && h.type != PROTO_HELLO && h.type != PROTO_PROOF &&
-        h.type != PROTO_FUSED && !srv_ctl_type(h.type)) {
-        snprintf(why, sizeof why, "%s is not a data request", proto_type_name(h.type));
-        rc = KVS_EPROTO;
-    }
-    if (rc != 0) {
-        s->dropped++;
-        met_error(s->met.reg, rc);
-        LOG(LOG_WARN, s->who, "net", "dropped a malformed message (%llu so far): %s",
-            (unsigned long long)s->dropped, why);
-        proto_hdr e = {.type = PROTO_ERROR, .status = rc, .sender = s->node_id};
-        net_send_text(s->data, ident, ident_len, &e, why);
-        return;
-    }
-    int wrank = (h.sender - 9) / 2;
     srv_met_request(&s->met, h.type);
     if (h.flags & PROTO_F_TRACE)
         h.t_arrive_ns = clock_ns();
@@ -418,8 +389,71 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
         }
         return;
     }
-    srv_in in = {bodymsg ? zmq_msg_data(bodymsg) : NULL, bodymsg, bodymsg ? 1 : 0};
+    srv_in in = {nbody == 1 ? zmq_msg_data(bodymsg) : NULL, bodymsg, nbody};
     srv_store_handle(&s->store, ident, ident_len, wrank, &h, bodymsg ? &in : NULL);
+}
+
+static void on_data(net_sock *sock, net_msg *m, void *arg)
+{
+    srv *s = arg;
+    proto_hdr h;
+    char why[256];
+    proto_limits lim = {s->c->max_message};
+    (void)sock;
+    const uint8_t *ident = zmq_msg_data(&m->frames[0]);
+    size_t ident_len = zmq_msg_size(&m->frames[0]);
+    zmq_msg_t *bodymsg;
+    int nbody;
+    int rc = net_msg_decode_frames(m, true, &lim, &h, &bodymsg, &nbody, why, sizeof why);
+    if (rc == 0 && (h.sender < 9 || h.sender % 2 == 0 ||
+                    (h.sender - 9) / 2 >= s->c->num_worker)) {
+        snprintf(why, sizeof why, "sender %d is not a worker of this job", h.sender);
+        rc = KVS_EPROTO;
+    }
+    if (rc == 0)
+        rc = check_sender(s, m, ident, ident_len, h.sender, why, sizeof why);
+    if (rc == 0)
+        net_guard_trust(s->guard, net_msg_fd(m)); /* bound to a worker: never closed */
+    if (rc == 0 && h.type == PROTO_ANNOUNCE)
+        return;
+    if (rc == 0 && h.type != PROTO_INIT && h.type != PROTO_PUSH && h.type != PROTO_PULL &&
+        h.type != PROTO_PUSHPULL && h.type != PROTO_HELLO && h.type != PROTO_PROOF &&
+        h.type != PROTO_FUSED && !srv_ctl_type(h.type)) {
+        snprintf(why, sizeof why, "%s is not a data request", proto_type_name(h.type));
+        rc = KVS_EPROTO;
+    }
+    if (rc != 0) {
+        s->dropped++;
+        met_error(s->met.reg, rc);
+        LOG(LOG_WARN, s->who, "net", "dropped a malformed message (%llu so far): %s",
+            (unsigned long long)s->dropped, why);
+        proto_hdr e = {.type = PROTO_ERROR, .status = rc, .sender = s->node_id};
+        net_send_text(s->data, ident, ident_len, &e, why);
+        return;
+    }
+    int wrank = (h.sender - 9) / 2;
+    bool data_req = !(h.flags & PROTO_F_CMA) &&
+                    (h.type == PROTO_INIT || h.type == PROTO_PUSH || h.type == PROTO_PUSHPULL);
+    if (nbody <= 1 || data_req) {
+        dispatch(s, ident, ident_len, wrank, &h, bodymsg, nbody);
+        return;
+    }
+    /* a body that is parsed, not summed, in several frames: one copy */
+    zmq_msg_t joined;
+    if (zmq_msg_init_size(&joined, h.body_len) != 0) {
+        proto_hdr e = {.type = PROTO_ERROR, .status = KVS_ENOMEM, .sender = s->node_id,
+                       .req_id = h.req_id};
+        net_send_text(s->data, ident, ident_len, &e, "server out of memory");
+        return;
+    }
+    uint64_t off = 0;
+    for (int i = 0; i < nbody; i++) {
+        size_t n = zmq_msg_size(&bodymsg[i]);
+        memcpy((uint8_t *)zmq_msg_data(&joined) + off, zmq_msg_data(&bodymsg[i]), n);
+        off += n;
+    }
+    dispatch(s, ident, ident_len, wrank, &h, &joined, 1);
+    zmq_msg_close(&joined);
 }
 
 static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t len)
@@ -442,7 +476,7 @@ static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t
         s->registered = true;
         snprintf(s->who, sizeof s->who, "server %d", s->rank);
         net_link_registered(s->link, s->node_id);
-        srv_ctl_set_rank(s->ctl, s->rank);
+        srv_ctl_set_rank(s->ctl, s->rank, h->round);
         LOG(LOG_INFO, s->who, "job", "registered as rank %d, serving at %s", s->rank,
             s->endpoint);
         break;
@@ -574,7 +608,9 @@ static int srv_open(srv *s, const cfg *c, void *zctx, red_pool *pool, const char
         return 1;
     net_live_heartbeats(net_sock_zmq(s->data), c);
     net_sock_set_prio(s->data, true); /* answers leave highest priority first */
-    net_sock_set_max(s->data, c->max_message);
+    /* one frame of at most DP_FRAME_MAX (bigger bodies come in several):
+     * what a peer can make the server buffer before it proved anything */
+    net_sock_set_max(s->data, c->max_message < DP_FRAME_MAX ? c->max_message : DP_FRAME_MAX);
     if (net_auth_listen(s->auth, net_sock_zmq(s->data), NULL) != 0) {
         LOG(LOG_ERROR, s->who, "auth", "cannot secure the data socket (KVS_SECURITY=%s)",
             cfg_security_name(c->security));

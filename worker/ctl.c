@@ -4,11 +4,16 @@
  * Each call sends one request to every server carrying this worker's
  * collective sequence number (proto.h types 48-55) and waits for every
  * answer; a server answers once all workers' requests of that number have
- * arrived, acting on worker rank 0's.  A save is two collectives: SAVE
- * writes and syncs every server's temporary file, SAVE_END renames them
- * into place only when all were written.  A load is two too: LOAD
- * reads, checks and stages the files on every server, LOAD_END applies
- * (only when every server staged the same save) or drops them.
+ * arrived, acting on worker rank 0's.  Checkpoints are generations
+ * committed in per-server manifests (server/ckpt.h).  A save is four
+ * collectives: CKPT_LIST (each server's committed generations and the
+ * highest one it has; the new generation G is one more than any), SAVE
+ * (every server writes G's file durably), SAVE_END (only when all wrote:
+ * each commits G in its manifest; else each removes its file), SAVE_CLEAN
+ * (only when all committed: older generations go).  A load is three:
+ * CKPT_LIST (the newest generation committed on every server with the same
+ * save id is chosen), LOAD (every server reads, checks and stages it),
+ * LOAD_END (applies, only when every server staged the same save, or drops).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,6 +157,114 @@ int kvs_set_optimizer_key(kvs_store *s, uint64_t key, const char *settings)
     return collective(s, PROTO_OPT_KEY, key, settings, NULL);
 }
 
+/* What CKPT_LIST found on each server. */
+typedef struct ckpt_view {
+    bool manifest, direct;
+    uint64_t maxgen;
+    int n;
+    const uint8_t *pairs; /* n (generation, save id) int64 pairs, newest first */
+} ckpt_view;
+
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+/* Decode server r's CKPT_LIST answer. */
+static int ckpt_view_of(const wrk_ctl_res *res, int r, ckpt_view *v)
+{
+    if (res->npairs[r] < 1 || res->pairs[r] == NULL)
+        return err_set(KVS_EPROTO, "server %d's answer to a checkpoint listing is malformed", r);
+    uint64_t flags = get64(res->pairs[r]);
+    v->manifest = flags & 1u;
+    v->direct = (flags & 2u) != 0;
+    v->maxgen = get64(res->pairs[r] + 8);
+    v->n = (int)(res->npairs[r] - 1);
+    v->pairs = res->pairs[r] + 16;
+    for (int i = 0; i < v->n; i++)
+        if (get64(v->pairs + 16 * i) == 0 || (i > 0 && get64(v->pairs + 16 * i) >=
+                                                         get64(v->pairs + 16 * (i - 1))))
+            return err_set(KVS_EPROTO, "server %d's answer to a checkpoint listing is "
+                           "malformed", r);
+    return 0;
+}
+
+/* CKPT_LIST of dir on every server, into res. */
+static int ckpt_list(kvs_store *s, const char *dir, wrk_ctl_res *res)
+{
+    int rc = res_init(res, s->num_servers);
+    if (rc)
+        return rc;
+    rc = collective(s, PROTO_CKPT_LIST, 0, dir, res);
+    for (int r = 0; rc == 0 && r < res->n; r++) {
+        ckpt_view v;
+        rc = ckpt_view_of(res, r, &v);
+    }
+    return rc;
+}
+
+/* "G DIR" */
+static int gen_dir_text(char *buf, size_t len, uint64_t gen, const char *dir)
+{
+    snprintf(buf, len, "%llu %s", (unsigned long long)gen, dir);
+    return 0;
+}
+
+/* The generation kvs_load takes: the newest committed on every server with
+ * the same save id everywhere; 0 when dir holds every server's file itself
+ * (a generation's directory, or an older layout). */
+static int choose_gen(const wrk_ctl_res *res, const char *dir, uint64_t *gen)
+{
+    ckpt_view v0, v;
+    char list[700];
+    size_t len = 0;
+    ckpt_view_of(res, 0, &v0);
+    bool any_man = false, all_direct = true;
+    for (int r = 0; r < res->n; r++) {
+        ckpt_view_of(res, r, &v);
+        any_man |= v.manifest;
+        all_direct &= v.direct;
+    }
+    if (!any_man && all_direct) {
+        *gen = 0;
+        return 0;
+    }
+    for (int r = 0; r < res->n; r++) {
+        ckpt_view_of(res, r, &v);
+        if (!v.manifest)
+            return err_set(KVS_EPROTO, "%s: server %d has no committed checkpoint there (no "
+                           "server-%d.manifest%s)", dir, r, r,
+                           any_man ? "" : ", and not every server has its server-N.kvsckpt");
+    }
+    for (int i = 0; i < v0.n; i++) {
+        uint64_t g = get64(v0.pairs + 16 * i), id = get64(v0.pairs + 16 * i + 8);
+        bool everywhere = true;
+        for (int r = 1; r < res->n && everywhere; r++) {
+            bool found = false;
+            ckpt_view_of(res, r, &v);
+            for (int j = 0; j < v.n && !found; j++)
+                found = get64(v.pairs + 16 * j) == g && get64(v.pairs + 16 * j + 8) == id;
+            everywhere = found;
+        }
+        if (everywhere) {
+            *gen = g;
+            return 0;
+        }
+    }
+    for (int r = 0; r < res->n && len < sizeof list - 64; r++) {
+        ckpt_view_of(res, r, &v);
+        len += (size_t)snprintf(list + len, sizeof list - len, "%sserver %d:", r ? "; " : "", r);
+        for (int j = 0; j < v.n && len < sizeof list - 64; j++)
+            len += (size_t)snprintf(list + len, sizeof list - len, " %llu/%016llx",
+                                    (unsigned long long)get64(v.pairs + 16 * j),
+                                    (unsigned long long)get64(v.pairs + 16 * j + 8));
+    }
+    return err_set(KVS_EPROTO, "%s: no checkpoint generation is committed on every server with "
+                   "the same save (generation/save id: %s)", dir, list);
+}
+
 static int check_dir(const char *dir)
 {
     if (dir == NULL || dir[0] == '\0')
@@ -164,25 +277,49 @@ static int check_dir(const char *dir)
 
 int kvs_save(kvs_store *s, const char *dir)
 {
-    uint64_t id = 0;
+    wrk_ctl_res res = {0};
+    uint64_t id = 0, gen = 0;
+    char text[CTL_DIR_MAX + 32];
     int rc;
     err_clear();
     if ((rc = check_store(s, "kvs_save")) != 0 || (rc = check_dir(dir)) != 0)
         return rc;
+    /* 1: the new generation is above every one any server has */
+    rc = ckpt_list(s, dir, &res);
+    for (int r = 0; rc == 0 && r < res.n; r++) {
+        ckpt_view v;
+        ckpt_view_of(&res, r, &v);
+        if (v.maxgen > gen)
+            gen = v.maxgen;
+        for (int i = 0; i < v.n; i++)
+            if (get64(v.pairs + 16 * i) > gen)
+                gen = get64(v.pairs + 16 * i);
+    }
+    res_free(&res);
+    if (rc)
+        return rc;
+    if (gen >= (1ull << 62))
+        return err_set(KVS_EINVAL, "%s: generation numbers are exhausted", dir);
+    gen++;
     /* the save id marks every server's file of this save (rank 0's is used) */
     if (getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id)
         id = (uint64_t)(uintptr_t)&id ^ (uint64_t)s->ctl_seq;
     id &= ~(1ull << 63); /* the top bit marks automatic checkpoints */
-    rc = collective(s, PROTO_SAVE, id, dir, NULL);
+    /* 2: every server writes generation gen durably */
+    gen_dir_text(text, sizeof text, gen, dir);
+    rc = collective(s, PROTO_SAVE, id, text, NULL);
     if (rc == KVS_EPEERDEAD || rc == KVS_ECLOSED)
         return rc;
-    /* every server wrote its temporary file: all rename; else none does */
+    /* 3: every server wrote: all commit it; else all remove their file */
     char keep[1024];
     snprintf(keep, sizeof keep, "%s", kvs_last_error());
     int rc2 = collective(s, PROTO_SAVE_END, rc == 0 ? 1 : 0, "", NULL);
     if (rc)
         return err_set(rc, "%s", keep);
-    return rc2;
+    if (rc2)
+        return rc2;
+    /* 4: committed everywhere: older generations can go */
+    return collective(s, PROTO_SAVE_CLEAN, gen, dir, NULL);
 }
 
 int kvs_load(kvs_store *s, const char *dir)
@@ -193,9 +330,19 @@ int kvs_load(kvs_store *s, const char *dir)
     err_clear();
     if ((rc = check_store(s, "kvs_load")) != 0 || (rc = check_dir(dir)) != 0)
         return rc;
+    uint64_t gen = 0;
+    char text[CTL_DIR_MAX + 32];
+    rc = ckpt_list(s, dir, &res);
+    if (rc == 0)
+        rc = choose_gen(&res, dir, &gen);
+    res_free(&res);
+    memset(&res, 0, sizeof res);
+    if (rc)
+        return rc;
     if ((rc = res_init(&res, s->num_servers)) != 0)
         return rc;
-    rc = collective(s, PROTO_LOAD, 0, dir, &res);
+    gen_dir_text(text, sizeof text, gen, dir);
+    rc = collective(s, PROTO_LOAD, 0, text, &res);
     for (int r = 1; rc == 0 && r < res.n; r++)
         if (res.ids[r] != res.ids[0])
             rc = err_set(KVS_EPROTO, "%s holds parts of different saves: server 0's file is "

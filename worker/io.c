@@ -939,6 +939,7 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
         if (rc)
             break;
         net_sock_set_max(sock, s->c.max_message);
+        net_sock_set_split(sock, DP_FRAME_MAX); /* what a server's data socket accepts */
         zmq_setsockopt(net_sock_zmq(sock), ZMQ_ROUTING_ID, ident, strlen(ident));
         s->servers[r] = sock;
         rc = net_auth_connect(&s->c, net_sock_zmq(sock), "worker", s->node_id,
@@ -964,11 +965,12 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
             return;
         }
         net_sock_start(sock);
+        wrk_met_watch(s, sock, r); /* before the first message: every byte is counted */
         /* first message on the connection: the server binds it to us, and
          * its connection guard never closes it (even if we stay idle) */
+        wrk_met_watch(s, sock, r); /* before the first send: metrics count it */
         proto_hdr ann = {.type = PROTO_ANNOUNCE, .sender = s->node_id};
         net_send(sock, NULL, 0, &ann, NULL);
-        wrk_met_watch(s, sock, r);
         LOG(LOG_INFO, s->who, "net", "server %d is at %s", r, nodes[i].endpoint);
     }
     free(nodes);

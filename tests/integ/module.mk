@@ -27,3 +27,16 @@ TEST_DEPS += $(INTEG_RUNNER) $(INTEG_WORKER) $(INTEG_OPTWORKER)
 
 integ: $(INTEG_RUNNER) $(INTEG_WORKER) $(INTEG_OPTWORKER) $(SCHED_BIN) $(SERVER_BIN)
 	BUILD=$(BUILD) $(INTEG_RUNNER) $(INTEG_ARGS)
+
+# kvs-server with checkpoint fault injection (KVS_TEST_CKPT_CRASH, server/ctl.c):
+# the crash tests of test_optim.c start it for the server that dies.
+INTEG_FAULT_SERVER := $(BUILD)/tests/kvs-server-faults
+$(BUILD)/obj/tests/faults/server/ctl.o: server/ctl.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DKVS_CKPT_FAULTS -c $< -o $@
+$(INTEG_FAULT_SERVER): $(filter-out $(call obj,server/ctl.c),$(call obj,$(SERVER_SRC))) \
+                       $(BUILD)/obj/tests/faults/server/ctl.o $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
+TEST_DEPS += $(INTEG_FAULT_SERVER)
+integ: $(INTEG_FAULT_SERVER)

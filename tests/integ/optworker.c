@@ -5,6 +5,7 @@
  *   kvs-optworker train --spec SPEC [--rounds N] [--from R] [--mult] [--half]
  *                       [--sums] [--save-at R --save-dir D] [--load D]
  *                       [--dump FILE] [--hang-after-save]
+ *                       [--save2-at R2 --crash-save] [--pull-dump FILE] [--save-end]
  *   kvs-optworker errors --dir D
  *   kvs-optworker async
  *
@@ -19,6 +20,12 @@
  * must return plain sums.  --save-at R: kvs_save(D) after R rounds;
  * --hang-after-save: then write file "saved-w<ID>" and wait to be killed.
  * --dump FILE (rank 0): write every key's final bytes to $KVS_TEST_DIR/FILE.
+ * The crash tests: --save-at R --save2-at R2 --crash-save saves into D after
+ * R and after R2 rounds, rank 0 dumping the weights each save holds to
+ * save1.bin and save2.bin; the second save is expected to fail (a server is
+ * made to die in it): any result is taken, then "crashed-w<ID>" is written
+ * and the worker waits to be killed.  --pull-dump FILE: after the rounds,
+ * pull every key and dump it (rank 0); --save-end: then kvs_save(D).
  *
  * errors: bad specs, per-key and int-key errors, saves during a round, and
  * load failures (corrupted, truncated, mixed, shape) that must change
@@ -368,6 +375,8 @@ static int train(int argc, char **argv)
 {
     const char *spec_text = NULL, *save_dir = NULL, *load_dir = NULL, *dump_name = NULL;
     int rounds = 6, from = 0, mult = 0, half = 0, sums = 0, save_at = -1, hang = 0;
+    int save2_at = -1, crash_save = 0, save_end = 0;
+    const char *pull_dump = NULL;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--spec") && v) spec_text = argv[++i];
@@ -381,6 +390,10 @@ static int train(int argc, char **argv)
         else if (!strcmp(a, "--half")) half = 1;
         else if (!strcmp(a, "--sums")) sums = 1;
         else if (!strcmp(a, "--hang-after-save")) hang = 1;
+        else if (!strcmp(a, "--save2-at") && v) save2_at = atoi(argv[++i]);
+        else if (!strcmp(a, "--crash-save")) crash_save = 1;
+        else if (!strcmp(a, "--pull-dump") && v) pull_dump = argv[++i];
+        else if (!strcmp(a, "--save-end")) save_end = 1;
         else {
             fprintf(stderr, "kvs-optworker train: bad argument '%s'\n", a);
             return 2;
@@ -409,7 +422,23 @@ static int train(int argc, char **argv)
     }
     for (int r = from; r < rounds && failures == 0; r++) {
         round_trip(&j, &sp, r, load_dir ? 0 : sums ? 2 : 1, mult);
-        if (r + 1 == save_at) {
+        if (crash_save && r + 1 == save_at) {
+            if (rank == 0)
+                dump(&j, "save1.bin");
+            expect_rc(kvs_save(j.s, save_dir), 0, "kvs_save", NULL);
+        }
+        if (crash_save && r + 1 == save2_at) {
+            if (rank == 0)
+                dump(&j, "save2.bin");
+            int rc = kvs_save(j.s, save_dir);
+            say("the save a server dies in: %s: %s", kvs_errname(rc), kvs_last_error());
+            char name[64];
+            snprintf(name, sizeof name, "crashed-w%d", rank);
+            touch(name);
+            for (;;)
+                pause(); /* the test kills the whole job now */
+        }
+        if (!crash_save && r + 1 == save_at) {
             expect_rc(kvs_save(j.s, save_dir), 0, "kvs_save", NULL);
             if (hang) {
                 char name[64];
@@ -420,6 +449,16 @@ static int train(int argc, char **argv)
             }
         }
     }
+    if (pull_dump) {
+        int rc = kvs_pull(j.s, (size_t)j.nkeys, j.ks, j.out, 0);
+        if (rc == 0)
+            rc = kvs_wait_all(j.s);
+        CHECK(rc == 0, "pull after the load: %s: %s", kvs_errname(rc), kvs_last_error());
+        if (rank == 0)
+            dump(&j, pull_dump);
+    }
+    if (save_end)
+        expect_rc(kvs_save(j.s, save_dir), 0, "kvs_save at the end", NULL);
     if (dump_name && rank == 0)
         dump(&j, dump_name);
     int rc = kvs_close(j.s);
@@ -534,6 +573,12 @@ static int errors(int argc, char **argv)
     round_trip(&j, &sp, 2, 1, 0);
     expect_rc(kvs_save(j.s, d2), 0, "kvs_save two", NULL);
     expect_rc(kvs_save(j.s, d3), 0, "kvs_save three", NULL);
+    kvs_array before3[NKEYS]; /* the weights d2 and d3 hold */
+    for (int k = 0; k < j.nkeys; k++) {
+        before3[k] = j.out[k];
+        before3[k].data = xcalloc(keys[k].n, kvs_dtype_size(keys[k].dt));
+        memcpy(before3[k].data, j.out[k].data, keys[k].n * kvs_dtype_size(keys[k].dt));
+    }
     round_trip(&j, &sp, 3, 1, 0);
     /* now the weights are those of round 3: every failed load leaves them */
     kvs_array before[NKEYS];
@@ -558,9 +603,17 @@ static int errors(int argc, char **argv)
         CHECK(rc == 0, "pull: %s", kvs_last_error());
     }
     expect_rc(kvs_barrier(j.s), 0, "barrier", NULL);
+    /* every save went into a fresh directory: generation 1 */
+    {
+        char g[4200];
+        snprintf(g, sizeof g, "%s/gen-000000000001/server-0.kvsckpt", d1);
+        CHECK(access(g, F_OK) == 0, "%s is missing", g);
+        snprintf(g, sizeof g, "%s/gen-000000000002", d1);
+        CHECK(access(g, F_OK) != 0, "%s is there: the save during a round wrote", g);
+    }
     /* corrupted: one byte of server 1's file; server 0's is fine */
-    snprintf(p, sizeof p, "%s/server-1.kvsckpt", d2);
-    snprintf(q, sizeof q, "%s/server-1.kvsckpt.good", d2);
+    snprintf(p, sizeof p, "%s/gen-000000000001/server-1.kvsckpt", d2);
+    snprintf(q, sizeof q, "%s/gen-000000000001/server-1.kvsckpt.good", d2);
     if (rank == 0) {
         copy_file(p, q);
         flip_byte(p, 200);
@@ -572,7 +625,7 @@ static int errors(int argc, char **argv)
     expect_rc(kvs_barrier(j.s), 0, "barrier", NULL);
     if (rank == 0) {
         copy_file(q, p);
-        snprintf(q, sizeof q, "%s/server-0.kvsckpt", d2);
+        snprintf(q, sizeof q, "%s/gen-000000000001/server-0.kvsckpt", d2);
         if (truncate(q, 150) != 0)
             failures++;
     }
@@ -585,13 +638,43 @@ static int errors(int argc, char **argv)
     /* files of two saves mixed */
     expect_rc(kvs_barrier(j.s), 0, "barrier", NULL);
     if (rank == 0) {
-        snprintf(p, sizeof p, "%s/server-1.kvsckpt", d1);
-        snprintf(q, sizeof q, "%s/server-1.kvsckpt", d2);
+        snprintf(p, sizeof p, "%s/gen-000000000001/server-1.kvsckpt", d1);
+        snprintf(q, sizeof q, "%s/gen-000000000001/server-1.kvsckpt", d2);
         copy_file(q, p);
     }
     expect_rc(kvs_barrier(j.s), 0, "barrier", NULL);
     expect_rc(kvs_load(j.s, d1), KVS_EPROTO, "load of mixed saves", "different saves");
     expect_unchanged(&j, before, "a mixed load");
+    /* manifests of two saves mixed: no generation committed everywhere */
+    expect_rc(kvs_barrier(j.s), 0, "barrier", NULL);
+    if (rank == 0) {
+        snprintf(p, sizeof p, "%s/server-1.manifest", d1);
+        snprintf(q, sizeof q, "%s/server-1.manifest", d2);
+        copy_file(q, p);
+    }
+    expect_rc(kvs_barrier(j.s), 0, "barrier", NULL);
+    expect_rc(kvs_load(j.s, d1), KVS_EPROTO, "load of mixed manifests",
+              "no checkpoint generation is committed on every server");
+    expect_unchanged(&j, before, "a load of mixed manifests");
+    /* a corrupted manifest: KVS_EPROTO naming it */
+    expect_rc(kvs_barrier(j.s), 0, "barrier", NULL);
+    if (rank == 0) {
+        snprintf(p, sizeof p, "%s/server-0.manifest", d1);
+        flip_byte(p, 30);
+    }
+    expect_rc(kvs_barrier(j.s), 0, "barrier", NULL);
+    expect_rc(kvs_load(j.s, d1), KVS_EPROTO, "load with a corrupted manifest",
+              "server-0.manifest");
+    expect_unchanged(&j, before, "a load with a corrupted manifest");
+    /* a generation's directory itself loads (its files are the whole save) */
+    {
+        char g[4200];
+        snprintf(g, sizeof g, "%s/gen-000000000001", d3);
+        expect_rc(kvs_load(j.s, g), 0, "load of a generation's directory", NULL);
+        expect_unchanged(&j, before3, "a load of round 3's save");
+        for (int k = 0; k < j.nkeys; k++)
+            memcpy(before[k].data, before3[k].data, keys[k].n * kvs_dtype_size(keys[k].dt));
+    }
     /* shape: a key this job has and the checkpoint lacks */
     {
         uint64_t nk = 99;

@@ -5,10 +5,14 @@
  * workers x 2 servers); plain sums with MXNET_UPDATE_ON_KVSTORE=0; bad
  * specs and load errors; and the restart proof: a job that saves after
  * round 5 and is killed, restarted from the checkpoint, ends round 10
- * bit-identical to a job that ran 10 rounds straight.
+ * bit-identical to a job that ran 10 rounds straight.  The crash tests: a
+ * server dies (SIGKILL, by fault injection) at each phase of a save, and a
+ * fresh job loads exactly the previous checkpoint, or the new one where it
+ * was committed on every server, never a mix.
  */
 #include "tests.h"
 
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,18 +170,33 @@ static void restart_proof(it_ctx *t, const char *spec, int auto_ckpt)
     same_files(t, "straight.bin", "restarted.bin");
     if (!auto_ckpt)
         return;
-    /* 4: from the first job's automatic checkpoint of round 6; 3 was pruned */
-    snprintf(from_auto, sizeof from_auto, "%s/round-000000000006", autodir);
-    char p3[PATH_MAX + 64], p9[PATH_MAX + 64];
-    snprintf(p3, sizeof p3, "%s/round-000000000003/server-0.kvsckpt", autodir);
-    snprintf(p9, sizeof p9, "%s/round-000000000009/server-1.kvsckpt", autodir);
+    /* 4: from the first job's automatic checkpoint of round 6 (its generation's
+     * directory itself); 3 was pruned, the manifests name 9 and 6 */
+    snprintf(from_auto, sizeof from_auto, "%s/gen-000000000006", autodir);
+    char p3[PATH_MAX + 64], p9[PATH_MAX + 64], man[PATH_MAX + 64];
+    snprintf(p3, sizeof p3, "%s/gen-000000000003/server-0.kvsckpt", autodir);
+    snprintf(p9, sizeof p9, "%s/gen-000000000009/server-1.kvsckpt", autodir);
     IT_ASSERT(t, access(p3, F_OK) != 0, "%s is still there: only the last two are kept", p3);
     IT_ASSERT(t, access(p9, F_OK) == 0, "%s is missing", p9);
+    for (int i = 0; i < 2; i++) {
+        snprintf(man, sizeof man, "%s/server-%d.manifest", autodir, i);
+        char *m = it_slurp(man, NULL);
+        IT_ASSERT(t, m && strstr(m, "\ngen 9 ") && strstr(m, "\ngen 6 ") &&
+                     strstr(m, "\ngen 9 ") < strstr(m, "\ngen 6 ") && !strstr(m, "\ngen 3 "),
+                  "%s does not name generations 9 then 6 only: %s", man, m ? m : "(missing)");
+        free(m);
+    }
     const char *from6[] = {"train", "--spec", spec, "--from", "6", "--rounds", "10", "--load",
                            from_auto, "--dump", "auto.bin", NULL};
     start_job(t, from6);
     it_expect_job_ok(t, 60);
     same_files(t, "straight.bin", "auto.bin");
+    /* 5: the directory itself: the newest generation committed everywhere, 9 */
+    const char *from9[] = {"train", "--spec", spec, "--from", "9", "--rounds", "10", "--load",
+                           autodir, "--dump", "auto9.bin", NULL};
+    start_job(t, from9);
+    it_expect_job_ok(t, 60);
+    same_files(t, "straight.bin", "auto9.bin");
 }
 
 IT_TEST(restart_sgd_momentum_2x2)
@@ -189,4 +208,115 @@ IT_TEST(restart_sgd_momentum_2x2)
 IT_TEST(restart_adam_2x2)
 {
     restart_proof(t, "adam learning_rate=0.01 wd=0.001 multi_precision=1", 1);
+}
+
+/* Are files a and b of the test directory the same bytes? */
+static int files_same(it_ctx *t, const char *a, const char *b)
+{
+    char pa[PATH_MAX + 64], pb[PATH_MAX + 64];
+    size_t la = 0, lb = 0;
+    snprintf(pa, sizeof pa, "%s/%s", t->dir, a);
+    snprintf(pb, sizeof pb, "%s/%s", t->dir, b);
+    char *x = it_slurp(pa, &la), *y = it_slurp(pb, &lb);
+    IT_ASSERT(t, x && y && la > 0, "%s or %s is missing or empty", a, b);
+    int same = la == lb && memcmp(x, y, la) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+/* Server 1 runs kvs-server-faults and dies by SIGKILL at point (the second
+ * time it gets there: in the second of two saves into one directory).  A
+ * fresh job then loads the directory: expect 1, the first save's weights
+ * bit for bit; 2, the second's; 0, either (then it says which).  It saves
+ * again: the leftovers of the interrupted save go, one generation remains. */
+static void crash_proof(it_ctx *t, const char *point, int expect)
+{
+    static const char *spec = "adam learning_rate=0.01 wd=0.001";
+    char dir[PATH_MAX + 16], env[96], keep_bin[PATH_MAX], buf[128];
+    snprintf(dir, sizeof dir, "%s/ckpt", t->dir);
+    snprintf(env, sizeof env, "KVS_TEST_CKPT_CRASH=%s:2", point);
+    opt_env(t);
+    const char *crash[] = {"train", "--spec", spec, "--rounds", "6", "--save-at", "2",
+                           "--save2-at", "4", "--crash-save", "--save-dir", dir, NULL};
+    const char *extra[] = {env, NULL};
+    char port[PATH_MAX + 32];
+    snprintf(port, sizeof port, "%s/scheduler.port", t->dir);
+    unlink(port);
+    t->nserver = t->nworker = 0;
+    it_start_scheduler(t, 2, 2, NULL);
+    it_start_server(t, 0, NULL);
+    snprintf(keep_bin, sizeof keep_bin, "%s", t->server_bin);
+    size_t cut = strlen(t->server_bin) - strlen("kvs-server");
+    snprintf(t->server_bin + cut, sizeof t->server_bin - cut, "tests/kvs-server-faults");
+    IT_ASSERT(t, access(t->server_bin, X_OK) == 0, "%s is not built", t->server_bin);
+    int s1 = it_start_server(t, 1, extra);
+    snprintf(t->server_bin, sizeof t->server_bin, "%s", keep_bin);
+    for (int i = 0; i < 2; i++)
+        it_start_worker(t, i, crash, NULL);
+    IT_ASSERT(t, it_wait(t, s1, 60), "server 1 did not die at '%s'", point);
+    IT_ASSERT(t, WIFSIGNALED(t->proc[s1].status) && WTERMSIG(t->proc[s1].status) == SIGKILL,
+              "server 1 ended otherwise (%s), not at '%s'",
+              it_status_str(&t->proc[s1], buf, sizeof buf), point);
+    IT_ASSERT(t, it_log_has(t, s1, env + strlen("KVS_TEST_CKPT_CRASH="), 0),
+              "server 1's log does not say it died at '%s'", point);
+    for (int i = 0; i < t->nproc; i++)
+        it_kill(t, i, SIGKILL);
+    for (int i = 0; i < t->nproc; i++)
+        it_wait(t, i, 10);
+    for (int i = 0; i < 2; i++) {
+        char man[PATH_MAX + 64];
+        snprintf(man, sizeof man, "%s/server-%d.manifest", dir, i);
+        char *m = it_slurp(man, NULL);
+        it_info(t, "after the crash, %s:\n%s", man, m ? m : "(none)");
+        free(m);
+    }
+    /* a fresh job loads it, pulls, dumps, and saves again */
+    const char *load[] = {"train", "--spec", spec, "--from", "6", "--rounds", "6", "--load", dir,
+                          "--pull-dump", "loaded.bin", "--save-end", "--save-dir", dir, NULL};
+    start_job(t, load);
+    it_expect_job_ok(t, 60);
+    int old = files_same(t, "loaded.bin", "save1.bin"), new = files_same(t, "loaded.bin",
+                                                                         "save2.bin");
+    it_info(t, "killed at '%s': the load restored the %s checkpoint", point,
+            old ? "previous" : new ? "new" : "(neither!)");
+    IT_ASSERT(t, old || new, "killed at '%s': the loaded weights are neither save's", point);
+    IT_ASSERT(t, expect != 1 || old, "killed at '%s': expected the previous checkpoint", point);
+    IT_ASSERT(t, expect != 2 || new, "killed at '%s': expected the new checkpoint", point);
+    /* the save after the load: one generation left, above every earlier one */
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int gens = 0, others = 0;
+    IT_ASSERT(t, d != NULL, "%s is gone", dir);
+    while ((de = readdir(d)) != NULL) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        if (!strcmp(de->d_name, "gen-000000000003"))
+            gens++;
+        else if (strcmp(de->d_name, "server-0.manifest") && strcmp(de->d_name, "server-1.manifest"))
+            others++, it_info(t, "left in %s: %s", dir, de->d_name);
+    }
+    closedir(d);
+    IT_ASSERT(t, gens == 1 && others == 0, "after the next save %s should hold gen-000000000003 "
+              "and the manifests only", dir);
+}
+
+IT_TEST(ckpt_crash_written_2x2)
+{
+    crash_proof(t, "written", 1); /* every file written, nothing committed */
+}
+
+IT_TEST(ckpt_crash_commit_2x2)
+{
+    crash_proof(t, "commit", 1); /* server 0 may commit, server 1 does not */
+}
+
+IT_TEST(ckpt_crash_committed_2x2)
+{
+    crash_proof(t, "committed", 0); /* server 1 committed; server 0 may have */
+}
+
+IT_TEST(ckpt_crash_cleaned_2x2)
+{
+    crash_proof(t, "cleaned", 2); /* committed everywhere; server 1 died cleaning */
 }

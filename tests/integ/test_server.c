@@ -9,6 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #define HDR 88
@@ -178,4 +184,105 @@ IT_TEST(server_priority_order_2x1)
     zmq_close(w0);
     zmq_close(w1);
     zmq_ctx_term(ctx);
+}
+
+/* Bodies bigger than a frame (DP_FRAME_MAX, 4 MiB) travel as several frames
+ * of one message: with KVS_CHUNK_BYTES at 1 GiB every part of a 64 MiB key
+ * (odd element counts, float32 and float16) is one message of many frames,
+ * summed piece by piece at the pieces' offsets; every element is checked. */
+static void big_frames(it_ctx *t, const char *cma)
+{
+    static const char *const argv[] = {"sum", "--dtype", "f32,f16", "--counts",
+                                       "16777219,33554435,3", "--rounds", "2", "--pushpull",
+                                       NULL};
+    it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_setenv(t, "KVS_CHUNK_BYTES", "1073741824");
+    it_setenv(t, "KVS_CMA", cma);
+    it_setenv(t, "MXNET_KVSTORE_REDUCTION_NTHREADS", "2");
+    it_start_job(t, 2, 2, argv);
+    it_expect_job_ok(t, 240);
+}
+
+IT_TEST(big_frames_socket_2x2)
+{
+    big_frames(t, "0");
+}
+
+IT_TEST(big_frames_direct_2x2)
+{
+    big_frames(t, "1");
+}
+
+/* Peak resident memory of pid (VmHWM) in bytes, or 0. */
+static unsigned long long vm_hwm(pid_t pid)
+{
+    char path[64], line[256];
+    unsigned long long kb = 0;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "VmHWM:", 6) == 0)
+            kb = strtoull(line + 6, NULL, 10);
+    fclose(f);
+    return kb * 1024;
+}
+
+/* Speak ZMTP 3.0 to 127.0.0.1:port on a raw TCP socket as a PLAIN client:
+ * the greeting, then a HELLO command frame that declares 1 GiB, and stream
+ * up to 256 MiB of it (until the peer closes).  Returns the bytes taken. */
+static size_t huge_hello(it_ctx *t, int port)
+{
+    struct sockaddr_in a = {0};
+    uint8_t greet[64] = {0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F, 3, 0, 'P', 'L', 'A', 'I', 'N'};
+    /* a long command frame of 2^30 bytes: "HELLO", then its username... */
+    uint8_t cmd[9 + 6] = {0x06, 0, 0, 0, 0, 0x40, 0, 0, 0, 5, 'H', 'E', 'L', 'L', 'O'};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    size_t sent = 0;
+    IT_ASSERT(t, fd >= 0, "socket: %s", strerror(errno));
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    IT_ASSERT(t, connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect: %s",
+              strerror(errno));
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct timeval tv = {2, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    if (send(fd, greet, sizeof greet, MSG_NOSIGNAL) == (ssize_t)sizeof greet &&
+        send(fd, cmd, sizeof cmd, MSG_NOSIGNAL) == (ssize_t)sizeof cmd) {
+        static uint8_t junk[1 << 20];
+        memset(junk, 'u', sizeof junk);
+        while (sent < (256u << 20)) {
+            ssize_t n = send(fd, junk, sizeof junk, MSG_NOSIGNAL);
+            if (n <= 0)
+                break; /* the peer closed (or stopped reading for 2 s) */
+            sent += (size_t)n;
+        }
+    }
+    close(fd);
+    return sent;
+}
+
+/* With a job secret and the default KVS_MAX_MESSAGE (4 GiB), a peer that
+ * opens a PLAIN handshake and streams a huge HELLO command makes the server
+ * hold at most one frame (DP_FRAME_MAX): its peak memory grows less than
+ * 16 MiB, and the job then works. */
+IT_TEST(huge_hello_rss_secret_1x1)
+{
+    static const char *const argv[] = {"sum", "--dtype", "f32", "--rounds", "2", NULL};
+    it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_setenv(t, "KVS_SECRET", "the job's own secret, 32 bytes!!");
+    it_start_scheduler(t, 1, 1, NULL);
+    int port = start_server_port(t);
+    pid_t pid = t->proc[t->server[0]].pid;
+    unsigned long long before = vm_hwm(pid);
+    size_t took = huge_hello(t, port);
+    unsigned long long after = vm_hwm(pid);
+    it_info(t, "server: took %zu bytes of a 1 GiB HELLO; VmHWM %llu -> %llu KiB", took,
+            before >> 10, after >> 10);
+    IT_ASSERT(t, before > 0 && after < before + (16ull << 20),
+              "the server grew by %llu MiB before any proof", (after - before) >> 20);
+    it_start_worker(t, 0, argv, NULL);
+    it_expect_job_ok(t, 60);
 }

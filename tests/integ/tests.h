@@ -97,8 +97,15 @@
     X(optim_errors_2x2, 120)                                                   \
     X(restart_sgd_momentum_2x2, 180)                                           \
     X(restart_adam_2x2, 240)                                                   \
+    X(ckpt_crash_written_2x2, 120)                                             \
+    X(ckpt_crash_commit_2x2, 120)                                              \
+    X(ckpt_crash_committed_2x2, 120)                                           \
+    X(ckpt_crash_cleaned_2x2, 120)                                             \
     /* test_server.c: the server's data path */                               \
-    X(server_priority_order_2x1, 60)
+    X(server_priority_order_2x1, 60)                                           \
+    X(big_frames_socket_2x2, 300)                                              \
+    X(big_frames_direct_2x2, 300)                                              \
+    X(huge_hello_rss_secret_1x1, 60)
 
 #define IT_TEST(name) void it_test_##name(it_ctx *t)
 

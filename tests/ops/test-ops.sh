@@ -110,9 +110,11 @@ check "servers: round and sum histograms count every round / push" eval \
 # inline.  Either way every byte is accounted for: with k requests copied
 # (k = copied bytes / 128 KiB) the rest went inline (88 + 128 KiB each).
 K2=131072
-# The direct-copy handshake with each server: HELLO and PROOF from the worker
-# (88 + 32 bytes each), a challenge (88 + 16) and an acknowledgement (88) back.
-HS_IN=240 HS_OUT=192 HS_MSGS=2
+# The worker's first message on each data connection, ANNOUNCE (88 bytes, no
+# body: the server's connection guard), then the direct-copy handshake with
+# each server: HELLO and PROOF from the worker (88 + 32 bytes each), a
+# challenge (88 + 16) and an acknowledgement (88) back.
+HS_IN=$((88 + 240)) HS_OUT=192 HS_MSGS=2
 for ((w = 0; w < W; w++)); do
     init1=$(( 88 + (w == 0 ? 4000 : 0) ))
     check "server 1: socket bytes from worker $w exact (handshake, init, $R x 4088)" \
