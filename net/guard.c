@@ -38,6 +38,12 @@ struct net_guard {
     bool logged_full; /* the limit is reached by the job's own connections */
     uint64_t last_verify;
     DIR *fd_dir; /* /proc/self/fd */
+    uint64_t grace;        /* ms a pending connection is safe from the cap and the limit */
+    uv_timer_t retry;      /* enforce again once the oldest's grace is over */
+    int open_handles;
+    void (*flush)(void *); /* net_guard_set_flush */
+    void *flush_arg;
+    bool in_flush;
 };
 
 uint64_t net_guard_reserve(uint64_t nofile)
@@ -70,8 +76,7 @@ static uint64_t fds_in_use(net_guard *g)
     return n;
 }
 
-/* The inode of the socket on fd, or 0 when fd holds no socket now. */
-static uint64_t sock_ino(int fd)
+uint64_t net_sock_ino(int fd)
 {
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode))
@@ -160,7 +165,7 @@ static const char *reason_text(int why)
 static void shut(net_guard *g, int fd, int why, uint64_t in_use, uint64_t limit)
 {
     guard_ent *e = &g->ent[fd];
-    uint64_t ino = sock_ino(fd);
+    uint64_t ino = net_sock_ino(fd);
     list_del(g, fd);
     g->npending--;
     if (ino != e->ino) { /* libzmq closed it already (and may have reused fd) */
@@ -190,20 +195,61 @@ static void shut(net_guard *g, int fd, int why, uint64_t in_use, uint64_t limit)
     }
 }
 
+static void on_retry(uv_timer_t *t);
+
+/* The oldest pending connection may be closed now (its grace is over);
+ * else the retry timer is set for when it may. */
+static bool oldest_ripe(net_guard *g, uint64_t now)
+{
+    uint64_t since = g->ent[g->head].since;
+    if (now - since >= g->grace)
+        return true;
+    if (!uv_is_active((uv_handle_t *)&g->retry))
+        uv_timer_start(&g->retry, on_retry, since + g->grace - now + 1, 0);
+    return false;
+}
+
+/* Over the cap or close to the descriptor limit?  (in_use: set when the
+ * limit is known.) */
+static bool over(net_guard *g, uint64_t limit, uint64_t reserve, uint64_t *in_use, int *why)
+{
+    if (g->npending > (uint64_t)g->c->max_pending_conn) {
+        *why = 1;
+        return true;
+    }
+    if (limit == UINT64_MAX)
+        return false;
+    if (*in_use == 0)
+        *in_use = fds_in_use(g); /* once per enforce: closing ones are counted apart */
+    /* closing descriptors are about to be freed by libzmq */
+    *why = 2;
+    return *in_use == UINT64_MAX ||
+           (*in_use >= g->nclosing && *in_use - g->nclosing + reserve >= limit);
+}
+
 /* Keep the pending count under the cap and the descriptors under the
- * limit minus the reserve. */
+ * limit minus the reserve, closing the oldest pending connections whose
+ * grace is over. */
 static void enforce(net_guard *g)
 {
     uint64_t limit = nofile_limit(), reserve = net_guard_reserve(limit), in_use = 0;
-    while (g->npending > (uint64_t)g->c->max_pending_conn && g->head >= 0)
-        shut(g, g->head, 1, 0, limit);
+    uint64_t now = clock_ms();
+    int why = 0;
+    if (g->head < 0 || !over(g, limit, reserve, &in_use, &why))
+        goto full;
+    if (g->flush && !g->in_flush) {
+        /* messages already received may identify some of them */
+        g->in_flush = true;
+        g->flush(g->flush_arg);
+        g->in_flush = false;
+    }
+    while (g->head >= 0 && over(g, limit, reserve, &in_use, &why) && oldest_ripe(g, now))
+        shut(g, g->head, why, in_use, limit);
+full:
     if (limit == UINT64_MAX)
         return;
-    in_use = fds_in_use(g);
-    /* closing descriptors are about to be freed by libzmq */
-    while (g->head >= 0 && (in_use == UINT64_MAX || (in_use >= g->nclosing &&
-                                                     in_use - g->nclosing + reserve >= limit)))
-        shut(g, g->head, 2, in_use, limit);
+    if (in_use == 0)
+        in_use = fds_in_use(g);
     if (in_use != UINT64_MAX && in_use + reserve / 2 >= limit && g->head < 0 && g->nclosing == 0 &&
         !g->logged_full) {
         g->logged_full = true;
@@ -215,7 +261,7 @@ static void enforce(net_guard *g)
 
 static void on_accepted(net_guard *g, int fd)
 {
-    uint64_t ino = sock_ino(fd);
+    uint64_t ino = net_sock_ino(fd);
     guard_ent *e;
     if (ino == 0 || (e = ent_at(g, fd, true)) == NULL)
         return;
@@ -236,7 +282,7 @@ static void on_gone(net_guard *g, int fd)
     guard_ent *e = ent_at(g, fd, false);
     if (e == NULL || e->state == ENT_NONE)
         return;
-    if (sock_ino(fd) != e->ino)
+    if (net_sock_ino(fd) != e->ino)
         ent_clear(g, fd);
     /* else: the event came before libzmq closed fd, or it was about an
      * earlier socket on fd; the sweep checks again */
@@ -251,7 +297,7 @@ void net_guard_trust(net_guard *g, int fd)
     e = ent_at(g, fd, false);
     if (e && e->state == ENT_TRUSTED)
         return; /* the common case: no system call per message */
-    ino = sock_ino(fd);
+    ino = net_sock_ino(fd);
     if (ino == 0 || (e = ent_at(g, fd, true)) == NULL)
         return;
     if (e->state == ENT_CLOSING && e->ino == ino)
@@ -285,6 +331,11 @@ void net_guard_event(net_guard *g, int event, int value)
     }
 }
 
+static void on_retry(uv_timer_t *t)
+{
+    enforce(t->data);
+}
+
 static void on_timer(uv_timer_t *t)
 {
     net_guard *g = t->data;
@@ -299,7 +350,7 @@ static void on_timer(uv_timer_t *t)
          * have come before libzmq closed the descriptor */
         g->last_verify = now;
         for (int fd = 0; fd < g->cap; fd++)
-            if (g->ent[fd].state != ENT_NONE && sock_ino(fd) != g->ent[fd].ino)
+            if (g->ent[fd].state != ENT_NONE && net_sock_ino(fd) != g->ent[fd].ino)
                 ent_clear(g, fd);
     }
     if (g->head >= 0)
@@ -328,8 +379,13 @@ int net_guard_new(uv_loop_t *loop, const cfg *c, const char *who, net_guard **ou
     sigaction(SIGPIPE, &sa, NULL);
     uint64_t tick = (uint64_t)(c->handshake_timeout_s * 250);
     tick = tick < 50 ? 50 : tick > 1000 ? 1000 : tick;
+    g->grace = (uint64_t)(c->handshake_timeout_s * 100); /* a tenth */
+    if (g->grace > NET_GUARD_GRACE_MS)
+        g->grace = NET_GUARD_GRACE_MS;
     uv_timer_init(loop, &g->timer);
-    g->timer.data = g;
+    uv_timer_init(loop, &g->retry);
+    g->timer.data = g->retry.data = g;
+    g->open_handles = 2;
     uv_timer_start(&g->timer, on_timer, tick, tick);
     *out = g;
     return 0;
@@ -338,6 +394,8 @@ int net_guard_new(uv_loop_t *loop, const cfg *c, const char *who, net_guard **ou
 static void on_closed(uv_handle_t *h)
 {
     net_guard *g = h->data;
+    if (--g->open_handles > 0)
+        return;
     if (g->fd_dir)
         closedir(g->fd_dir);
     free(g->ent);
@@ -349,6 +407,15 @@ void net_guard_free(net_guard *g)
     if (g == NULL)
         return;
     uv_close((uv_handle_t *)&g->timer, on_closed);
+    uv_close((uv_handle_t *)&g->retry, on_closed);
+}
+
+void net_guard_set_flush(net_guard *g, void (*flush)(void *arg), void *arg)
+{
+    if (g == NULL)
+        return;
+    g->flush = flush;
+    g->flush_arg = arg;
 }
 
 void net_guard_get_stats(const net_guard *g, net_guard_stats *st)

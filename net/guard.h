@@ -19,7 +19,11 @@
  * (the oldest goes first: a real node identifies itself within a round
  * trip, an idle one does not), and when the process gets close to its
  * descriptor limit (RLIMIT_NOFILE minus a reserve), so accept() in libzmq
- * does not reach EMFILE.  Trusted connections are never touched.  Closing
+ * does not reach EMFILE.  For the last two a connection gets a grace period
+ * first (NET_GUARD_GRACE_MS, at most a tenth of the handshake timeout): a
+ * node connecting in the middle of a flood has the time to say who it is;
+ * meanwhile the cap may be exceeded and libzmq may retry accept() (EMFILE)
+ * for that long.  Trusted connections are never touched.  Closing
  * is shutdown(fd, SHUT_RDWR), never close(): libzmq owns the descriptor and
  * tears the session down itself when it sees the end of the stream.  One
  * WARN line per episode (from the first closing until no connection is
@@ -45,6 +49,8 @@
 
 typedef struct net_guard net_guard;
 
+#define NET_GUARD_GRACE_MS 250
+
 /* Monitor events (net/live.h's net_mon) of the guarded listening socket;
  * hand them to net_guard_event. */
 #define NET_GUARD_EVENTS                                                            \
@@ -58,6 +64,12 @@ typedef struct net_guard net_guard;
  * pointer.  Also ignores SIGPIPE in the process (a shut-down connection
  * must not kill a daemon that writes to it).  0 or KVS_ENOMEM. */
 int net_guard_new(uv_loop_t *loop, const cfg *c, const char *who, net_guard **out);
+
+/* Before closing anything for the cap or the descriptors, the guard calls
+ * flush(arg) (e.g. net_sock_drain_now of the guarded socket), so that a
+ * node's first message already received marks its connection trusted
+ * first. */
+void net_guard_set_flush(net_guard *g, void (*flush)(void *arg), void *arg);
 
 /* Stop; NULL is a no-op.  Call before the loop is closed. */
 void net_guard_free(net_guard *g);
@@ -79,6 +91,11 @@ typedef struct net_guard_stats {
     uint64_t closed_timeout, closed_cap, closed_fds;
 } net_guard_stats;
 void net_guard_get_stats(const net_guard *g, net_guard_stats *st);
+
+/* The inode of the socket on fd, or 0 when fd holds no socket now: which
+ * connection a descriptor number means at this moment (monitor events name
+ * descriptors that libzmq may have closed and reused since).  Any thread. */
+uint64_t net_sock_ino(int fd);
 
 /* Descriptors kept free below RLIMIT_NOFILE for a limit of nofile (the
  * daemon's own files, pidfds, reconnects). */

@@ -547,6 +547,12 @@ int net_send_text(net_sock *s, const void *ident, size_t ident_len, proto_hdr *h
     return net_send(s, ident, ident_len, h, &body);
 }
 
+void net_sock_drain_now(net_sock *s)
+{
+    if (s)
+        drain(s);
+}
+
 size_t net_sock_queued(const net_sock *s)
 {
     return s->queued;

@@ -102,6 +102,11 @@ typedef void (*net_count_fn)(void *arg, const void *ident, size_t ident_len, uin
                              int out);
 void net_sock_count(net_sock *s, net_count_fn fn, void *arg);
 
+/* Receive and dispatch what has arrived on s now (as after a wake-up), e.g.
+ * before deciding something that depends on messages already received.
+ * No-op inside s's own receive callback. */
+void net_sock_drain_now(net_sock *s);
+
 /* Messages waiting for the high-water mark to clear. */
 size_t net_sock_queued(const net_sock *s);
 

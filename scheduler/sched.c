@@ -33,6 +33,8 @@ typedef struct sched_node {
     char host[CFG_HOST_MAX];
     uint64_t last_seen;
     int fd; /* the TCP connection its messages arrive on (-1: unknown) */
+    uint64_t ino; /* the socket on fd (net_sock_ino): a descriptor number is reused */
+    bool suspect; /* a DISCONNECTED for fd came while fd still held its socket */
     bool alive;
     bool exited;
     bool in_barrier;
@@ -361,6 +363,7 @@ static void on_register(sched *s, const void *ident, size_t ident_len, const pro
     n->pref_rank = rank;
     n->alive = true;
     n->fd = fd;
+    n->ino = net_sock_ino(fd);
     n->last_seen = clock_ms();
     snprintf(n->endpoint, sizeof n->endpoint, "%s", endpoint);
     snprintf(n->host, sizeof n->host, "%s", host);
@@ -487,6 +490,12 @@ static void on_peer_lost(sched *s, sched_node *n, const proto_hdr *h, const char
 /* A connection to the scheduler closed.  A registered node whose own
  * connection it was has left: before the start its slot is free again; in
  * a running job it is dead unless it said goodbye (EXIT). */
+static void node_gone(sched *s, int i);
+
+/* A connection to the scheduler closed.  The event names a descriptor
+ * number, which libzmq may already have given to a new connection (the
+ * guard closes many at once): a node whose socket is still on fd was not
+ * the one that left, unless fd changes hands later (the timer checks). */
 static void on_monitor(void *arg, int event, int fd, const char *addr)
 {
     sched *s = arg;
@@ -498,6 +507,20 @@ static void on_monitor(void *arg, int event, int fd, const char *addr)
         sched_node *n = &s->nodes[i];
         if (n->fd != fd || !n->alive)
             continue;
+        if (n->ino != 0 && net_sock_ino(fd) == n->ino) {
+            n->suspect = true; /* an earlier socket on fd, or libzmq closes it now */
+            return;
+        }
+        node_gone(s, i);
+        return;
+    }
+}
+
+/* Node i's connection to the scheduler closed. */
+static void node_gone(sched *s, int i)
+{
+    sched_node *n = &s->nodes[i];
+    {
         if (!s->started) {
             LOG(LOG_WARN, WHO, "job", "%s at %s left before the job started; its place is free",
                 cfg_role_name(n->role), n->host);
@@ -571,8 +594,11 @@ static void on_recv(net_sock *sock, net_msg *m, void *arg)
     if (!n->alive)
         return; /* declared dead: it stays dead */
     n->last_seen = clock_ms();
-    if (fd >= 0)
+    if (fd >= 0 && (fd != n->fd || n->suspect)) {
         n->fd = fd;
+        n->ino = net_sock_ino(fd);
+        n->suspect = false; /* it speaks: its connection is there */
+    }
     net_guard_trust(s->guard, fd);
     switch (h.type) {
     case PROTO_HEARTBEAT: {
@@ -613,6 +639,14 @@ static void on_timer(uv_timer_t *t)
 {
     sched *s = t->data;
     uint64_t now = clock_ms();
+    for (int i = 0; i < s->nnodes && !s->done && !s->fail_status; i++) {
+        sched_node *n = &s->nodes[i];
+        if (n->suspect && n->alive && net_sock_ino(n->fd) != n->ino) {
+            n->suspect = false; /* its socket is gone now: it was the one that left */
+            node_gone(s, i);
+            break; /* the table may have changed; the next tick looks again */
+        }
+    }
     if (s->fail_status) {
         if (now >= s->linger_until) {
             s->done = true;
@@ -721,6 +755,7 @@ static int sched_open(sched *s, const cfg *c, void *zctx)
     }
     net_sock_start(s->sock);
     net_guard_new(&s->loop, c, WHO, &s->guard); /* NULL (no guard) only out of memory */
+    net_guard_set_flush(s->guard, (void (*)(void *))net_sock_drain_now, s->sock);
     if (net_mon_new(&s->loop, zctx, net_sock_zmq(s->sock),
                     ZMQ_EVENT_DISCONNECTED | NET_GUARD_EVENTS, on_monitor,
                     s, &s->mon) != 0)

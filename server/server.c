@@ -623,6 +623,7 @@ static int srv_open(srv *s, const cfg *c, void *zctx, red_pool *pool, const char
     net_auth_set_target(s->auth, s->endpoint); /* workers prove against the table's entry */
     if (net_guard_new(&s->loop, c, s->who, &s->guard) != 0)
         return 1;
+    net_guard_set_flush(s->guard, (void (*)(void *))net_sock_drain_now, s->data);
     if (net_mon_new(&s->loop, zctx, net_sock_zmq(s->data),
                     NET_GUARD_EVENTS, on_data_event, s, &s->mon) != 0)
         LOG(LOG_WARN, s->who, "net", "no socket monitor: connections that never identify "

@@ -115,7 +115,9 @@ START_TEST(test_guard_cap_oldest_first)
         conn(c[i]);
         net_guard_event(r.g, ZMQ_EVENT_ACCEPTED, c[i][0]);
     }
-    /* 5 pending, cap 3: the two oldest went, at once */
+    /* 5 pending, cap 3: the two oldest go once their grace is over */
+    ck_assert_int_eq(was_shut(c[0][1]), 0);
+    run_ms(&r, NET_GUARD_GRACE_MS + 200);
     ck_assert_int_eq(was_shut(c[0][1]), 1);
     ck_assert_int_eq(was_shut(c[1][1]), 1);
     for (int i = 2; i < 5; i++)
@@ -128,6 +130,7 @@ START_TEST(test_guard_cap_oldest_first)
     int d[2];
     conn(d);
     net_guard_event(r.g, ZMQ_EVENT_ACCEPTED, d[0]);
+    run_ms(&r, NET_GUARD_GRACE_MS + 200);
     ck_assert_int_eq(was_shut(c[3][1]), 0);
     ck_assert_int_eq(was_shut(d[1]), 0);
     for (int i = 0; i < 5; i++) {
@@ -174,6 +177,39 @@ START_TEST(test_guard_fd_reuse)
 }
 END_TEST
 
+/* Before closing for the cap, the guard lets the socket deliver what it
+ * has (the flush): a connection whose first message is there is kept. */
+static int flush_fd = -1;
+static net_guard *flush_g;
+static void flush_trusts(void *arg)
+{
+    (void)arg;
+    net_guard_trust(flush_g, flush_fd);
+}
+
+START_TEST(test_guard_flush_first)
+{
+    grig r;
+    int a[2], b[2];
+    grig_init(&r, 60, 1);
+    conn(a);
+    conn(b);
+    flush_g = r.g;
+    flush_fd = a[0];
+    net_guard_set_flush(r.g, flush_trusts, NULL);
+    net_guard_event(r.g, ZMQ_EVENT_ACCEPTED, a[0]);
+    net_guard_event(r.g, ZMQ_EVENT_ACCEPTED, b[0]); /* over the cap of 1 */
+    run_ms(&r, NET_GUARD_GRACE_MS + 200);
+    ck_assert_int_eq(was_shut(a[1]), 0); /* a spoke: trusted by the flush */
+    ck_assert_int_eq(was_shut(b[1]), 0); /* alone in the cap now */
+    close(a[0]);
+    close(a[1]);
+    close(b[0]);
+    close(b[1]);
+    grig_fini(&r);
+}
+END_TEST
+
 START_TEST(test_guard_reserve)
 {
     ck_assert_uint_eq(net_guard_reserve(64), 18);
@@ -190,6 +226,7 @@ Suite *guard_suite(void)
     tcase_add_test(t, test_guard_timeout_and_trust);
     tcase_add_test(t, test_guard_cap_oldest_first);
     tcase_add_test(t, test_guard_fd_reuse);
+    tcase_add_test(t, test_guard_flush_first);
     tcase_add_test(t, test_guard_reserve);
     suite_add_tcase(s, t);
     return s;
