@@ -1,6 +1,6 @@
 # The kvsd Python package (python/kvsd, pure Python over libkvs with ctypes).
 # `make install` also puts it in $(PREFIX)/lib/python3/site-packages/kvsd,
-# where it finds $(PREFIX)/lib/libkvs.so by itself.
+# where it finds $(LIBDIR)/libkvs.so by itself (_installed.py names LIBDIR).
 
 PY_SITE := lib/python3/site-packages
 PY_SRC  := $(wildcard python/kvsd/*.py)
@@ -11,6 +11,8 @@ install: install-python
 install-python:
 	install -d $(DESTDIR)$(PREFIX)/$(PY_SITE)/kvsd
 	install -m 644 $(PY_SRC) $(DESTDIR)$(PREFIX)/$(PY_SITE)/kvsd/
+	$(PYTHON3) -c 'import sys; print("LIBDIR = %r" % sys.argv[1])' '$(LIBDIR)' \
+	    > $(DESTDIR)$(PREFIX)/$(PY_SITE)/kvsd/_installed.py
 
 # A small CNN trained data-parallel by 2 workers through kvsd (a few epochs).
 demo-python: deps all
@@ -19,7 +21,7 @@ demo-python: deps all
 .PHONY: uninstall-python
 uninstall: uninstall-python
 uninstall-python:
-	rm -f $(addprefix $(DESTDIR)$(PREFIX)/$(PY_SITE)/kvsd/,$(notdir $(PY_SRC)))
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/$(PY_SITE)/kvsd/,$(notdir $(PY_SRC)) _installed.py)
 	rm -rf $(DESTDIR)$(PREFIX)/$(PY_SITE)/kvsd/__pycache__
 	-rmdir $(DESTDIR)$(PREFIX)/$(PY_SITE)/kvsd $(DESTDIR)$(PREFIX)/$(PY_SITE) \
 	    $(DESTDIR)$(PREFIX)/lib/python3 2>/dev/null || true

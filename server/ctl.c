@@ -9,19 +9,21 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/datapath.h"
 #include "common/log.h"
 #include "server/ckpt.h"
 #include "server/ctl.h"
 #include "server/store.h"
 #include "server/update.h"
 
-#define CTL_DIR_MAX 3000         /* longest checkpoint directory name */
+#define CTL_DIR_MAX DP_CKPT_DIR_MAX /* common/datapath.h: both sides agree */
 #define AUTO_ID_BIT (1ull << 63) /* save ids of automatic checkpoints: bit | hash(job, round) */
 
 /* Fault injection for the crash tests (tests/integ/module.mk builds a
  * kvs-server with KVS_CKPT_FAULTS): KVS_TEST_CKPT_CRASH=<point>:<n> kills
  * the server with SIGKILL the n-th time it reaches that point of a save
- * (written, commit, committed, cleaned).  Not in kvs-server. */
+ * (written, commit, committed, cleaned; an automatic checkpoint's file
+ * written, not committed: auto-written).  Not in kvs-server. */
 #ifdef KVS_CKPT_FAULTS
 static void fault(const char *point)
 {
@@ -326,6 +328,7 @@ static int auto_save(srv_ctl *c)
                         sizeof c->why);
     if (rc)
         return rc;
+    FAULT("auto-written");
     srv_ckpt_man k = {.exists = true, .n = m.n > 0 ? 2 : 1};
     k.gen[0] = c->gen;
     k.id[0] = c->meta.save_id;

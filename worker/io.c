@@ -968,6 +968,7 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
         wrk_met_watch(s, sock, r); /* before the first message: every byte is counted */
         /* first message on the connection: the server binds it to us, and
          * its connection guard never closes it (even if we stay idle) */
+        wrk_met_watch(s, sock, r); /* before the first send: metrics count it */
         proto_hdr ann = {.type = PROTO_ANNOUNCE, .sender = s->node_id};
         net_send(sock, NULL, 0, &ann, NULL);
         LOG(LOG_INFO, s->who, "net", "server %d is at %s", r, nodes[i].endpoint);

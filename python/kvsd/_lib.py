@@ -3,7 +3,9 @@
 Where the library comes from, in this order:
   1. $KVS_LIBRARY, if set: that file and nothing else (an error if it does
      not load);
-  2. libkvs.so next to this package as `make install PREFIX=P` lays it out:
+  2. LIBDIR/libkvs.so, LIBDIR as `make install` had it (written into the
+     installed package as _installed.py), then libkvs.so next to this
+     package as `make install PREFIX=P` lays it out:
      the package is P/lib/python3/site-packages/kvsd/, the library
      P/lib/libkvs.so;
   3. the source tree: python/kvsd/ -> build/libkvs.so;
@@ -33,7 +35,12 @@ KVS_CPU = -1
 def candidates():
     """The paths tried, in order (see the module docstring)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    return [
+    try:  # written by make install: the LIBDIR libkvs went to
+        from . import _installed
+        first = [os.path.join(_installed.LIBDIR, "libkvs.so")]
+    except ImportError:
+        first = []
+    return first + [
         os.path.normpath(os.path.join(here, "..", "..", "..", "libkvs.so")),
         os.path.normpath(os.path.join(here, "..", "..", "build", "libkvs.so")),
         "libkvs.so.0",

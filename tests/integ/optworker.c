@@ -6,6 +6,7 @@
  *                       [--sums] [--save-at R --save-dir D] [--load D]
  *                       [--dump FILE] [--hang-after-save]
  *                       [--save2-at R2 --crash-save] [--pull-dump FILE] [--save-end]
+ *                       [--dump-rounds]
  *   kvs-optworker errors --dir D
  *   kvs-optworker async
  *
@@ -26,6 +27,8 @@
  * made to die in it): any result is taken, then "crashed-w<ID>" is written
  * and the worker waits to be killed.  --pull-dump FILE: after the rounds,
  * pull every key and dump it (rank 0); --save-end: then kvs_save(D).
+ * --dump-rounds: rank 0 dumps the weights after each round r (1, 2, ...) to
+ * round<r>.bin (what an automatic checkpoint of round r holds).
  *
  * errors: bad specs, per-key and int-key errors, saves during a round, and
  * load failures (corrupted, truncated, mixed, shape) that must change
@@ -375,7 +378,7 @@ static int train(int argc, char **argv)
 {
     const char *spec_text = NULL, *save_dir = NULL, *load_dir = NULL, *dump_name = NULL;
     int rounds = 6, from = 0, mult = 0, half = 0, sums = 0, save_at = -1, hang = 0;
-    int save2_at = -1, crash_save = 0, save_end = 0;
+    int save2_at = -1, crash_save = 0, save_end = 0, dump_rounds = 0;
     const char *pull_dump = NULL;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -394,6 +397,7 @@ static int train(int argc, char **argv)
         else if (!strcmp(a, "--crash-save")) crash_save = 1;
         else if (!strcmp(a, "--pull-dump") && v) pull_dump = argv[++i];
         else if (!strcmp(a, "--save-end")) save_end = 1;
+        else if (!strcmp(a, "--dump-rounds")) dump_rounds = 1;
         else {
             fprintf(stderr, "kvs-optworker train: bad argument '%s'\n", a);
             return 2;
@@ -422,6 +426,11 @@ static int train(int argc, char **argv)
     }
     for (int r = from; r < rounds && failures == 0; r++) {
         round_trip(&j, &sp, r, load_dir ? 0 : sums ? 2 : 1, mult);
+        if (dump_rounds && rank == 0) {
+            char name[64];
+            snprintf(name, sizeof name, "round%d.bin", r + 1);
+            dump(&j, name);
+        }
         if (crash_save && r + 1 == save_at) {
             if (rank == 0)
                 dump(&j, "save1.bin");
@@ -439,7 +448,12 @@ static int train(int argc, char **argv)
                 pause(); /* the test kills the whole job now */
         }
         if (!crash_save && r + 1 == save_at) {
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
             expect_rc(kvs_save(j.s, save_dir), 0, "kvs_save", NULL);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            say("kvs_save took %.3f ms", (t1.tv_sec - t0.tv_sec) * 1e3 +
+                                             (t1.tv_nsec - t0.tv_nsec) / 1e6);
             if (hang) {
                 char name[64];
                 snprintf(name, sizeof name, "saved-w%d", rank);

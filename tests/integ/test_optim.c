@@ -320,3 +320,50 @@ IT_TEST(ckpt_crash_cleaned_2x2)
 {
     crash_proof(t, "cleaned", 2); /* committed everywhere; server 1 died cleaning */
 }
+
+/* Automatic checkpoints every 2 rounds; server 1 dies (SIGKILL) after
+ * writing round 4's file, before committing it.  Server 0 may have
+ * committed round 4; the newest round both committed is 2: a fresh job
+ * that loads the directory gets round 2's weights bit for bit. */
+IT_TEST(ckpt_crash_auto_2x2)
+{
+    static const char *spec = "sgd learning_rate=0.002 momentum=0.9";
+    char dir[PATH_MAX + 16], keep_bin[PATH_MAX], buf[128], port[PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s/auto", t->dir);
+    opt_env(t);
+    it_setenv(t, "KVS_CHECKPOINT_DIR", "%s", dir);
+    it_setenv(t, "KVS_CHECKPOINT_EVERY", "2");
+    const char *train[] = {"train", "--spec", spec, "--rounds", "6", "--dump-rounds", NULL};
+    const char *extra[] = {"KVS_TEST_CKPT_CRASH=auto-written:2", NULL};
+    snprintf(port, sizeof port, "%s/scheduler.port", t->dir);
+    unlink(port);
+    t->nserver = t->nworker = 0;
+    it_start_scheduler(t, 2, 2, NULL);
+    it_start_server(t, 0, NULL);
+    snprintf(keep_bin, sizeof keep_bin, "%s", t->server_bin);
+    size_t cut = strlen(t->server_bin) - strlen("kvs-server");
+    snprintf(t->server_bin + cut, sizeof t->server_bin - cut, "tests/kvs-server-faults");
+    int s1 = it_start_server(t, 1, extra);
+    snprintf(t->server_bin, sizeof t->server_bin, "%s", keep_bin);
+    for (int i = 0; i < 2; i++)
+        it_start_worker(t, i, train, NULL);
+    IT_ASSERT(t, it_wait(t, s1, 60), "server 1 did not die at round 4's checkpoint");
+    IT_ASSERT(t, WIFSIGNALED(t->proc[s1].status) && WTERMSIG(t->proc[s1].status) == SIGKILL &&
+                 it_log_has(t, s1, "auto-written:2", 0),
+              "server 1 ended otherwise (%s)", it_status_str(&t->proc[s1], buf, sizeof buf));
+    for (int i = 0; i < t->nproc; i++)
+        it_kill(t, i, SIGKILL);
+    for (int i = 0; i < t->nproc; i++)
+        it_wait(t, i, 10);
+    char p4[PATH_MAX + 64];
+    snprintf(p4, sizeof p4, "%s/gen-000000000004/server-1.kvsckpt", dir);
+    IT_ASSERT(t, access(p4, F_OK) == 0, "%s is missing: server 1 died before writing it", p4);
+    it_setenv(t, "KVS_CHECKPOINT_DIR", "%s", "");
+    it_setenv(t, "KVS_CHECKPOINT_EVERY", "0");
+    const char *load[] = {"train", "--spec", spec, "--from", "6", "--rounds", "6", "--load", dir,
+                          "--pull-dump", "loaded.bin", NULL};
+    start_job(t, load);
+    it_expect_job_ok(t, 60);
+    IT_ASSERT(t, files_same(t, "loaded.bin", "round2.bin"),
+              "the load did not restore round 2's weights bit for bit");
+}

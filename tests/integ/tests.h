@@ -101,6 +101,7 @@
     X(ckpt_crash_commit_2x2, 120)                                              \
     X(ckpt_crash_committed_2x2, 120)                                           \
     X(ckpt_crash_cleaned_2x2, 120)                                             \
+    X(ckpt_crash_auto_2x2, 120)                                                \
     /* test_server.c: the server's data path */                               \
     X(server_priority_order_2x1, 60)                                           \
     X(big_frames_socket_2x2, 300)                                              \

@@ -63,6 +63,11 @@ cc -o "$WORK/prog-static" "$WORK/prog.c" $(pkg-config --cflags kvs) -Wl,-Bstatic
 check "libkvs.a links with pkg-config --static's libraries; no libkvs.so needed" eval \
     '[[ $("$WORK/prog-static") == "$want 1 2 3" ]] && ! ldd "$WORK/prog-static" | grep -q libkvs || { cat "$WORK/cc2.log"; false; }'
 
+pyout=$(cd / && env -u KVS_LIBRARY PYTHONPATH="$P/lib/python3/site-packages" /usr/bin/python3 -c \
+    'import kvsd, kvsd._lib as l; print(l.path, kvsd.errname(0))' 2>&1)
+check "the installed Python package finds libkvs in LIBDIR by itself" \
+    test "$pyout" = "$L/libkvs.so KVS_OK"
+
 make -C "$ROOT" -s BUILD="$BUILD" PREFIX="$P" LIBDIR="$L" uninstall >"$WORK/uninstall.log" 2>&1
 check "make uninstall succeeds" test $? = 0
 left=$(cd "$P" 2>/dev/null && find . -type f -o -type l)
