@@ -46,14 +46,41 @@ void fz_bytes(fz_in *in, void *out, size_t len)
 
 void fz_msg_init(net_msg *m)
 {
+    m->frames = m->inl;
+    m->cap = NET_MAX_FRAMES;
     m->nframes = 0;
     m->total = 0;
+}
+
+/* Room for one more frame, as net.c's msg_room makes it: the inline array,
+ * then a heap array up to NET_MAX_FRAMES + NET_MAX_BODY_FRAMES. */
+static bool room(net_msg *m)
+{
+    if (m->nframes < m->cap)
+        return true;
+    if (m->cap >= NET_MAX_FRAMES + NET_MAX_BODY_FRAMES)
+        return false;
+    int cap = m->cap * 4 < NET_MAX_FRAMES + NET_MAX_BODY_FRAMES
+                  ? m->cap * 4 : NET_MAX_FRAMES + NET_MAX_BODY_FRAMES;
+    zmq_msg_t *f = malloc((size_t)cap * sizeof *f);
+    if (f == NULL)
+        return false;
+    for (int i = 0; i < m->nframes; i++) {
+        zmq_msg_init(&f[i]);
+        zmq_msg_move(&f[i], &m->frames[i]);
+        zmq_msg_close(&m->frames[i]);
+    }
+    if (m->frames != m->inl)
+        free(m->frames);
+    m->frames = f;
+    m->cap = cap;
+    return true;
 }
 
 void fz_msg_add(net_msg *m, const void *data, size_t len)
 {
     m->total++;
-    if (m->nframes >= NET_MAX_FRAMES)
+    if (!room(m))
         return;
     zmq_msg_t *f = &m->frames[m->nframes++];
     zmq_msg_init_size(f, len);
@@ -65,7 +92,9 @@ void fz_msg_close(net_msg *m)
 {
     for (int i = 0; i < m->nframes; i++)
         zmq_msg_close(&m->frames[i]);
-    m->nframes = 0;
+    if (m->frames != m->inl)
+        free(m->frames);
+    fz_msg_init(m);
 }
 
 void fz_raw_msg(fz_in *in, net_msg *m, const void *ident, size_t ident_len)
@@ -209,8 +238,11 @@ void fz_finish(fz_in *in, net_msg *m, const void *ident, size_t ident_len, const
     uint8_t d = fz_u8(in);
     size_t hlen = PROTO_HDR_SIZE;
     int with_body = blen > 0 || h->body_len > 0, extra = 0;
+    size_t split = 0;
     proto_encode(h, hdr);
     hdr[PROTO_HDR_SIZE] = 0;
+    if (d >= 0xA0 && d < 0xC0) /* valid, the body in frames of 8..256 bytes (or odd) */
+        split = (d & 16) ? 1 + (d & 15) : 8 * (1 + (d & 15) * 2);
     switch (d < 0xC0 ? 0 : d & 7) {
     case 1: /* one header byte changed */
         hdr[fz_u8(in) % PROTO_HDR_SIZE] ^= (uint8_t)(fz_u8(in) | 1);
@@ -245,8 +277,18 @@ void fz_finish(fz_in *in, net_msg *m, const void *ident, size_t ident_len, const
     fz_msg_init(m);
     fz_msg_add(m, ident, ident_len);
     fz_msg_add(m, hdr, hlen);
-    if (with_body)
+    if (with_body && split == 0) {
         fz_msg_add(m, body, blen);
+    } else if (with_body) { /* the body in several frames of split bytes (the
+                             * last one shorter), as a socket with a frame
+                             * size sends a big body */
+        size_t at = 0;
+        do {
+            size_t n = blen - at < split ? blen - at : split;
+            fz_msg_add(m, body + at, n);
+            at += n;
+        } while (at < blen);
+    }
     for (int i = 0; i < extra; i++)
         fz_msg_add(m, "x", 1);
 }

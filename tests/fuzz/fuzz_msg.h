@@ -52,7 +52,8 @@ void fz_bytes(fz_in *in, void *out, size_t len);
 void fz_msg_init(net_msg *m);
 /* Append a frame of len bytes (copied); past NET_MAX_FRAMES only counted. */
 void fz_msg_add(net_msg *m, const void *data, size_t len);
-/* Close every frame (what net.c does after the callback). */
+/* Close every frame and free a grown frame array (what net.c does after
+ * the callback); m is empty again. */
 void fz_msg_close(net_msg *m);
 
 /* A raw message: a control byte (frame count, header size), then each
@@ -77,7 +78,8 @@ size_t fz_text_body(fz_in *in, const char *const *choices, size_t n, uint8_t *bo
 
 /* Encode h with body (blen bytes; h->body_len is written as it is) into m:
  * ident, header, body when blen > 0 or h->body_len > 0, then damage it as
- * the next input byte says (0: leave it valid). */
+ * the next input byte says (below 0xA0: leave it valid; 0xA0-0xBF: valid,
+ * the body split into several frames; 0xC0 and up: damaged). */
 void fz_finish(fz_in *in, net_msg *m, const void *ident, size_t ident_len, const proto_hdr *h,
                const uint8_t *body, size_t blen);
 

@@ -363,13 +363,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fprintf(stderr, "fuzz_server: cannot open a server\n");
         abort();
     }
-    /* registered as rank 0, as on_sched_msg does on REGISTER_ACK (the link
-     * is not made here) */
-    s->node_id = proto_server_id(0);
-    s->rank = 0;
-    s->registered = true;
-    snprintf(s->who, sizeof s->who, "server 0");
-    srv_ctl_set_rank(s->ctl, 0);
+    /* its link to a scheduler that is not there (port 1), and the
+     * scheduler's answer: rank 0, as srv_run and on_sched_msg do it */
+    net_link_cbs cbs = {on_sched_msg, on_link_fail};
+    if (net_link_new(&s->loop, fz_zctx, &fz_cfg, CFG_ROLE_SERVER, "127.0.0.1", s->endpoint,
+                     fz_cfg.server_id, s->who, &cbs, s, &s->link) != 0) {
+        fprintf(stderr, "fuzz_server: cannot make the link\n");
+        abort();
+    }
+    proto_hdr ack = {.type = PROTO_REGISTER_ACK, .sender = PROTO_SCHEDULER_ID,
+                     .key = (uint64_t)proto_server_id(0), .round = 0x5EED};
+    on_sched_msg(s, &ack, NULL, 0);
+    if (!s->registered)
+        abort();
     fz_dir_used = false;
     memset(fz_scratch, 0, 4096 + PROTO_NONCE_LEN);
 

@@ -48,7 +48,8 @@ TEST_DEPS += $(FUZZ_RUNNER)
 HTTP_RUNNER     := $(FUZZ_DIR)/run-http
 HTTP_FUZZ_BIN   := $(FUZZ_DIR)/fuzz-http
 HTTP_CORPUS     := tests/fuzz/http-corpus
-HTTP_TARGET_SRC := tests/fuzz/fuzz_http.c net/http.c common/log.c common/config.c common/metrics.c common/err.c
+HTTP_TARGET_SRC := tests/fuzz/fuzz_http.c net/http.c common/log.c common/config.c common/keyfile.c \
+                   common/metrics.c common/err.c
 
 $(HTTP_RUNNER): $(call obj,tests/fuzz/run-http.c tests/fuzz/fuzz_http.c) $(LIBKVS_A)
 	@mkdir -p $(dir $@)
@@ -58,7 +59,7 @@ $(HTTP_FUZZ_BIN): $(HTTP_TARGET_SRC) $(wildcard net/*.h common/*.h include/*.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CLANG) -std=gnu11 -g -O1 -Iinclude -I. -D_GNU_SOURCE \
 	    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	    -o $@ $(HTTP_TARGET_SRC) -luv -pthread -lm
+	    -o $@ $(HTTP_TARGET_SRC) -luv -lsodium -pthread -lm
 
 .PHONY: fuzz-http
 fuzz-http: $(HTTP_FUZZ_BIN)
