@@ -20,12 +20,13 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "common/datapath.h"
 #include "common/err.h"
 #include "optim/optim.h"
 #include "worker/wrk_int.h"
 
 #define CTL_TEXT_MAX 4096 /* longest text a collective carries (inline, copied) */
-#define CTL_DIR_MAX 3000  /* as the servers accept */
+#define CTL_DIR_MAX DP_CKPT_DIR_MAX /* common/datapath.h: both sides agree */
 
 /* What the servers answered (one slot per server). */
 typedef struct wrk_ctl_res {
