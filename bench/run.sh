@@ -61,6 +61,8 @@ if [ "${BENCH_QUICK:-0}" != 1 ]; then
     run security sh bench/security.sh
     # the socket path against a 2-rank Gloo allreduce in the same run
     run gloo-vs-kvsd bash bench/gloo-vs-kvsd.sh
+    # the socket path against the loopback TCP floor (1 MiB writes)
+    run tcp-floor sh bench/tcp-floor.sh
     # server-side optimizers: one update next to one push's add, then whole jobs
     # (2 workers, 2 servers) with plain sums and with sgd momentum / adam updates
     run optim "$BUILD/kvs-bench" optim --sizes 256K,4M,64M --threads 1,2

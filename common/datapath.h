@@ -48,6 +48,10 @@
  * server sums them piece by piece.  KVS_MAX_MESSAGE bounds the whole body. */
 #define DP_FRAME_MAX (4u << 20)
 
+/* Worker and server: the longest checkpoint directory a save or load names
+ * (the worker refuses longer ones before asking; the server checks again). */
+#define DP_CKPT_DIR_MAX 3000
+
 /* Default of KVS_CHUNK_BYTES: parts above it travel as several messages. */
 #define DP_CHUNK_BYTES_DEFAULT (4u << 20)
 

@@ -9,13 +9,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/datapath.h"
 #include "common/log.h"
 #include "server/ckpt.h"
 #include "server/ctl.h"
 #include "server/store.h"
 #include "server/update.h"
 
-#define CTL_DIR_MAX 3000         /* longest checkpoint directory name */
+#define CTL_DIR_MAX DP_CKPT_DIR_MAX /* common/datapath.h: both sides agree */
 #define AUTO_ID_BIT (1ull << 63) /* save ids of automatic checkpoints: bit | hash(job, round) */
 
 /* Fault injection for the crash tests (tests/integ/module.mk builds a

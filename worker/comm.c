@@ -13,6 +13,7 @@
  * every step: equal to the CPU result only where partial sums are exact.
  * NCCL: its own order. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +33,9 @@ typedef struct ckey {
     void *scr[DEV_MAX];
     void **cp;
     int ncp;
+    void *rbuf;  /* dist_*_device, chunked pull: pulled parts land here (on m); the
+                  * post step swaps it with buf[m] */
+    atomic_bool rbusy; /* rbuf belongs to an op in flight */
     bool whole;  /* buf[m] holds the value */
     bool sliced; /* tree, split: buf[i] holds slice i of the value (root of tree i) */
 } ckey;
@@ -74,9 +78,8 @@ typedef struct post_key {
     size_t nouts;
     kvs_array *outs;     /* into post->arrays */
     /* chunked pull (the key's value whole on its merge device): each reply's
-     * part is copied from staging to rbuf on device rdev as it arrives */
-    int rdev;
-    void *rbuf;
+     * part is copied from staging to the key's rbuf (on its merge device) as it arrives */
+    ckey *ck;            /* its rbuf (ck->rbusy held by this op), or NULL */
     bool rmissed;        /* a part could not be queued: copy all of staging at the end */
 } post_key;
 
@@ -211,6 +214,7 @@ static void ckey_free(wrk_comm *c, ckey *k)
     }
     for (int i = 0; i < k->ncp; i++)
         dev_free(c->L, k->m, k->cp[i]);
+    dev_free(c->L, k->m, k->rbuf);
     free(k->cp);
     free(k);
 }
@@ -863,8 +867,8 @@ void wrk_comm_post_free(wrk_post *p)
     if (p == NULL)
         return;
     for (size_t i = 0; p->keys && i < p->nkeys; i++)
-        if (p->keys[i].rbuf)
-            dev_free(p->c->L, p->keys[i].rdev, p->keys[i].rbuf);
+        if (p->keys[i].ck)
+            atomic_store(&p->keys[i].ck->rbusy, false); /* (no lock: any thread) */
     if (p->host)
         free_host(p->c, p->host, p->nhost);
     free(p->host);
@@ -991,10 +995,13 @@ static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_
             pk->outs = &p->arrays[g.head[u]];
             for (size_t j = 0; j < cnt; j++)
                 pk->outs[pk->nouts++] = outs[ix[j]];
-            /* chunked pull where the value comes back whole to one device */
+            /* chunked pull where the value comes back whole to one device
+             * and no other op of this key is using the key's rbuf */
+            bool no = false;
             if (!split(c, k) && k->count > 0 &&
-                dev_alloc(c->L, k->m, k->bytes, &pk->rbuf) == 0)
-                pk->rdev = k->m;
+                (k->rbuf || dev_alloc(c->L, k->m, k->bytes, &k->rbuf) == 0) &&
+                atomic_compare_exchange_strong(&k->rbusy, &no, true))
+                pk->ck = k;
         }
     }
     if (rc == 0 && type == WRK_OP_INIT) {
@@ -1062,12 +1069,13 @@ static int run_post(wrk_comm *c, wrk_post *p)
             return err_set(KVS_ENOMEM, "out of memory");
         for (size_t j = 0; j < pk->nouts; j++)
             ix[j] = j;
-        if (pk->rbuf && !pk->rmissed) {
-            /* the parts are on the merge device already */
-            if ((rc = dev_copy(c->L, k->m, k->buf[k->m], pk->rdev, pk->rbuf, k->bytes)) == 0) {
-                k->whole = true;
-                k->sliced = false;
-            }
+        if (pk->ck && !pk->rmissed) {
+            /* the parts are on the merge device already: they become the value */
+            void *v = k->buf[k->m];
+            k->buf[k->m] = k->rbuf;
+            k->rbuf = v;
+            k->whole = true;
+            k->sliced = false;
         } else {
             rc = from_host(c, k, pk->staging);
         }
@@ -1110,7 +1118,7 @@ void wrk_comm_reply(kvs_store *s, wrk_req *q)
 {
     wrk_post *p = q->op->post;
     wrk_comm *c = s->comm;
-    if (p == NULL || q->nouts == 0 || q->kidx >= p->nkeys || p->keys[q->kidx].rbuf == NULL ||
+    if (p == NULL || q->nouts == 0 || q->kidx >= p->nkeys || p->keys[q->kidx].ck == NULL ||
         q->h.count == 0)
         return;
     post_key *pk = &p->keys[q->kidx];
@@ -1154,10 +1162,11 @@ static void *post_thread(void *arg)
         } else {
             /* a pulled part, from host staging to the merge device */
             post_key *pk = &p->keys[it->kidx];
-            rc = dev_copy(c->L, pk->rdev, (char *)pk->rbuf + it->off, DEV_HOST,
+            ckey *k = pk->ck;
+            rc = dev_copy(c->L, k->m, (char *)k->rbuf + it->off, DEV_HOST,
                           (const char *)pk->staging + it->off, it->len);
             if (rc == 0)
-                rc = dev_sync(c->L, pk->rdev);
+                rc = dev_sync(c->L, k->m);
             free(it);
         }
         pthread_mutex_unlock(&c->mu);

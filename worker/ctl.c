@@ -20,12 +20,13 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "common/datapath.h"
 #include "common/err.h"
 #include "optim/optim.h"
 #include "worker/wrk_int.h"
 
 #define CTL_TEXT_MAX 4096 /* longest text a collective carries (inline, copied) */
-#define CTL_DIR_MAX 3000  /* as the servers accept */
+#define CTL_DIR_MAX DP_CKPT_DIR_MAX /* common/datapath.h: both sides agree */
 
 /* What the servers answered (one slot per server). */
 typedef struct wrk_ctl_res {
@@ -206,10 +207,9 @@ static int ckpt_list(kvs_store *s, const char *dir, wrk_ctl_res *res)
 }
 
 /* "G DIR" */
-static int gen_dir_text(char *buf, size_t len, uint64_t gen, const char *dir)
+static void gen_dir_text(char *buf, size_t len, uint64_t gen, const char *dir)
 {
     snprintf(buf, len, "%llu %s", (unsigned long long)gen, dir);
-    return 0;
 }
 
 /* The generation kvs_load takes: the newest committed on every server with
