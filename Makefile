@@ -106,7 +106,7 @@ GPU_TEST_SRC := $(wildcard tests/gpu/*.cu)
 GPU_TEST_BIN := $(patsubst tests/gpu/%.cu,$(BUILD)/gpu/%,$(GPU_TEST_SRC))
 $(BUILD)/gpu/%: tests/gpu/%.cu $(BUILD)/libkvs_cuda.a $(LIBKVS_A)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCC_FLAGS) -o $@ $< $(BUILD)/libkvs_cuda.a $(LIBKVS_A) -lcudart -Xlinker -rpath -Xlinker $(CUDA_HOME)/lib64 -lzmq -luv -lm -lpthread
+	$(NVCC) $(NVCC_FLAGS) -o $@ $< $(BUILD)/libkvs_cuda.a $(LIBKVS_A) -lcudart -Xlinker -rpath -Xlinker $(CUDA_HOME)/lib64 $(LIBS) -lpthread
 gpu-test: $(GPU_TEST_BIN)
 else
 gpu-test:

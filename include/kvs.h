@@ -264,7 +264,9 @@ int kvs_set_optimizer_key(kvs_store *s, uint64_t key, const char *settings);
  * way); once G is committed on every server, older generations are removed.
  * Returns after that.  A crash at any point (of a server, a worker or a
  * machine) leaves a generation committed on every server: the previous
- * checkpoint, or the new one once every server committed it.
+ * checkpoint, or the new one once every server committed it.  (An error
+ * of that last removal step is returned, but the new generation is then
+ * committed on every server already.)
  *
  * kvs_load(s, dir), after kvs_init of the same keys: the newest generation
  * that every server's manifest names with the same save id is taken (dir

@@ -207,10 +207,9 @@ static int ckpt_list(kvs_store *s, const char *dir, wrk_ctl_res *res)
 }
 
 /* "G DIR" */
-static int gen_dir_text(char *buf, size_t len, uint64_t gen, const char *dir)
+static void gen_dir_text(char *buf, size_t len, uint64_t gen, const char *dir)
 {
     snprintf(buf, len, "%llu %s", (unsigned long long)gen, dir);
-    return 0;
 }
 
 /* The generation kvs_load takes: the newest committed on every server with
