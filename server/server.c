@@ -62,6 +62,21 @@ typedef struct srv {
     srv_fuser fuser; /* answers to FUSED requests */
 } srv;
 
+/* This process's peak resident memory (VmHWM) in KiB, 0 if unknown. */
+static unsigned long long peak_kib(void)
+{
+    char line[256];
+    unsigned long long kb = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "VmHWM:", 6) == 0)
+            kb = strtoull(line + 6, NULL, 10);
+    fclose(f);
+    return kb;
+}
+
 static void stop(srv *s, int code)
 {
     s->exit_code = code;
@@ -703,9 +718,10 @@ int srv_run(const cfg *c)
         c->root_uri, c->root_port);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     code = s->exit_code;
-    LOG(LOG_INFO, s->who, "job", "%llu rounds, %llu bytes summed, %llu bad messages dropped",
-        (unsigned long long)s->store.rounds_done, (unsigned long long)s->store.bytes_summed,
-        (unsigned long long)s->dropped);
+    LOG(LOG_INFO, s->who, "job", "%llu rounds, %llu bytes summed, %llu bad messages dropped, "
+        "peak memory (VmHWM) %llu KiB", (unsigned long long)s->store.rounds_done,
+        (unsigned long long)s->store.bytes_summed, (unsigned long long)s->dropped,
+        peak_kib());
 out:
     srv_close(s);
     zmq_ctx_term(zctx);

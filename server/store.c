@@ -98,6 +98,18 @@ static srv_buf *take_acc(srv_entry *e)
     return srv_buf_new(e->bytes);
 }
 
+/* The value old was replaced: keep it as the next round's buffer when
+ * that round will want one (this round's buffer was not a received frame:
+ * direct copies, small keys) and nobody else holds it; else let it go, so a
+ * key's memory is its value plus the round in progress. */
+static void keep_spare(srv_entry *e, srv_buf *old)
+{
+    if (atomic_load(&old->refs) == 1 && e->spare == NULL && !old->is_msg && !e->value->is_msg)
+        e->spare = old;
+    else
+        srv_buf_unref(old);
+}
+
 /* ---- requests ---- */
 
 static srv_req *req_new(const uint8_t *ident, size_t ident_len, int wrank, const proto_hdr *h)
@@ -504,10 +516,7 @@ static void complete_round(srv_store *st, srv_entry *e, int err, const char *why
         srv_buf *old = e->value;
         e->value = e->acc;
         e->acc = NULL;
-        if (atomic_load(&old->refs) == 1 && e->spare == NULL && !old->is_msg)
-            e->spare = old;
-        else
-            srv_buf_unref(old);
+        keep_spare(e, old);
     }
     e->round++;
     e->npushed = 0;
@@ -694,6 +703,8 @@ static bool start_push(srv_store *st, srv_entry *e, srv_req *r, const srv_in *in
         e->acc = srv_buf_adopt(&in->frames[0]);
         req_drop_body(r);
         mode = SUM_NONE;
+        srv_buf_unref(e->spare); /* rounds of received frames need no spare */
+        e->spare = NULL;
     } else if (first) {
         e->acc = take_acc(e);
     }
@@ -842,10 +853,7 @@ static void async_done(srv_store *st, srv_entry *e, srv_req *r, srv_buf *nb, int
     if (nb) {
         srv_buf *old = e->value;
         e->value = nb;
-        if (atomic_load(&old->refs) == 1 && e->spare == NULL && !old->is_msg)
-            e->spare = old;
-        else
-            srv_buf_unref(old);
+        keep_spare(e, old);
     }
     st->bytes_summed += e->bytes;
     e->round++;
