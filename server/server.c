@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/uio.h>
 #include <stdlib.h>
@@ -84,13 +85,16 @@ static void stop(srv *s, int code)
 }
 
 /* A traced request (PROTO_F_TRACE): its timing on this server, just before
- * its reply. */
+ * its reply.  It takes the highest priority so that the priority-ordered send
+ * never puts it after its reply (a fused record's reply travels in a
+ * FUSED_REPLY whose priority may be higher than the record's own); the worker
+ * drops a TIMING whose request is already done.  Only traced jobs send it. */
 static void send_timing(srv *s, const uint8_t *ident, size_t ident_len, const proto_hdr *req)
 {
     uint64_t now = clock_ns();
     proto_hdr t = {.type = PROTO_TIMING, .sender = s->node_id, .req_id = req->req_id,
                    .key = req->key, .part = req->part, .body_len = PROTO_TIMING_LEN,
-                   .priority = req->priority}; /* leaves just before its reply */
+                   .priority = INT32_MAX};
     zmq_msg_t body;
     if (req->t_arrive_ns == 0 || zmq_msg_init_size(&body, PROTO_TIMING_LEN) != 0)
         return;
