@@ -138,10 +138,17 @@ int net_sock_new(uv_loop_t *loop, void *zctx, int type, int water_mark, net_recv
     return 0;
 }
 
+/* What a frame of n bytes costs on the wire beyond n: ZeroMQ checks
+ * ZMQ_MAXMSGSIZE against the wire frame, and under CURVE that is a MESSAGE
+ * command (name 8, nonce 8, MAC 16, flags 1: 33 bytes) around the data. */
+#define NET_WIRE_SLACK 64
+
 int net_sock_set_max(net_sock *s, uint64_t bytes)
 {
-    int64_t max = bytes < NET_CTRL_MAX ? NET_CTRL_MAX : bytes > INT64_MAX ? INT64_MAX
-                                                                          : (int64_t)bytes;
+    if (bytes < NET_CTRL_MAX)
+        bytes = NET_CTRL_MAX;
+    int64_t max = bytes > (uint64_t)INT64_MAX - NET_WIRE_SLACK ? INT64_MAX
+                                                                : (int64_t)(bytes + NET_WIRE_SLACK);
     return zmq_setsockopt(s->zsock, ZMQ_MAXMSGSIZE, &max, sizeof max) == 0 ? 0 : KVS_ENET;
 }
 

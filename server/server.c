@@ -59,6 +59,7 @@ typedef struct srv {
     uint64_t dropped;
     char endpoint[640];
     srv_cma *cma; /* per worker rank: direct memory access, once proven */
+    struct srv_outq *outq; /* per worker rank: reply bytes ZeroMQ still holds */
     srv_met met;  /* metrics (served at KVS_METRICS_PORT) */
     srv_fuser fuser; /* answers to FUSED requests */
 } srv;
@@ -163,6 +164,73 @@ static void write_done(srv_job *jb, bool cancelled)
     free(j);
 }
 
+/* Bytes of value replies handed to ZeroMQ for each worker and not yet
+ * written to its connection (a worker that stops reading keeps them queued).
+ * Shared with the free callbacks, which run on ZeroMQ's I/O thread and may
+ * outlive the server's loop: reference counted. */
+typedef struct srv_outq {
+    atomic_int refs;
+    int n;
+    _Atomic uint64_t bytes[];
+} srv_outq;
+
+typedef struct out_hint {
+    srv_buf *value;
+    srv_outq *q;
+    int wrank;
+    uint64_t bytes;
+} out_hint;
+
+static void outq_unref(srv_outq *q)
+{
+    if (q && atomic_fetch_sub(&q->refs, 1) == 1)
+        free(q);
+}
+
+static void out_free(void *data, void *hint)
+{
+    out_hint *o = hint;
+    (void)data;
+    atomic_fetch_sub(&o->q->bytes[o->wrank], o->bytes);
+    srv_buf_unref(o->value);
+    outq_unref(o->q);
+    free(o);
+}
+
+/* The value reply of h (body_len bytes of value) as a zero-copy frame whose
+ * bytes count against the worker's queue.  0, or KVS_EFULL / KVS_ENOMEM with
+ * the reply's text in why. */
+static int value_body(srv *s, int wrank, srv_buf *value, const proto_hdr *h, zmq_msg_t *body,
+                      char *why, size_t whylen)
+{
+    srv_outq *q = s->outq;
+    uint64_t limit = s->c->max_queued_bytes;
+    uint64_t queued = atomic_load(&q->bytes[wrank]);
+    /* one reply always goes (a value above the bound can still be pulled) */
+    if (limit && queued > 0 && queued + h->body_len > limit) {
+        snprintf(why, whylen,
+                 "worker %d does not read its replies: %llu bytes of them already wait at this "
+                 "server (KVS_MAX_QUEUED_BYTES=%llu)",
+                 wrank, (unsigned long long)queued, (unsigned long long)limit);
+        return KVS_EFULL;
+    }
+    out_hint *o = malloc(sizeof *o);
+    if (o == NULL) {
+        snprintf(why, whylen, "server out of memory sending the value");
+        return KVS_ENOMEM;
+    }
+    *o = (out_hint){.value = value, .q = q, .wrank = wrank, .bytes = h->body_len};
+    atomic_fetch_add(&value->refs, 1);
+    atomic_fetch_add(&q->refs, 1);
+    atomic_fetch_add(&q->bytes[wrank], h->body_len);
+    if (zmq_msg_init_data(body, value->data, h->body_len, out_free, o) != 0) {
+        out_free(NULL, o);
+        snprintf(why, whylen, "server out of memory sending the value");
+        return KVS_ENOMEM;
+    }
+    return 0;
+}
+
 static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const proto_hdr *req,
                        int status, const char *text, srv_buf *value, uint64_t round)
 {
@@ -226,12 +294,19 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
         srv_jobs_submit(s->jobs, &j->j);
         return;
     }
-    atomic_fetch_add(&value->refs, 1);
-    if (zmq_msg_init_data(&body, value->data, h.body_len, srv_buf_zmq_free, value) != 0) {
-        srv_buf_unref(value);
-        h.status = KVS_ENOMEM;
+    char why[PROTO_ERRTEXT_MAX];
+    int err = wrank >= 0 && wrank < s->outq->n
+                  ? value_body(s, wrank, value, &h, &body, why, sizeof why)
+                  : KVS_EPROTO;
+    if (err) {
+        if (err == KVS_EPROTO)
+            snprintf(why, sizeof why, "no worker rank %d", wrank);
+        h.status = err;
         h.body_len = 0;
-        net_send_text(s->data, ident, ident_len, &h, "server out of memory sending the value");
+        LOG(LOG_DEBUG, s->who, "store", "reply %s to %s key %llu: %s", kvs_errname(err),
+            proto_type_name(req->type), (unsigned long long)req->key, why);
+        met_error(s->met.reg, err);
+        net_send_text(s->data, ident, ident_len, &h, why);
         return;
     }
     net_send(s->data, ident, ident_len, &h, &body);
@@ -609,10 +684,13 @@ static int srv_open(srv *s, const cfg *c, void *zctx, red_pool *pool, const char
     srv_store_init(&s->store, c->num_worker, pool, send_reply, s);
     s->cma = calloc((size_t)c->num_worker, sizeof *s->cma);
     s->bind = calloc((size_t)c->num_worker, sizeof *s->bind);
+    s->outq = calloc(1, sizeof *s->outq + (size_t)c->num_worker * sizeof s->outq->bytes[0]);
     for (int i = 0; s->cma && i < c->num_worker; i++)
         srv_cma_init(&s->cma[i]);
-    if (s->cma == NULL || s->bind == NULL)
+    if (s->cma == NULL || s->bind == NULL || s->outq == NULL)
         return 1;
+    atomic_init(&s->outq->refs, 1);
+    s->outq->n = c->num_worker;
     if (srv_jobs_new(&s->loop, srv_jobs_threads_for(red_pool_threads(pool)), &s->jobs) != 0) {
         LOG(LOG_ERROR, s->who, "job", "cannot start the server's job threads");
         return 1;
@@ -682,6 +760,8 @@ static void srv_close(srv *s)
         srv_cma_reset(&s->cma[i]);
     free(s->cma);
     free(s->bind);
+    outq_unref(s->outq); /* replies still queued in ZeroMQ hold it until freed */
+    s->outq = NULL;
 }
 
 int srv_run(const cfg *c)

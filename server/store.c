@@ -81,12 +81,6 @@ void srv_buf_unref(srv_buf *b)
     }
 }
 
-void srv_buf_zmq_free(void *data, void *hint)
-{
-    (void)data;
-    srv_buf_unref(hint);
-}
-
 /* A buffer for the next round: the spare if nobody else holds it. */
 static srv_buf *take_acc(srv_entry *e)
 {

@@ -172,7 +172,5 @@ srv_buf *srv_buf_new(uint64_t bytes);
 /* A buffer made of a received frame (moved out of m): no copy. */
 srv_buf *srv_buf_adopt(zmq_msg_t *m);
 void srv_buf_unref(srv_buf *b);
-/* ZeroMQ free callback for zero-copy sends of a srv_buf (hint = buf). */
-void srv_buf_zmq_free(void *data, void *hint);
 
 #endif

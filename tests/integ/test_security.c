@@ -173,6 +173,22 @@ IT_TEST(secret_curve_sum_2x2)
     IT_ASSERT(t, it_log_has(t, t->server[0], "security=curve", 0), "server0 did not run curve");
 }
 
+/* CURVE wraps each frame in a MESSAGE command (33 bytes more on the wire):
+ * parts of exactly the 4 MiB frame limit (KVS_CHUNK_BYTES' default) and
+ * bodies of several frames still pass a server's ZMQ_MAXMSGSIZE, on the
+ * socket path, and sum exactly. */
+IT_TEST(secret_curve_big_frames_1x1)
+{
+    static const char *const argv[] = {"sum", "--dtype", "f32", "--counts", "1048576,2500003",
+                                       "--rounds", "2", "--pushpull", NULL};
+    sec_env(t);
+    set_secret(t, "secret", "correct horse battery staple 42", 0600);
+    it_setenv(t, "KVS_SECURITY", "curve");
+    it_setenv(t, "KVS_CMA", "0");
+    it_start_job(t, 1, 1, argv);
+    it_expect_job_ok(t, 120);
+}
+
 /* Bad secrets: a world-readable file, a short secret, security without a
  * secret: exit 2 / KVS_ECONFIG naming the variable.  A node with another
  * secret than the job's stops at once with KVS_EAUTH (not after the start

@@ -3,6 +3,8 @@
  */
 #include "tests.h"
 
+#include "kvs.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
@@ -285,4 +287,86 @@ IT_TEST(huge_hello_rss_secret_1x1)
               "the server grew by %llu MiB before any proof", (after - before) >> 20);
     it_start_worker(t, 0, argv, NULL);
     it_expect_job_ok(t, 60);
+}
+
+#define QB_COUNT (512u * 1024) /* float32 elements: 2 MiB replies */
+#define QB_PULLS 64
+
+/* A worker that stops reading its replies: a server keeps at most
+ * KVS_MAX_QUEUED_BYTES of value replies queued for it (one reply always
+ * goes) and answers the pulls beyond that KVS_EFULL naming the variable; the
+ * replies that did go hold the exact value, and once the worker reads again
+ * its pulls are answered as before.  The raw worker's socket keeps one
+ * message (ZMQ_RCVHWM 1) and a small kernel buffer, so what it does not read
+ * stays at the server. */
+IT_TEST(reply_queue_bound_1x1)
+{
+    uint8_t h[HDR];
+    float *vals = malloc(QB_COUNT * sizeof *vals), *got = malloc(QB_COUNT * sizeof *got);
+    IT_ASSERT(t, vals && got, "out of memory");
+    for (uint32_t i = 0; i < QB_COUNT; i++)
+        vals[i] = (float)i - 1000.5f;
+    it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_setenv(t, "KVS_MAX_QUEUED_BYTES", "16777216");
+    it_start_scheduler(t, 1, 1, NULL);
+    int port = start_server_port(t);
+    void *ctx = zmq_ctx_new();
+    char ep[64];
+    int linger = 0, hwm = 1, buf = 65536;
+    void *w0 = zmq_socket(ctx, ZMQ_DEALER);
+    IT_ASSERT(t, w0 != NULL, "zmq_socket: %s", zmq_strerror(zmq_errno()));
+    zmq_setsockopt(w0, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(w0, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(w0, ZMQ_RCVBUF, &buf, sizeof buf);
+    zmq_setsockopt(w0, ZMQ_ROUTING_ID, "w9-0000000000000009", 19);
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    IT_ASSERT(t, zmq_connect(w0, ep) == 0, "zmq_connect %s: %s", ep, zmq_strerror(zmq_errno()));
+    header(h, T_INIT, 9, 0, 1, 1, QB_COUNT, 0, QB_COUNT * 4);
+    send_msg(t, w0, h, vals, QB_COUNT * 4);
+    recv_msg(t, w0, h, (uint8_t *)got, QB_COUNT * 4, 10);
+    IT_ASSERT(t, get_le(h + 6, 2) == T_REPLY && get_le(h + 16, 4) == 0,
+              "init: type %d status %d", (int)get_le(h + 6, 2), (int)(int32_t)get_le(h + 16, 4));
+    /* QB_PULLS x 2 MiB asked for, nothing read meanwhile */
+    for (int i = 0; i < QB_PULLS; i++) {
+        header(h, T_PULL, 9, 0, 100 + (uint64_t)i, 1, QB_COUNT, 0, 0);
+        send_msg(t, w0, h, NULL, 0);
+    }
+    int full = 0, ok = 0;
+    for (int i = 0; i < QB_PULLS; i++) {
+        int n = recv_msg(t, w0, h, (uint8_t *)got, QB_COUNT * 4, 30);
+        int st = (int)(int32_t)get_le(h + 16, 4);
+        uint64_t req = get_le(h + 24, 8);
+        IT_ASSERT(t, get_le(h + 6, 2) == T_REPLY && req >= 100 && req < 100 + QB_PULLS,
+                  "answer %d: type %d request %llu", i, (int)get_le(h + 6, 2),
+                  (unsigned long long)req);
+        if (st == KVS_EFULL) {
+            ((char *)got)[n < 1 ? 0 : (n < 4096 ? n : 4095)] = '\0';
+            IT_ASSERT(t, n > 0 && strstr((char *)got, "KVS_MAX_QUEUED_BYTES=16777216") != NULL,
+                      "pull %llu: KVS_EFULL without naming the bound: '%s'",
+                      (unsigned long long)req, n > 0 ? (char *)got : "");
+            full++;
+            continue;
+        }
+        IT_ASSERT(t, st == 0 && n == (int)(QB_COUNT * 4), "pull %llu: status %d, %d bytes",
+                  (unsigned long long)req, st, n);
+        for (uint32_t j = 0; j < QB_COUNT; j++)
+            IT_ASSERT(t, got[j] == vals[j], "pull %llu: element %u is %g, expected %g",
+                      (unsigned long long)req, j, (double)got[j], (double)vals[j]);
+        ok++;
+    }
+    it_info(t, "%d pulls answered with the value, %d with KVS_EFULL", ok, full);
+    IT_ASSERT(t, ok >= 1 && full >= 1,
+              "%d values and %d KVS_EFULL: the bound (16 MiB of 2 MiB replies) did not hold",
+              ok, full);
+    /* reading again: answered as before */
+    header(h, T_PULL, 9, 0, 999, 1, QB_COUNT, 0, 0);
+    send_msg(t, w0, h, NULL, 0);
+    int n = recv_msg(t, w0, h, (uint8_t *)got, QB_COUNT * 4, 10);
+    IT_ASSERT(t, get_le(h + 16, 4) == 0 && n == (int)(QB_COUNT * 4) && get_le(h + 24, 8) == 999,
+              "the pull after reading: status %d, %d bytes", (int)(int32_t)get_le(h + 16, 4), n);
+    IT_ASSERT(t, memcmp(got, vals, QB_COUNT * 4) == 0, "the pull after reading: wrong value");
+    zmq_close(w0);
+    zmq_ctx_term(ctx);
+    free(vals);
+    free(got);
 }

@@ -64,6 +64,7 @@
     X(server_enomem_1x1, 90)                                                   \
     X(secret_auth_sum_2x2, 60)                                                 \
     X(secret_curve_sum_2x2, 60)                                                \
+    X(secret_curve_big_frames_1x1, 120)                                        \
     X(secret_refusals_1x1, 90)                                                 \
     X(outsider_2x2, 90)                                                        \
     X(cma_other_process_1x2, 60)                                               \
@@ -107,7 +108,8 @@
     X(server_priority_order_2x1, 60)                                           \
     X(big_frames_socket_2x2, 300)                                              \
     X(big_frames_direct_2x2, 300)                                              \
-    X(huge_hello_rss_secret_1x1, 60)
+    X(huge_hello_rss_secret_1x1, 60)                                           \
+    X(reply_queue_bound_1x1, 60)
 
 #define IT_TEST(name) void it_test_##name(it_ctx *t)
 
