@@ -326,9 +326,15 @@ void net_sock_set_split(net_sock *s, uint64_t bytes)
     s->split = bytes && bytes < 8 ? 8 : bytes;
 }
 
-/* Room for one more frame in m (growing it past the inline ones).  false:
- * none (out of memory, or past the limit): the frame is dropped. */
-static bool msg_room(net_msg *m)
+void net_msg_init(net_msg *m)
+{
+    m->frames = m->inl;
+    m->cap = NET_MAX_FRAMES;
+    m->nframes = 0;
+    m->total = 0;
+}
+
+bool net_msg_room(net_msg *m)
 {
     if (m->nframes < m->cap)
         return true;
@@ -352,26 +358,22 @@ static bool msg_room(net_msg *m)
     return true;
 }
 
-static void msg_close(net_msg *m)
+void net_msg_close(net_msg *m)
 {
     for (int i = 0; i < m->nframes; i++)
         zmq_msg_close(&m->frames[i]);
     if (m->frames != m->inl)
         free(m->frames);
-    m->frames = m->inl;
-    m->nframes = 0;
+    net_msg_init(m);
 }
 
 static int recv_one(net_sock *s, net_msg *m)
 {
     int more;
     size_t len = sizeof more;
-    m->frames = m->inl;
-    m->cap = NET_MAX_FRAMES;
-    m->nframes = 0;
-    m->total = 0;
+    net_msg_init(m);
     for (;;) {
-        zmq_msg_t tmp, *f = msg_room(m) ? &m->frames[m->nframes] : &tmp;
+        zmq_msg_t tmp, *f = net_msg_room(m) ? &m->frames[m->nframes] : &tmp;
         zmq_msg_init(f);
         if (zmq_msg_recv(f, s->zsock, ZMQ_DONTWAIT) < 0) {
             int e = zmq_errno();
@@ -421,7 +423,7 @@ static void drain(net_sock *s)
             count_frames(s, m.frames, m.nframes, 0);
             s->fn(s, &m, s->arg);
         }
-        msg_close(&m);
+        net_msg_close(&m);
         if (s->closing)
             break;
     }

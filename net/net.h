@@ -43,6 +43,16 @@ typedef struct net_msg {
 
 typedef void (*net_recv_fn)(net_sock *s, net_msg *m, void *arg);
 
+/* An empty message (frames at inl).  net_msg_room: room for one more frame
+ * at frames[nframes], growing past the inline ones up to NET_MAX_FRAMES +
+ * NET_MAX_BODY_FRAMES; false: none (out of memory, or past the limit), and
+ * the frame is to be dropped.  net_msg_close: closes the frames, frees a
+ * grown array and leaves m empty.  (net's receive path, and tests that
+ * build messages as it does.) */
+void net_msg_init(net_msg *m);
+bool net_msg_room(net_msg *m);
+void net_msg_close(net_msg *m);
+
 /* Largest frame a socket accepts unless net_sock_set_max raises it: control
  * messages (registration, errors) fit; ZeroMQ drops a connection that
  * declares a bigger frame before buffering any of it (ZMQ_MAXMSGSIZE). */

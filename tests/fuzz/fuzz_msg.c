@@ -44,43 +44,10 @@ void fz_bytes(fz_in *in, void *out, size_t len)
     in->at += n;
 }
 
-void fz_msg_init(net_msg *m)
-{
-    m->frames = m->inl;
-    m->cap = NET_MAX_FRAMES;
-    m->nframes = 0;
-    m->total = 0;
-}
-
-/* Room for one more frame, as net.c's msg_room makes it: the inline array,
- * then a heap array up to NET_MAX_FRAMES + NET_MAX_BODY_FRAMES. */
-static bool room(net_msg *m)
-{
-    if (m->nframes < m->cap)
-        return true;
-    if (m->cap >= NET_MAX_FRAMES + NET_MAX_BODY_FRAMES)
-        return false;
-    int cap = m->cap * 4 < NET_MAX_FRAMES + NET_MAX_BODY_FRAMES
-                  ? m->cap * 4 : NET_MAX_FRAMES + NET_MAX_BODY_FRAMES;
-    zmq_msg_t *f = malloc((size_t)cap * sizeof *f);
-    if (f == NULL)
-        return false;
-    for (int i = 0; i < m->nframes; i++) {
-        zmq_msg_init(&f[i]);
-        zmq_msg_move(&f[i], &m->frames[i]);
-        zmq_msg_close(&m->frames[i]);
-    }
-    if (m->frames != m->inl)
-        free(m->frames);
-    m->frames = f;
-    m->cap = cap;
-    return true;
-}
-
 void fz_msg_add(net_msg *m, const void *data, size_t len)
 {
     m->total++;
-    if (!room(m))
+    if (!net_msg_room(m))
         return;
     zmq_msg_t *f = &m->frames[m->nframes++];
     zmq_msg_init_size(f, len);
@@ -88,20 +55,11 @@ void fz_msg_add(net_msg *m, const void *data, size_t len)
         memcpy(zmq_msg_data(f), data, len);
 }
 
-void fz_msg_close(net_msg *m)
-{
-    for (int i = 0; i < m->nframes; i++)
-        zmq_msg_close(&m->frames[i]);
-    if (m->frames != m->inl)
-        free(m->frames);
-    fz_msg_init(m);
-}
-
 void fz_raw_msg(fz_in *in, net_msg *m, const void *ident, size_t ident_len)
 {
     uint8_t ctl = fz_u8(in), buf[FZ_BODY_MAX];
     int frames = 1 + (ctl & 3); /* after the routing id: 1..4 */
-    fz_msg_init(m);
+    net_msg_init(m);
     if (ctl & 4) { /* the input's own routing id (ROUTER gives 1..255 bytes) */
         size_t n = 1 + fz_u8(in) % 64;
         fz_bytes(in, buf, n);
@@ -274,7 +232,7 @@ void fz_finish(fz_in *in, net_msg *m, const void *ident, size_t ident_len, const
     default:
         break;
     }
-    fz_msg_init(m);
+    net_msg_init(m);
     fz_msg_add(m, ident, ident_len);
     fz_msg_add(m, hdr, hlen);
     if (with_body && split == 0) {

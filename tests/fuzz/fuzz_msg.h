@@ -48,13 +48,10 @@ uint64_t fz_u64(fz_in *in);
 /* Copy up to len input bytes to out; zeros where the input ends. */
 void fz_bytes(fz_in *in, void *out, size_t len);
 
-/* Start an empty message (no frames). */
-void fz_msg_init(net_msg *m);
-/* Append a frame of len bytes (copied); past NET_MAX_FRAMES only counted. */
+/* Append a frame of len bytes (copied) to m (started with net_msg_init,
+ * closed with net_msg_close as net.c does after the callback); past the
+ * frame limit only counted, as net.c's receive path does. */
 void fz_msg_add(net_msg *m, const void *data, size_t len);
-/* Close every frame and free a grown frame array (what net.c does after
- * the callback); m is empty again. */
-void fz_msg_close(net_msg *m);
 
 /* A raw message: a control byte (frame count, header size), then each
  * frame's length and bytes.  ident/ident_len: the routing id to use unless

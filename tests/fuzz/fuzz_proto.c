@@ -13,7 +13,7 @@
  *             the body.
  *
  * Built two ways (tests/fuzz/module.mk): with clang -fsanitize=fuzzer as a
- * libFuzzer binary, and with plain cc linked to run-corpus.c, which replays
+ * libFuzzer binary, and with plain cc linked to replay.c (as run-corpus), which replays
  * tests/fuzz/corpus and random inputs (normal CI, no clang needed).
  */
 #include <stdint.h>
@@ -24,8 +24,7 @@
 #include "common/config.h"
 #include "kvs.h"
 #include "proto/proto.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "tests/fuzz/fuzz_target.h"
 
 #define FUZZ_MAX_MESSAGE (1u << 20)
 
@@ -183,4 +182,107 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     }
     return 0;
+}
+
+/* ---- built-in seeds (fuzz_target.h) ---- */
+
+static fz_seed_fn seed_add;
+
+static void seed_decode(const proto_hdr *h, int nframes, uint32_t body)
+{
+    uint8_t buf[6 + PROTO_HDR_SIZE];
+    buf[0] = 0;
+    buf[1] = (uint8_t)nframes;
+    for (int i = 0; i < 4; i++)
+        buf[2 + i] = (uint8_t)(body >> (8 * i));
+    proto_encode(h, buf + 6);
+    seed_add(buf, sizeof buf);
+}
+
+static void seed_text(int sel, uint8_t param, const char *text)
+{
+    uint8_t buf[512];
+    size_t n = strlen(text);
+    buf[0] = (uint8_t)sel;
+    buf[1] = param;
+    memcpy(buf + 2, text, n);
+    if (n + 2 <= sizeof buf)
+        seed_add(buf, n + 2);
+}
+
+void fz_seeds(fz_seed_fn add)
+{
+    seed_add = add;
+    proto_hdr h;
+    memset(&h, 0, sizeof h);
+    h.type = PROTO_PUSH;
+    h.sender = 9;
+    h.req_id = 1;
+    h.key = 42;
+    h.count = h.total = 16;
+    h.dtype = KVS_FLOAT32;
+    h.body_len = 64;
+    seed_decode(&h, 2, 64);                /* valid push */
+    h.offset = 16;
+    h.total = 32;
+    h.part = 1;
+    seed_decode(&h, 2, 64);                /* second part */
+    h.type = PROTO_PUSHPULL;
+    h.dtype = KVS_FLOAT16;
+    h.body_len = 32;
+    seed_decode(&h, 2, 32);
+    h.type = PROTO_INIT;
+    h.body_len = 0;
+    seed_decode(&h, 1, 0);                 /* init from rank > 0 */
+    h.type = PROTO_PULL;
+    seed_decode(&h, 1, 0);
+    h.type = PROTO_REPLY;
+    h.status = KVS_ENOKEY;
+    h.body_len = 20;
+    seed_decode(&h, 2, 20);                /* error reply */
+    h.status = 0;
+    h.dtype = KVS_INT64;
+    h.body_len = 128;
+    seed_decode(&h, 2, 128);               /* data reply */
+    h.count = (1ull << 61) + 8;            /* count * 8 wraps to 64 */
+    h.total = UINT64_MAX;
+    h.offset = 0;
+    h.body_len = 64;
+    seed_decode(&h, 2, 64);
+    h.offset = UINT64_MAX - 1;             /* offset + count wraps */
+    h.count = 8;
+    seed_decode(&h, 2, 64);
+    memset(&h, 0, sizeof h);
+    h.type = PROTO_REGISTER;
+    h.body_len = 40;
+    seed_decode(&h, 2, 40);
+    h.type = PROTO_REGISTER_ACK;
+    h.key = 9;
+    h.body_len = 60;
+    seed_decode(&h, 2, 60);
+    h.type = PROTO_HEARTBEAT;
+    h.body_len = 0;
+    seed_decode(&h, 1, 0);
+    h.type = PROTO_SHUTDOWN;
+    h.status = -7;
+    seed_decode(&h, 1, 0);
+    h.type = PROTO_ERROR;
+    h.status = KVS_EPROTO;
+    h.body_len = PROTO_ERRTEXT_MAX + 1;
+    seed_decode(&h, 2, PROTO_ERRTEXT_MAX + 1);
+    h.type = PROTO_BASE_END;
+    h.body_len = 0;
+    seed_decode(&h, 1, 0);
+
+    seed_text(1, 8, "8 server tcp://10.0.0.1:5000\n9 worker tcp://10.0.0.2:5001\n");
+    seed_text(1, 8, "1 server ipc:///tmp/kvs-1\n");
+    seed_text(1, 1, "8 server a\n10 server b\n");
+    seed_text(1, 8, "8 server tcp://x:1 extra\n");
+    seed_text(1, 8, "8 server tcp://x:1");
+    seed_text(1, 8, "0 boss\n\n");
+    seed_text(2, 127, "role=worker endpoint=tcp://10.0.0.2:5001 rank=3 host=10.0.0.2");
+    seed_text(2, 127, "role=server endpoint=- rank=-1 host=h future=1\n");
+    seed_text(2, 4, "role=worker endpoint=too-long-for-five");
+    seed_text(2, 127, "role=worker rank=x");
+    seed_text(2, 127, "endpoint=e role=scheduler");
 }

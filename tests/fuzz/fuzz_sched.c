@@ -243,7 +243,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fz_finish(&in, &m, ident, ident_len, &h, body, blen);
     deliver:
         on_recv(s.sock, &m, &s);
-        fz_msg_close(&m);
+        net_msg_close(&m);
         check_state(&s);
     }
     uv_run(&s.loop, UV_RUN_NOWAIT);

@@ -168,7 +168,7 @@ static void deliver(srv *s, net_msg *m)
 {
     sanitize(m);
     on_data(s->data, m, s);
-    fz_msg_close(m);
+    net_msg_close(m);
     uv_run(&s->loop, UV_RUN_NOWAIT);
     while (srv_ctl_busy(s->ctl)) /* a checkpoint thread: its answer, now (replays alike) */
         uv_run(&s->loop, UV_RUN_ONCE);

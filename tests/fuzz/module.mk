@@ -1,6 +1,6 @@
 # tests/fuzz/module.mk - fuzzing proto/ (included by the top-level Makefile).
 #
-#   make fuzz-corpus   build $(BUILD)/fuzz/run-corpus with $(CC) and replay
+#   make fuzz-corpus   build $(BUILD)/fuzz/run-corpus (replay.c) with $(CC) and replay
 #                      tests/fuzz/corpus plus FUZZ_RUNS random inputs (CI-safe)
 #   make fuzz          build every libFuzzer target (clang, ASan/UBSan: proto,
 #                      http, sched, server) and fuzz each for FUZZ_SECONDS
@@ -21,7 +21,7 @@ FUZZ_RUNNER   := $(FUZZ_DIR)/run-corpus
 FUZZ_BIN      := $(FUZZ_DIR)/fuzz-proto
 FUZZ_TARGET_SRC := tests/fuzz/fuzz_proto.c proto/proto.c common/err.c
 
-$(FUZZ_RUNNER): $(call obj,tests/fuzz/run-corpus.c tests/fuzz/fuzz_proto.c) $(LIBKVS_A)
+$(FUZZ_RUNNER): $(call obj,tests/fuzz/replay.c tests/fuzz/fuzz_proto.c) $(LIBKVS_A)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
 

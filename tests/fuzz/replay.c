@@ -1,7 +1,7 @@
 /* replay.c - a plain driver for a fuzz target (fuzz_target.h), built with
  * any C compiler (no libFuzzer), so that a target's corpus runs in make test.
- * Linked with fuzz_sched.c as replay-sched and with fuzz_server.c as
- * replay-server.
+ * Linked with fuzz_proto.c as run-corpus, with fuzz_sched.c as replay-sched
+ * and with fuzz_server.c as replay-server.
  *
  *   replay-X [-n N] [-s SEED] [DIR|FILE]...   run every file, the target's
  *                                            built-in seeds, then N random
