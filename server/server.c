@@ -267,6 +267,14 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
     if ((req->flags & PROTO_F_CMA) && req->cma_dst) {
         /* write the value straight into the worker's output */
         const srv_cma *c = &s->cma[wrank];
+        if (req->cma_done) { /* the job that summed the round wrote it (store.c) */
+            errno = req->cma_done < 0 ? -req->cma_done : 0;
+            if (req->cma_done < 0)
+                cma_write_failed(s, ident, ident_len, &h, wrank);
+            else
+                cma_written(s, ident, ident_len, &h, wrank);
+            return;
+        }
         if (!srv_cma_alive(c)) {
             errno = EPERM;
             cma_write_failed(s, ident, ident_len, &h, wrank);
@@ -805,10 +813,10 @@ int srv_run(const cfg *c)
         c->root_uri, c->root_port);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     code = s->exit_code;
-    LOG(LOG_INFO, s->who, "job", "%llu rounds, %llu bytes summed, %llu bad messages dropped, "
-        "peak memory (VmHWM) %llu KiB", (unsigned long long)s->store.rounds_done,
-        (unsigned long long)s->store.bytes_summed, (unsigned long long)s->dropped,
-        peak_kib());
+    LOG(LOG_INFO, s->who, "job", "%llu rounds, %llu bytes summed, %llu values written as "
+        "summed, %llu bad messages dropped, peak memory (VmHWM) %llu KiB",
+        (unsigned long long)s->store.rounds_done, (unsigned long long)s->store.bytes_summed,
+        (unsigned long long)s->store.cma_fused, (unsigned long long)s->dropped, peak_kib());
 out:
     srv_close(s);
     zmq_ctx_term(zctx);
