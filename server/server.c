@@ -699,7 +699,8 @@ static int srv_open(srv *s, const cfg *c, void *zctx, red_pool *pool, const char
         return 1;
     atomic_init(&s->outq->refs, 1);
     s->outq->n = c->num_worker;
-    if (srv_jobs_new(&s->loop, srv_jobs_threads_for(red_pool_threads(pool)), &s->jobs) != 0) {
+    if (srv_jobs_new(&s->loop, srv_jobs_threads_for(red_pool_threads(pool)), c->job_nice,
+                     &s->jobs) != 0) {
         LOG(LOG_ERROR, s->who, "job", "cannot start the server's job threads");
         return 1;
     }
@@ -792,6 +793,7 @@ int srv_run(const cfg *c)
         free(s);
         return 1;
     }
+    red_pool_set_nice(pool, c->job_nice); /* (validated: 0..19) */
     void *zctx = zmq_ctx_new();
     net_raise_nofile(s->who);
     if (srv_open(s, c, zctx, pool, host) != 0)

@@ -5,6 +5,7 @@
 
 #include "kvs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
@@ -520,4 +521,67 @@ IT_TEST(direct_write_as_summed_2x1)
     free(out0);
     free(out1);
     free(got);
+}
+
+/* ---- the job threads run below the loop (KVS_JOB_NICE) ---- */
+
+/* Niceness of thread tid of process pid (field 19 of its stat), or -100. */
+static int thread_nice(pid_t pid, const char *tid)
+{
+    char path[128], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/task/%s/stat", (int)pid, tid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -100;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the name may hold spaces */
+    int nice = -100, field = 2;
+    for (; p && *p && field < 19; p++)
+        if (*p == ' ' && ++field == 19)
+            nice = atoi(p + 1);
+    return nice;
+}
+
+/* With KVS_JOB_NICE=7 a server's job runners and reduction helpers (which
+ * have run big sums by then) run at niceness 7, its loop (the main thread)
+ * at the process's own; the sums stay exact. */
+IT_TEST(job_nice_2x1)
+{
+    static const char *const argv[] = {"sum", "--counts", "300001", "--rounds", "2",
+                                       "--pause-file", "go", NULL};
+    it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_setenv(t, "KVS_JOB_NICE", "7");
+    it_setenv(t, "MXNET_KVSTORE_BIGARRAY_BOUND", "50000");
+    it_setenv(t, "MXNET_KVSTORE_REDUCTION_NTHREADS", "2");
+    it_start_job(t, 1, 2, argv);
+    for (int i = 0; i < 2; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "paused-w%d", i);
+        IT_ASSERT(t, it_wait_file(t, name, 30, t->worker[i]), "worker%d did not finish round 0", i);
+    }
+    pid_t pid = t->proc[t->server[0]].pid;
+    char dir[64], self[32];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+    snprintf(self, sizeof self, "%d", (int)pid);
+    int base = thread_nice(pid, self), niced = 0, threads = 0;
+    IT_ASSERT(t, base > -100, "cannot read the server's %s", dir);
+    DIR *d = opendir(dir);
+    IT_ASSERT(t, d != NULL, "opendir %s: %s", dir, strerror(errno));
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.')
+            continue;
+        int n = thread_nice(pid, e->d_name);
+        threads++;
+        niced += n == base + 7 || (base + 7 > 19 && n == 19);
+    }
+    closedir(d);
+    it_info(t, "server: %d threads, %d at niceness %d, the loop at %d", threads, niced,
+            base + 7, base);
+    IT_ASSERT(t, niced >= 1, "no thread of the server runs at KVS_JOB_NICE=7 above its loop's "
+              "niceness %d", base);
+    IT_ASSERT(t, niced < threads, "every thread of the server is niced, the loop too");
+    it_write_file(t, "go", "go\n");
+    it_expect_job_ok(t, 60);
 }

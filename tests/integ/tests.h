@@ -112,7 +112,8 @@
     X(reply_queue_bound_1x1, 60)                                               \
     X(direct_write_as_summed_2x1, 60)                                          \
     X(direct_write_pipeline_2x2, 120)                                          \
-    X(direct_write_pushpull_2x2, 120)
+    X(direct_write_pushpull_2x2, 120)                                          \
+    X(job_nice_2x1, 90)
 
 #define IT_TEST(name) void it_test_##name(it_ctx *t)
 
