@@ -804,7 +804,7 @@ static bool wants_write(srv_store *st, const srv_entry *e, const srv_req *q)
 {
     const proto_hdr *h = &q->h;
     return (h->type == PROTO_PULL || h->type == PROTO_PUSHPULL) && (h->flags & PROTO_F_CMA) &&
-           h->cma_dst && !h->fuse && h->count * kvs_dtype_size(e->dtype) == e->bytes &&
+           h->cma_dst && h->count * kvs_dtype_size(e->dtype) == e->bytes &&
            st->cma && q->wrank >= 0 && q->wrank < st->num_workers &&
            srv_cma_alive(&st->cma[q->wrank]);
 }

@@ -113,7 +113,10 @@
     X(direct_write_as_summed_2x1, 60)                                          \
     X(direct_write_pipeline_2x2, 120)                                          \
     X(direct_write_pushpull_2x2, 120)                                          \
-    X(job_nice_2x1, 90)
+    X(job_nice_2x1, 90)                                                        \
+    X(server_fused_ref_1x1, 60)                                                \
+    X(many_keys_fused_ref_1x1, 120)                                            \
+    X(many_keys_fused_ref_2x2, 150)
 
 #define IT_TEST(name) void it_test_##name(it_ctx *t)
 
