@@ -447,10 +447,11 @@ static void fuse_flush(kvs_store *s, int r)
         return;
     }
     zmq_msg_close(&body);
-    /* a record by reference lends ZeroMQ no frame: the release its
-     * zero-copy body was counted for happens now (as in send_req) */
-    for (k = 0; ref && k < n; k++)
-        if (f->reqs[k]->fref && f->reqs[k]->zc)
+    /* a fused record lends ZeroMQ no frame (by reference, or copied into
+     * the message): the release its zero-copy body was counted for happens
+     * now (as in send_req) */
+    for (k = 0; k < n; k++)
+        if (f->reqs[k]->zc)
             wrk_op_release(s, f->reqs[k]->op, 0, NULL);
 }
 
