@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "common/clock.h"
 #include "common/datapath.h"
@@ -45,14 +46,23 @@ srv_buf *srv_buf_new(uint64_t bytes)
     uint64_t cap = (bytes + 63) & ~63ull;
     if (b == NULL)
         return NULL;
-    b->data = aligned_alloc(64, cap ? cap : 64);
+    b->is_msg = false;
+    b->mapped = cap >= DP_MAP_MIN;
+    if (b->mapped) {
+        /* its own mapping: given back to the kernel when freed (see DP_MAP_MIN) */
+        void *p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        b->data = p == MAP_FAILED ? NULL : p;
+        if (b->data && cap >= (2u << 20))
+            madvise(b->data, cap, MADV_HUGEPAGE); /* fewer faults; advice only */
+    } else {
+        b->data = aligned_alloc(64, cap ? cap : 64);
+    }
     if (b->data == NULL) {
         free(b);
         return NULL;
     }
     atomic_init(&b->refs, 1);
     b->cap = cap;
-    b->is_msg = false;
     return b;
 }
 
@@ -65,6 +75,7 @@ srv_buf *srv_buf_adopt(zmq_msg_t *m)
     zmq_msg_move(&b->msg, m);
     atomic_init(&b->refs, 1);
     b->is_msg = true;
+    b->mapped = false;
     b->data = zmq_msg_data(&b->msg);
     b->cap = zmq_msg_size(&b->msg);
     return b;
@@ -75,6 +86,8 @@ void srv_buf_unref(srv_buf *b)
     if (b && atomic_fetch_sub(&b->refs, 1) == 1) {
         if (b->is_msg)
             zmq_msg_close(&b->msg);
+        else if (b->mapped)
+            munmap(b->data, b->cap);
         else
             free(b->data);
         free(b);

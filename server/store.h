@@ -37,6 +37,7 @@ typedef struct srv_buf {
     uint64_t cap;
     uint8_t *data;
     bool is_msg;   /* data belongs to msg (an adopted received frame) */
+    bool mapped;   /* data is a mapping of its own (cap >= DP_MAP_MIN) */
     zmq_msg_t msg;
 } srv_buf;
 
