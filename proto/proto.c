@@ -152,7 +152,8 @@ int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
             return err_why(why, whylen, KVS_ETOOBIG,
                         "body of %llu bytes > KVS_MAX_MESSAGE (%llu)",
                         (unsigned long long)h.body_len, (unsigned long long)lim->max_message);
-    } else if (h.type == PROTO_FUSED || h.type == PROTO_FUSED_REPLY) {
+    } else if (h.type == PROTO_FUSED || h.type == PROTO_FUSED_REPLY ||
+               h.type == PROTO_FUSED_REF) {
         uint64_t least;
         if (h.count == 0 || !size_mul(h.count, PROTO_HDR_SIZE, &least) || least > h.body_len)
             return err_why(why, whylen, KVS_EPROTO, "%s of %llu records in %llu bytes",
@@ -206,11 +207,14 @@ int proto_fused_next(int outer, int sender, const uint8_t *body, uint64_t len, u
     if (rc)
         return err_why(why, whylen, rc, "%s: record at byte %llu: %s", proto_type_name(outer),
                     (unsigned long long)at, inner);
-    if (outer == PROTO_FUSED ? !is_data_request(rec->type) : rec->type != PROTO_REPLY)
+    if (outer != PROTO_FUSED_REPLY ? !is_data_request(rec->type) : rec->type != PROTO_REPLY)
         return err_why(why, whylen, KVS_EPROTO, "%s: record at byte %llu is a %s",
                     proto_type_name(outer), (unsigned long long)at,
                     proto_type_name(rec->type));
-    if (rec->flags & PROTO_F_CMA)
+    /* by reference: a request only in a FUSED_REF, an answer only one that
+     * says its value was written (proto_decode checked the descriptor's size
+     * and that such an answer has no body) */
+    if ((rec->flags & PROTO_F_CMA) && outer == PROTO_FUSED)
         return err_why(why, whylen, KVS_EPROTO, "%s: record at byte %llu is by reference",
                     proto_type_name(outer), (unsigned long long)at);
     if (rec->sender != sender)
@@ -258,6 +262,7 @@ const char *proto_type_name(int type)
         [PROTO_SAVE_CLEAN] = "SAVE_CLEAN",
         [PROTO_FUSED] = "FUSED",
         [PROTO_FUSED_REPLY] = "FUSED_REPLY",
+        [PROTO_FUSED_REF] = "FUSED_REF",
     };
     if (type < 0 || type >= PROTO_TYPE_MAX || !names[type])
         return "?";

@@ -109,8 +109,17 @@ enum proto_type {
                              * records (proto_fused_next).  Each record is handled as if
                              * it had come alone; its answer is a record of a FUSED_REPLY. */
     PROTO_FUSED_REPLY = 65, /* server -> worker: REPLY records answering records of FUSED
-                             * requests (req_id = the FUSED's; records of one FUSED may
-                             * come in several FUSED_REPLYs, as their rounds complete) */
+                             * or FUSED_REF requests (req_id = the FUSED's; records of one
+                             * FUSED may come in several FUSED_REPLYs, as their rounds
+                             * complete).  The answer to a record by reference whose value
+                             * the server wrote into the worker's memory has PROTO_F_CMA
+                             * and no body. */
+    PROTO_FUSED_REF = 66,   /* worker -> server: as FUSED, but a record may also be by
+                             * reference (PROTO_F_CMA; its body is a PROTO_CMA_LEN
+                             * descriptor, the data stays in the worker's memory): many big
+                             * same-host key parts in one message.  Refused whole
+                             * (PROTO_ERROR, KVS_EPROTO) unless the sender proved its memory
+                             * (HELLO/PROOF) on this connection. */
     PROTO_TYPE_MAX = 96 /* every type is below this */
 };
 
@@ -175,7 +184,7 @@ void proto_encode(const proto_hdr *h, uint8_t out[PROTO_HDR_SIZE]);
 int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
                  const proto_limits *lim, proto_hdr *out, char *why, size_t whylen);
 
-/* ---- fused bodies (PROTO_FUSED, PROTO_FUSED_REPLY) ----
+/* ---- fused bodies (PROTO_FUSED, PROTO_FUSED_REF, PROTO_FUSED_REPLY) ----
  * A body is `count` records back to back; a record is a PROTO_HDR_SIZE
  * header (the same layout as a message header; its body_len says how many
  * bytes follow) and its body, padded with zeros to a multiple of 8 bytes. */
@@ -193,12 +202,16 @@ static inline uint64_t proto_fused_rec_len(uint64_t body_len)
 uint64_t proto_fused_put(uint8_t *out, const proto_hdr *h, const void *data);
 
 /* Decode the record at *off of a fused body of len bytes from a message of
- * type outer (PROTO_FUSED or PROTO_FUSED_REPLY) and advance *off past it.
- * The record is validated as proto_decode validates a message, and must be a
- * data request (FUSED) or a REPLY (FUSED_REPLY) not sent by reference, from
- * the message's sender.  *data points at the record's body inside body (NULL
- * when it has none).  Returns 0, or KVS_EPROTO / KVS_ETOOBIG with why (a
- * record that runs past len included). */
+ * type outer (PROTO_FUSED, PROTO_FUSED_REF or PROTO_FUSED_REPLY) and advance
+ * *off past it.  The record is validated as proto_decode validates a
+ * message, and must be a data request (FUSED, FUSED_REF) or a REPLY
+ * (FUSED_REPLY), from the message's sender.  A record by reference
+ * (PROTO_F_CMA) is refused in a FUSED; in a FUSED_REF its body is the
+ * PROTO_CMA_LEN descriptor (checked further by the server, which alone knows
+ * whether the sender proved its memory); in a FUSED_REPLY it has no body
+ * unless it is an error.  *data points at the record's body inside body
+ * (NULL when it has none).  Returns 0, or KVS_EPROTO / KVS_ETOOBIG with why
+ * (a record that runs past len included). */
 int proto_fused_next(int outer, int sender, const uint8_t *body, uint64_t len, uint64_t *off,
                      const proto_limits *lim, proto_hdr *rec, const uint8_t **data, char *why,
                      size_t whylen);

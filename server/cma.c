@@ -155,6 +155,34 @@ int srv_cma_add(red_pool *pool, const srv_cma *c, kvs_dtype dtype, void *acc, ui
     return 0;
 }
 
+int srv_cma_desc(proto_hdr *h, const uint8_t *desc, char *why, size_t whylen)
+{
+    uint64_t src = le_get64(desc), dst = le_get64(desc + 8), bytes;
+    if (!size_mul(h->count, kvs_dtype_size((kvs_dtype)h->dtype), &bytes)) {
+        snprintf(why, whylen, "%s by reference: count %llu overflows a byte size",
+                 proto_type_name(h->type), (unsigned long long)h->count);
+        return KVS_EPROTO;
+    }
+    bool carries = h->type == PROTO_PUSH || h->type == PROTO_PUSHPULL ||
+                   (h->type == PROTO_INIT && src);
+    if (!carries || bytes == 0)
+        src = 0;
+    else if (src == 0) {
+        snprintf(why, whylen, "data by reference at address 0");
+        return KVS_EPROTO;
+    }
+    if ((src && src > UINT64_MAX - bytes) || (dst && dst > UINT64_MAX - bytes)) {
+        snprintf(why, whylen, "%s by reference: %llu bytes at %#llx / %#llx wrap around",
+                 proto_type_name(h->type), (unsigned long long)bytes, (unsigned long long)src,
+                 (unsigned long long)dst);
+        return KVS_EPROTO;
+    }
+    h->cma_src = src;
+    h->cma_dst = dst;
+    h->body_len = src ? bytes : 0;
+    return 0;
+}
+
 /* The process behind the pidfd has not exited (its pid cannot have been
  * given to another process). */
 static bool pid_alive(const srv_cma *c)

@@ -57,6 +57,15 @@ int srv_cma_proof(srv_cma *c, uint64_t req_id, const uint8_t *body, char *why, s
 /* True if c is proven and its process is still the one that proved it. */
 bool srv_cma_alive(const srv_cma *c);
 
+/* The descriptor of request h by reference (PROTO_CMA_LEN bytes at desc:
+ * u64 source, u64 destination address), checked: h->cma_src / cma_dst are
+ * set and h->body_len becomes the bytes of data the server will read (0
+ * with cma_src 0 when h carries none: a PULL, or an INIT without data).  A
+ * request that carries data must name a source, and no named range may
+ * wrap around the address space.  0, or KVS_EPROTO with why.  Pure: the
+ * caller checks that the worker proved its memory (srv_cma_alive). */
+int srv_cma_desc(proto_hdr *h, const uint8_t *desc, char *why, size_t whylen);
+
 /* Copy between this process and the worker: read (dir 0) len bytes at addr
  * into buf, or write (dir 1) buf to addr; big copies are spread over pool
  * (may be NULL).  0, or -1 with errno. */

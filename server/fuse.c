@@ -6,6 +6,7 @@
 #include "common/clock.h"
 #include "common/datapath.h"
 #include "common/log.h"
+#include "server/cma.h"
 #include "server/fuse.h"
 #include "server/metrics.h"
 
@@ -99,19 +100,36 @@ void srv_fuser_fini(srv_fuser *f)
 
 int srv_fuse_request(srv_fuser *f, srv_store *st, const uint8_t *ident, size_t ident_len,
                      int wrank, const proto_hdr *h, const uint8_t *body,
-                     const proto_limits *lim, char *why, size_t whylen)
+                     const proto_limits *lim, const srv_cma *cma, char *why, size_t whylen)
 {
     proto_hdr rec;
     const uint8_t *data;
-    uint64_t off = 0;
+    uint64_t off = 0, nref = 0;
     int rc;
-    for (uint64_t i = 0; i < h->count; i++)
-        if ((rc = proto_fused_next(PROTO_FUSED, h->sender, body, h->body_len, &off, lim, &rec,
+    for (uint64_t i = 0; i < h->count; i++) {
+        if ((rc = proto_fused_next(h->type, h->sender, body, h->body_len, &off, lim, &rec,
                                    &data, why, whylen)) != 0)
             return rc;
+        if (rec.flags & PROTO_F_CMA) {
+            char inner[200];
+            if (srv_cma_desc(&rec, data, inner, sizeof inner) != 0) {
+                snprintf(why, whylen, "%s: record %llu: %s", proto_type_name(h->type),
+                         (unsigned long long)i, inner);
+                return KVS_EPROTO;
+            }
+            nref++;
+        }
+    }
     if (off != h->body_len) {
-        snprintf(why, whylen, "FUSED: %llu bytes after its %llu records",
+        snprintf(why, whylen, "%s: %llu bytes after its %llu records", proto_type_name(h->type),
                  (unsigned long long)(h->body_len - off), (unsigned long long)h->count);
+        return KVS_EPROTO;
+    }
+    /* one check for the whole message: every record by reference names the
+     * memory of the process that proved itself on this connection */
+    if (nref > 0 && (cma == NULL || !srv_cma_alive(cma))) {
+        snprintf(why, whylen, "%s: %llu records by reference from a worker that did not prove "
+                 "it is on this host", proto_type_name(h->type), (unsigned long long)nref);
         return KVS_EPROTO;
     }
     srv_fuse *b = calloc(1, sizeof *b);
@@ -135,9 +153,15 @@ int srv_fuse_request(srv_fuser *f, srv_store *st, const uint8_t *ident, size_t i
     uint64_t arrived = clock_ns();
     off = 0;
     for (uint64_t i = 0; i < h->count; i++) {
-        proto_fused_next(PROTO_FUSED, h->sender, body, h->body_len, &off, lim, &rec, &data, why,
+        proto_fused_next(h->type, h->sender, body, h->body_len, &off, lim, &rec, &data, why,
                          whylen);
         rec.fuse = (uintptr_t)b;
+        if (rec.flags & PROTO_F_CMA) { /* the store reads the worker's memory itself */
+            srv_cma_desc(&rec, data, why, whylen);
+            data = NULL;
+            if (rec.cma_src && f->met)
+                srv_met_in(f->met, wrank, MET_PATH_CMA, rec.body_len);
+        }
         if (rec.flags & PROTO_F_TRACE) /* a traced record: TIMING before its answer */
             rec.t_arrive_ns = arrived;
         if (f->met)

@@ -30,6 +30,7 @@
 
 typedef struct srv_fuse srv_fuse;
 struct srv_met;
+struct srv_cma;
 
 typedef struct srv_fuser {
     uv_idle_t idle;        /* sends the collected answers on the next turn */
@@ -48,13 +49,18 @@ void srv_fuser_init(srv_fuser *f, uv_loop_t *loop, net_sock *sock, const int *no
  * requests that point at them must be gone or never be answered). */
 void srv_fuser_fini(srv_fuser *f);
 
-/* A validated FUSED message h with its body from worker wrank (connection
- * ident): check every record (proto_fused_next), then hand each to the
- * store.  Returns 0, or KVS_EPROTO / KVS_ETOOBIG / KVS_ENOMEM with why and
- * nothing handled: the caller answers the whole message with an ERROR. */
+/* A validated FUSED or FUSED_REF message h with its body from worker wrank
+ * (connection ident): check every record (proto_fused_next; a descriptor of
+ * a record by reference with srv_cma_desc), then hand each to the store (a
+ * record by reference without a body: the store reads the worker's memory).
+ * Records by reference are accepted only when cma (the worker's proof, may
+ * be NULL) is alive.  Returns 0, or KVS_EPROTO / KVS_ETOOBIG / KVS_ENOMEM
+ * with why and nothing handled: the caller answers the whole message with
+ * an ERROR. */
 int srv_fuse_request(srv_fuser *f, srv_store *st, const uint8_t *ident, size_t ident_len,
                      int wrank, const proto_hdr *h, const uint8_t *body,
-                     const proto_limits *lim, char *why, size_t whylen);
+                     const proto_limits *lim, const struct srv_cma *cma, char *why,
+                     size_t whylen);
 
 /* The store's answer to a record of batch reply->fuse: reply is the REPLY
  * header (req_id, key, part, status, round, count, dtype set; body_len is

@@ -82,10 +82,11 @@ int srv_met_init(srv_met *m, const cfg *c, uv_loop_t *loop, srv_store *st, net_s
         m->npeers = c->num_worker;
     met_peer_init(&m->unknown, r, "unknown");
     met_fam *req = met_family(r, MET_COUNTER, "kvs_requests_total",
-                              "Requests received from workers, by type (fused: messages of several small requests, each of which is also counted by its own type)", "type", NULL);
+                              "Requests received from workers, by type (fused, fused_ref: messages of several requests, each of which is also counted by its own type)", "type", NULL);
     /* a FUSED message counts once as "fused", and each request in it by its type
      * (server/fuse.c) */
-    int types[] = {PROTO_INIT, PROTO_PUSH, PROTO_PULL, PROTO_PUSHPULL, PROTO_HELLO, PROTO_FUSED};
+    int types[] = {PROTO_INIT,  PROTO_PUSH,  PROTO_PULL,     PROTO_PUSHPULL,
+                   PROTO_HELLO, PROTO_FUSED, PROTO_FUSED_REF};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         char name[32];
         snprintf(name, sizeof name, "%s", proto_type_name(types[i]));

@@ -107,14 +107,18 @@ static void send_timing(srv *s, const uint8_t *ident, size_t ident_len, const pr
     zmq_msg_close(&body);
 }
 
-/* A value written into a worker's memory (reply h, flags PROTO_F_CMA). */
+/* A value written into a worker's memory (reply h, flags PROTO_F_CMA; a
+ * record of a FUSED_REF is answered by a record of a FUSED_REPLY). */
 static void cma_written(srv *s, const uint8_t *ident, size_t ident_len, proto_hdr *h,
                         int wrank)
 {
     srv_met_out(&s->met, wrank, MET_PATH_CMA, h->body_len);
     h->flags = PROTO_F_CMA;
     h->body_len = 0;
-    net_send(s->data, ident, ident_len, h, NULL);
+    if (h->fuse)
+        srv_fuse_answer(&s->fuser, h, NULL, NULL);
+    else
+        net_send(s->data, ident, ident_len, h, NULL);
 }
 
 /* The write failed (errno says why): the reply h says so. */
@@ -126,7 +130,10 @@ static void cma_write_failed(srv *s, const uint8_t *ident, size_t ident_len, pro
              strerror(errno));
     h->status = KVS_EINVAL;
     met_error(s->met.reg, KVS_EINVAL);
-    net_send_text(s->data, ident, ident_len, h, text);
+    if (h->fuse)
+        srv_fuse_answer(&s->fuser, h, text, NULL);
+    else
+        net_send_text(s->data, ident, ident_len, h, text);
 }
 
 /* Writing a big value into a worker's memory, off the loop. */
@@ -245,7 +252,9 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
     h.flags = 0;
     h.round = round;
     h.body_len = 0;
-    if (req->fuse) { /* a record of a FUSED request: its answer is a record too */
+    bool write = status == 0 && value != NULL && req->count > 0 &&
+                 (req->flags & PROTO_F_CMA) && req->cma_dst;
+    if (req->fuse && !write) { /* a record of a FUSED request: its answer is a record too */
         srv_fuse_answer(&s->fuser, &h, text, value && req->count ? value->data : NULL);
         return;
     }
@@ -264,8 +273,9 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
     }
     zmq_msg_t body;
     h.body_len = req->count * kvs_dtype_size((kvs_dtype)req->dtype);
-    if ((req->flags & PROTO_F_CMA) && req->cma_dst) {
-        /* write the value straight into the worker's output */
+    if (write) {
+        /* write the value straight into the worker's output (a record of a
+         * FUSED_REF too: its answer, a record without a body, follows) */
         const srv_cma *c = &s->cma[wrank];
         if (!srv_cma_alive(c)) {
             errno = EPERM;
@@ -282,7 +292,10 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
         write_job *j = calloc(1, sizeof *j);
         if (j == NULL) {
             h.status = KVS_ENOMEM;
-            net_send_text(s->data, ident, ident_len, &h, "server out of memory");
+            if (h.fuse)
+                srv_fuse_answer(&s->fuser, &h, "server out of memory", NULL);
+            else
+                net_send_text(s->data, ident, ident_len, &h, "server out of memory");
             return;
         }
         *j = (write_job){.j = {write_run, write_done, req->priority, 0, NULL}, .s = s,
@@ -385,24 +398,14 @@ static void on_cma_request(srv *s, const uint8_t *ident, size_t ident_len, int w
                       "data by reference from a worker that did not prove it is on this host");
         return;
     }
-    h->cma_src = le_get64(desc);
-    h->cma_dst = le_get64(desc + 8);
-    uint64_t bytes = h->count * kvs_dtype_size((kvs_dtype)h->dtype);
-    bool carries = h->type == PROTO_PUSH || h->type == PROTO_PUSHPULL ||
-                   (h->type == PROTO_INIT && h->cma_src);
-    if (!carries || bytes == 0) {
-        h->body_len = 0;
-        h->cma_src = 0;
-        srv_store_handle(&s->store, ident, ident_len, wrank, h, NULL);
-        return;
-    }
-    if (h->cma_src == 0) {
+    char why[200];
+    if (srv_cma_desc(h, desc, why, sizeof why) != 0) {
         e.status = KVS_EPROTO;
-        net_send_text(s->data, ident, ident_len, &e, "data by reference at address 0");
+        net_send_text(s->data, ident, ident_len, &e, why);
         return;
     }
-    srv_met_in(&s->met, wrank, MET_PATH_CMA, bytes);
-    h->body_len = bytes;
+    if (h->cma_src)
+        srv_met_in(&s->met, wrank, MET_PATH_CMA, h->body_len);
     srv_store_handle(&s->store, ident, ident_len, wrank, h, NULL);
 }
 
@@ -470,13 +473,14 @@ static void dispatch(srv *s, const uint8_t *ident, size_t ident_len, int wrank, 
         on_cma_request(s, ident, ident_len, wrank, &h, zmq_msg_data(bodymsg));
         return;
     }
-    if (h.type == PROTO_FUSED) {
+    if (h.type == PROTO_FUSED || h.type == PROTO_FUSED_REF) {
         rc = srv_fuse_request(&s->fuser, &s->store, ident, ident_len, wrank, &h,
-                              zmq_msg_data(bodymsg), &lim, why, sizeof why);
+                              zmq_msg_data(bodymsg), &lim, &s->cma[wrank], why, sizeof why);
         if (rc != 0) {
             s->dropped++;
-            LOG(LOG_WARN, s->who, "net", "refused a FUSED message from worker %d (%llu bad "
-                "messages so far): %s", wrank, (unsigned long long)s->dropped, why);
+            LOG(LOG_WARN, s->who, "net", "refused a %s message from worker %d (%llu bad "
+                "messages so far): %s", proto_type_name(h.type), wrank,
+                (unsigned long long)s->dropped, why);
             proto_hdr e = {.type = PROTO_ERROR, .status = rc, .sender = s->node_id,
                            .req_id = h.req_id};
             net_send_text(s->data, ident, ident_len, &e, why);
@@ -512,7 +516,7 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
         return;
     if (rc == 0 && h.type != PROTO_INIT && h.type != PROTO_PUSH && h.type != PROTO_PULL &&
         h.type != PROTO_PUSHPULL && h.type != PROTO_HELLO && h.type != PROTO_PROOF &&
-        h.type != PROTO_FUSED && !srv_ctl_type(h.type)) {
+        h.type != PROTO_FUSED && h.type != PROTO_FUSED_REF && !srv_ctl_type(h.type)) {
         snprintf(why, sizeof why, "%s is not a data request", proto_type_name(h.type));
         rc = KVS_EPROTO;
     }

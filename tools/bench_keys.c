@@ -41,6 +41,9 @@ static const char usage[] =
     "  --warmup N       untimed rounds first (default 2)\n"
     "  --type T         dist_sync (default), dist_async\n"
     "  --no-ref         skip the one-key reference row\n"
+    "  --interleave     alternate each round with one of the reference key (one\n"
+    "                   key of the same bytes), so both medians come from the\n"
+    "                   same minutes of a busy machine\n"
     "  --json           one JSON object per row\n"
     "Columns: median and p99 of a round (issue every key, wait for all), first_ms\n"
     "(backward: until the first layer's value is back), GB/s as kvs-bench, and\n"
@@ -59,6 +62,7 @@ struct kopts {
     int iters, warmup;
     const char *type;
     int ref, json;
+    int interleave; /* --interleave: alternate rounds with the reference key */
 };
 
 struct round {
@@ -179,6 +183,7 @@ static int parse_kopts(int argc, char **argv, struct kopts *o)
         {"iters", required_argument, 0, 'i'},  {"warmup", required_argument, 0, 'w'},
         {"type", required_argument, 0, 't'},   {"no-ref", no_argument, 0, 'R'},
         {"json", no_argument, 0, 'j'},         {"help", no_argument, 0, 'h'},
+        {"interleave", no_argument, 0, 'I'},
         {0, 0, 0, 0}};
     int c, order = -1;
     char *end;
@@ -259,6 +264,9 @@ static int parse_kopts(int argc, char **argv, struct kopts *o)
         }
         case 't':
             o->type = optarg;
+            break;
+        case 'I':
+            o->interleave = 1;
             break;
         case 'R':
             o->ref = 0;
@@ -435,6 +443,69 @@ struct result {
 };
 
 static int measure(kvs_store *s, const struct round *r, int op, const struct kopts *o,
+                   int iters, int wsum, int rank, struct result *res);
+
+/* --interleave: one round of r, then one of ref (call order), iters times;
+ * each median against the same minutes of a shared, noisy machine. */
+static int measure_pair(kvs_store *s, const struct round *r, const struct round *ref, int op,
+                        const struct kopts *o, int iters, int wsum, int rank,
+                        struct result *a, struct result *b)
+{
+    uint64_t *la = calloc((size_t)iters, 8), *lb = calloc((size_t)iters, 8), f;
+    int rc = 0;
+    if (la == NULL || lb == NULL) {
+        free(la);
+        free(lb);
+        fprintf(stderr, "kvs-bench: out of memory\n");
+        return 1;
+    }
+    memset(r->out, 0, r->total * sizeof(float));
+    memset(ref->out, 0, ref->total * sizeof(float));
+    kvs_barrier(s);
+    for (int it = -o->warmup; it < iters && rc == 0; it++) {
+        uint64_t ta, tb;
+        rc = one_round(s, r, op, o->backward, o->compute_ms, &ta, &f);
+        if (rc == 0)
+            rc = one_round(s, ref, op, 0, 0, &tb, &f);
+        if (rc == 0 && it >= 0) {
+            la[it] = ta;
+            lb[it] = tb;
+        }
+    }
+    for (int k = 0; k < 2 && rc == 0 && op == OP_PUSH; k++) {
+        const struct round *x = k ? ref : r;
+        rc = kvs_pull(s, x->n, x->keys, x->outs, 0);
+        if (rc == 0)
+            rc = kvs_wait_all(s);
+    }
+    if (rc) {
+        fprintf(stderr, "kvs-bench: worker %d: %s: %s: %s\n", rank, op_names[op],
+                kvs_errname(rc), kvs_last_error());
+        free(la);
+        free(lb);
+        return 1;
+    }
+    for (int k = 0; k < 2; k++) {
+        const struct round *x = k ? ref : r;
+        uint64_t *l = k ? lb : la;
+        struct result *res = k ? b : a;
+        uint64_t bad = round_check(x, wsum);
+        if (bad != UINT64_MAX)
+            fprintf(stderr, "kvs-bench: worker %d: %s of %zu keys: wrong value at element "
+                    "%llu (of %llu)\n", rank, op_names[op], x->n, (unsigned long long)bad,
+                    (unsigned long long)x->total);
+        qsort(l, (size_t)iters, sizeof *l, cmp_u64);
+        res->med_ms = (double)l[iters / 2] / 1e6;
+        res->p99_ms = (double)l[(int)((iters - 1) * 0.99)] / 1e6;
+        res->first_ms = 0;
+        res->ok = bad == UINT64_MAX;
+    }
+    free(la);
+    free(lb);
+    return 0;
+}
+
+static int measure(kvs_store *s, const struct round *r, int op, const struct kopts *o,
                    int iters, int wsum, int rank, struct result *res)
 {
     uint64_t *lat = calloc((size_t)iters, sizeof *lat), *first = calloc((size_t)iters, 8);
@@ -584,9 +655,13 @@ int bench_keys_main(int argc, char **argv)
     for (int oi = 0; oi < o.nops; oi++) {
         int op = o.ops[oi];
         struct result a = {0}, b = {0};
-        if (measure(s, &r, op, &o, iters, wsum, rank, &a) != 0)
+        if (o.ref && o.interleave) {
+            if (measure_pair(s, &r, &ref, op, &o, iters, wsum, rank, &a, &b) != 0)
+                return 1;
+        } else if (measure(s, &r, op, &o, iters, wsum, rank, &a) != 0) {
             return 1;
-        if (o.ref) {
+        }
+        if (o.ref && !o.interleave) {
             struct kopts ro = o;
             ro.backward = 0;
             ro.compute_ms = 0;

@@ -221,6 +221,21 @@ static void trace_replied(kvs_store *s, const wrk_req *q, int status)
         trace_req(s, q, TEV_DONE, 0, 0, 0, status);
 }
 
+/* Bytes of q's data. */
+static uint64_t req_bytes(const wrk_req *q)
+{
+    return q->h.count * kvs_dtype_size((kvs_dtype)q->h.dtype);
+}
+
+/* q's data goes by reference: its server is on this host and proved that it
+ * can copy our memory (HELLO answered), and q carries or receives data of at
+ * least DP_CMA_MIN bytes. */
+static bool goes_by_ref(const kvs_store *s, const wrk_req *q)
+{
+    return s->cma && q->server >= 0 && q->server < s->num_servers && s->cma[q->server] &&
+           req_bytes(q) >= DP_CMA_MIN && (q->send || q->nouts > 0);
+}
+
 static void send_req(kvs_store *s, wrk_req *q)
 {
     char text[256];
@@ -242,7 +257,7 @@ static void send_req(kvs_store *s, wrk_req *q)
         req_fail(s, q, KVS_ENET, text);
         return;
     }
-    uint64_t bytes = q->h.count * kvs_dtype_size((kvs_dtype)q->h.dtype);
+    uint64_t bytes = req_bytes(q);
     if (s->hello_wait && s->hello_wait[q->server] && bytes >= DP_CMA_MIN &&
         (q->send || q->nouts > 0)) {
         /* its path (direct copy or socket) depends on the HELLO answer: wait for
@@ -263,8 +278,7 @@ static void send_req(kvs_store *s, wrk_req *q)
     bool traced = s->trace && q->op && q->op->trace_id;
     if (traced)
         q->h.flags |= PROTO_F_TRACE; /* the server reports its timing */
-    if (s->cma && s->cma[q->server] && bytes >= DP_CMA_MIN &&
-        (q->send || q->nouts > 0)) {
+    if (goes_by_ref(s, q)) {
         /* same host: the server copies from and into our memory itself */
         proto_hdr h = q->h;
         h.flags |= PROTO_F_CMA;
@@ -326,24 +340,29 @@ static void send_req(kvs_store *s, wrk_req *q)
  * Parts below DP_FUSE_MAX bytes queued in one wake-up are collected per
  * server and sent as FUSED messages of at most KVS_FUSE_BYTES.  Each part
  * keeps its own req_id (the FUSED's req_id + 1, + 2, ...) and its answer
- * comes back as a record of a FUSED_REPLY, handled like a lone REPLY. */
+ * comes back as a record of a FUSED_REPLY, handled like a lone REPLY.
+ * Parts that go by reference (goes_by_ref) join them as records of a
+ * descriptor only (PROTO_F_CMA): the message is then a FUSED_REF, and the
+ * server reads and writes their data in our memory itself. */
 
 static bool fusable(const kvs_store *s, const wrk_req *q)
 {
     return s->c.fuse_bytes > 0 && q->op != NULL && q->op->type != WRK_OP_CTL &&
            q->server >= 0 && q->server < s->num_servers &&
-           q->h.count * kvs_dtype_size((kvs_dtype)q->h.dtype) < DP_FUSE_MAX;
+           (req_bytes(q) < DP_FUSE_MAX || goes_by_ref(s, q));
 }
 
 static uint64_t fused_len(const wrk_req *q)
 {
-    return proto_fused_rec_len(q->send ? q->h.body_len : 0);
+    return proto_fused_rec_len(q->fref ? PROTO_CMA_LEN : q->send ? q->h.body_len : 0);
 }
 
+/* Fail requests that were to leave fused (none lent ZeroMQ a frame: a
+ * zero-copy body by reference is released with its reply). */
 static void fuse_fail(kvs_store *s, wrk_req **reqs, size_t n, int err, const char *text)
 {
     for (size_t i = 0; i < n; i++)
-        wrk_op_release(s, reqs[i]->op, err, text);
+        wrk_req_drop(s, reqs[i], err, text);
 }
 
 static void fuse_flush(kvs_store *s, int r)
@@ -351,13 +370,16 @@ static void fuse_flush(kvs_store *s, int r)
     wrk_fuse *f = &s->fuse[r];
     size_t n = f->n, k;
     uint64_t bytes = f->bytes, off = 0, cid;
+    bool ref = f->nref > 0;
     char text[128];
     zmq_msg_t body;
     f->n = 0;
     f->bytes = 0;
+    f->nref = 0;
     if (n == 0)
         return;
     if (n == 1) {
+        f->reqs[0]->fref = false;
         send_req(s, f->reqs[0]);
         return;
     }
@@ -391,25 +413,46 @@ static void fuse_flush(kvs_store *s, int r)
             break;
         if (s->trace && q->op->trace_id)
             q->h.flags |= PROTO_F_TRACE; /* the server sends this record's TIMING */
-        off += proto_fused_put(p + off, &q->h, q->send);
+        if (q->fref) { /* by reference: the record names our buffers */
+            proto_hdr rh = q->h;
+            uint8_t desc[PROTO_CMA_LEN];
+            rh.flags |= PROTO_F_CMA;
+            rh.body_len = PROTO_CMA_LEN;
+            le_put64(desc, (uint64_t)(uintptr_t)q->send);
+            le_put64(desc + 8, q->nouts > 0 ? (uint64_t)(uintptr_t)q->outs[0] : 0);
+            off += proto_fused_put(p + off, &rh, desc);
+            q->cma_out = q->nouts > 0;
+        } else {
+            off += proto_fused_put(p + off, &q->h, q->send);
+        }
         if (q->h.priority > prio)
             prio = q->h.priority;
         /* metrics and timeline */
         q->t_sent = now;
-        wrk_met_sent(s, q, false, 0);
+        wrk_met_sent(s, q, q->fref, q->fref ? req_bytes(q) : 0);
         if (s->trace && q->op->trace_id)
-            trace_req(s, q, TEV_SENT, q->send ? q->h.body_len : 0, 2, 0, 0);
+            trace_req(s, q, TEV_SENT, q->fref ? (q->send ? req_bytes(q) : 0)
+                                               : q->send ? q->h.body_len : 0,
+                      q->fref ? 3 : 2, 0, 0);
     }
-    proto_hdr h = {.type = PROTO_FUSED, .sender = s->node_id, .req_id = cid, .priority = prio,
-                   .count = n, .body_len = off};
+    proto_hdr h = {.type = ref ? PROTO_FUSED_REF : PROTO_FUSED, .sender = s->node_id,
+                   .req_id = cid, .priority = prio, .count = n, .body_len = off};
     if (k < n || off != bytes || net_send(s->servers[r], NULL, 0, &h, &body) != 0) {
         for (size_t j = 0; j < k; j++)
             wrk_reqmap_del(&s->reqs, f->reqs[j]->req_id);
         hmap_del(&s->batches, cid);
         snprintf(text, sizeof text, k < n ? "out of memory" : "send to server %d failed", r);
         fuse_fail(s, f->reqs, n, k < n ? KVS_ENOMEM : KVS_ENET, text);
+        zmq_msg_close(&body);
+        return;
     }
     zmq_msg_close(&body);
+    /* a fused record lends ZeroMQ no frame (by reference, or copied into
+     * the message): the release its zero-copy body was counted for happens
+     * now (as in send_req) */
+    for (k = 0; k < n; k++)
+        if (f->reqs[k]->zc)
+            wrk_op_release(s, f->reqs[k]->op, 0, NULL);
 }
 
 static void fuse_flush_all(kvs_store *s)
@@ -435,6 +478,7 @@ static void dispatch(kvs_store *s, wrk_req *q)
         return;
     }
     wrk_fuse *f = &s->fuse[q->server];
+    q->fref = goes_by_ref(s, q);
     uint64_t len = fused_len(q);
     if (f->n > 0 && f->bytes + len > s->c.fuse_bytes)
         fuse_flush(s, q->server);
@@ -442,6 +486,7 @@ static void dispatch(kvs_store *s, wrk_req *q)
         size_t cap = f->cap ? 2 * f->cap : 64;
         wrk_req **nr = realloc(f->reqs, cap * sizeof *nr);
         if (nr == NULL) {
+            q->fref = false;
             send_req(s, q);
             return;
         }
@@ -450,6 +495,7 @@ static void dispatch(kvs_store *s, wrk_req *q)
     }
     f->reqs[f->n++] = q;
     f->bytes += len;
+    f->nref += q->fref;
 }
 
 /* A record of a FUSED message was answered (or failed). */
@@ -764,7 +810,7 @@ static void on_reply(kvs_store *s, const proto_hdr *hp, const char *body)
     }
     if (q->nouts > 0 && (h.flags & PROTO_F_CMA)) {
         /* the server wrote the value into outs[0] */
-        if (h.count != q->h.count || h.offset != q->h.offset || h.dtype != q->h.dtype) {
+        if (!q->cma_out || h.count != q->h.count || h.offset != q->h.offset || h.dtype != q->h.dtype) {
             wrk_op_release(s, q->op, KVS_EPROTO, "a server's reply does not match its request");
             return;
         }

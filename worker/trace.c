@@ -70,7 +70,7 @@ static void write_event(wrk_trace *t, const wrk_tev *e)
         fprintf(t->f, ",\"part\":%u,\"server\":%d,\"bytes\":%llu,\"path\":\"%s\","
                       "\"event\":\"sent\"}}",
                 e->part, e->server, (unsigned long long)e->a,
-                e->b == 1 ? "cma" : e->b == 2 ? "fused" : "socket");
+                e->b == 1 ? "cma" : e->b == 2 ? "fused" : e->b == 3 ? "fused_cma" : "socket");
         break;
     case TEV_SERVER: {
         /* the server reports durations; place them on our clock, taking

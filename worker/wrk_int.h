@@ -73,6 +73,7 @@ typedef struct wrk_req {
     int nouts;
     uint8_t **outs;      /* where reply data goes (each h.count elements) */
     bool cma_out;        /* (io) sent by reference: the server writes outs[0] itself */
+    bool fref;           /* (io) waits to leave by reference in a FUSED_REF message */
     uint64_t t_sent;     /* (io) clock_ns() when sent (metrics, trace) */
     uint32_t kidx;       /* index of its key in op->keys (trace) */
     struct wrk_req *hnext; /* (io) in held[server]: waits for that server's HELLO answer */
@@ -82,11 +83,13 @@ typedef struct wrk_req {
                           * pending counts one more release for it (op.h) */
 } wrk_req;
 
-/* (io) Small parts for one server waiting to leave as one FUSED message. */
+/* (io) Small parts (and big ones by reference) for one server waiting to
+ * leave as one FUSED (or FUSED_REF) message. */
 typedef struct wrk_fuse {
     wrk_req **reqs;
     size_t n, cap;
     uint64_t bytes; /* body of the FUSED message so far */
+    size_t nref;    /* records by reference among them: the message is a FUSED_REF */
 } wrk_fuse;
 
 struct wrk_op {

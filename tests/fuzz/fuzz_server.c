@@ -13,7 +13,7 @@
  *
  * Input: a sequence of messages (at most FZ_SRV_MSGS), each led by an op
  * byte: op % 16 the kind, op >> 4 the peer.
- *   0 raw frames                       8 FUSED: records made like 1-4
+ *   0 raw frames                       8 FUSED or FUSED_REF: records made like 1-5
  *   1 INIT  2 PUSH  3 PULL  4 PUSHPULL 9 OPT_SET   10 OPT_KEY
  *   5 a data request by reference      11 SAVE / SAVE_END  12 LOAD / LOAD_END
  *   6 HELLO                            13 a message from the scheduler
@@ -205,18 +205,37 @@ static uint64_t some_addr(fz_in *in)
     return b == 0xFF ? fz_u64(in) & 0xFFFull : 0xDEAD0000ull + b;
 }
 
-/* The records of a FUSED body. */
+/* The records of a FUSED body; with bit 7 of its count byte a FUSED_REF,
+ * whose records with bit 6 of their type byte are by reference (the
+ * descriptor made as for kind 5; bit 5 too: also in a plain FUSED, where
+ * it must be refused). */
 static size_t fused_body(fz_in *in, proto_hdr *h, int sender, uint8_t *body)
 {
     static const int types[] = {PROTO_INIT, PROTO_PUSH, PROTO_PULL, PROTO_PUSHPULL};
     uint8_t rec[FZ_BODY_MAX];
     size_t len = 0;
-    int n = 1 + fz_u8(in) % 6;
-    h->type = PROTO_FUSED;
+    uint8_t nb = fz_u8(in);
+    int n = 1 + (nb & 0x7F) % 6;
+    h->type = (nb & 0x80) ? PROTO_FUSED_REF : PROTO_FUSED;
     for (int i = 0; i < n && fz_more(in); i++) {
         proto_hdr r;
         memset(&r, 0, sizeof r);
-        size_t rlen = data_request(in, &r, types[fz_u8(in) & 3], rec);
+        uint8_t tb = fz_u8(in);
+        size_t rlen;
+        if ((tb & 0x40) && (h->type == PROTO_FUSED_REF || (tb & 0x20))) {
+            fz_hdr_fields(in, &r);
+            r.type = (uint16_t)types[tb & 3];
+            r.flags |= PROTO_F_CMA;
+            le_put64(rec, some_addr(in));
+            le_put64(rec + 8, some_addr(in));
+            r.body_len = rlen = PROTO_CMA_LEN;
+            if (r.count > 4096) /* the scratch buffer is what may be named */
+                r.count = 4096;
+            if (r.offset + r.count > r.total)
+                r.total = r.offset + r.count;
+        } else {
+            rlen = data_request(in, &r, types[tb & 3], rec);
+        }
         r.sender = (fz_u8(in) & 0x80) ? (int32_t)fz_u8(in) : sender;
         if (rlen < r.body_len) /* a record must hold what it declares */
             r.body_len = rlen;
@@ -462,6 +481,24 @@ void fz_seeds(fz_seed_fn add)
         2, F6(4, 0, 2), 0,                 /* PULL */
         0};
     add(fused, sizeof fused);
+    /* FUSED_REF: rank 0 proves its memory, then sends a PUSHPULL by reference
+     * (8 floats read from and the sum written into the scratch buffer) beside
+     * an inline PUSH; rank 1, unproven, sends one too (refused whole), then
+     * its PUSH of key 8 completes the round (the sum is written back) */
+    static const uint8_t fref[] = {
+        0x06, 1, F6(0, 0, 0), 0x10, 0,
+        0x07, 0x1B, F6(0, 0, 0), 0,
+        0x01, F6(8, 0, 8), 0, 0, 0,        /* INIT key 8 from rank 0 */
+        0x11, F6(8, 0, 8), 1, 0,           /* INIT key 8 from rank 1 */
+        0x08, F6(0, 0, 2), 0x81,
+        0x43, F6(8, 0, 8), 0x20, 0x30, 0,  /* PUSHPULL by reference */
+        1, F6(5, 0, 2), 0, 0,              /* PUSH inline */
+        0,
+        0x18, F6(0, 0, 1), 0x80,
+        0x43, F6(8, 0, 8), 0x20, 0x30, 0,
+        0,
+        0x12, F6(8, 0, 8), 0, 0};
+    add(fref, sizeof fref);
     /* direct copies: HELLO naming this process, the right PROOF, a push by reference */
     static const uint8_t cma[] = {
         0x06, 1, F6(0, 0, 0), 0x10, 0,

@@ -455,6 +455,19 @@ IT_TEST(cma_other_process_1x2)
     int sport = start_server_port(t, 0, NULL);
     int victim = it_spawn(t, "victim", "/bin/sleep", (const char *const[]){"60", NULL}, NULL);
     pid_t vpid = t->proc[victim].pid;
+    /* it_spawn returns after fork: until the exec is done the victim is a
+     * copy of this process, with my_slot readable in it */
+    char exe[256] = "";
+    for (double end = it_now() + 10;;) {
+        char link[64];
+        snprintf(link, sizeof link, "/proc/%d/exe", (int)vpid);
+        ssize_t n = readlink(link, exe, sizeof exe - 1);
+        exe[n > 0 ? n : 0] = '\0';
+        if (n > 6 && strcmp(exe + n - 6, "/sleep") == 0)
+            break;
+        IT_ASSERT(t, it_now() < end, "the victim never ran /bin/sleep (exe %s)", exe);
+        it_nap_ms(2);
+    }
     void *ctx = zmq_ctx_new();
     void *s = outsider(t, ctx, sport, NULL, NULL, "w11-00000000deadbeef");
     /* another program: the address does not even exist there */

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -437,4 +438,214 @@ IT_TEST(server_memory_values_1x1)
     zmq_ctx_term(ctx);
     free(vals);
     free(got);
+
+/* ---- FUSED_REF: many big keys by reference in one message ---- */
+
+enum { T_PUSH = 12, T_ERROR = 16, T_HELLO = 17, T_CHALLENGE = 33, T_PROOF = 34,
+       T_FUSED_REPLY = 65, T_FUSED_REF = 66, F_CMA = 2 };
+#define FR_BIG 70001 /* elements of a key by reference: 280 KB, summed off the loop */
+
+/* A record of a fused body at out: header and body (padded to 8 bytes).
+ * Returns its length. */
+static size_t record(uint8_t *out, int type, int flags, uint64_t req, uint64_t key,
+                     uint64_t count, uint64_t round, const void *body, size_t len)
+{
+    size_t padded = (len + 7) & ~(size_t)7;
+    header(out, type, 9, 0, req, key, count, round, len);
+    le(out + 8, (uint64_t)flags, 2);
+    memset(out + HDR, 0, padded);
+    if (len)
+        memcpy(out + HDR, body, len);
+    return HDR + padded;
+}
+
+/* A record by reference: the descriptor names src and dst in this process. */
+static size_t ref_record(uint8_t *out, int type, uint64_t req, uint64_t key, uint64_t count,
+                         uint64_t round, const void *src, const void *dst)
+{
+    uint8_t desc[16];
+    le(desc, (uint64_t)(uintptr_t)src, 8);
+    le(desc + 8, (uint64_t)(uintptr_t)dst, 8);
+    return record(out, type, F_CMA, req, key, count, round, desc, sizeof desc);
+}
+
+/* Send a FUSED-like message (type) of n records; expect a whole-message
+ * ERROR with status want naming its req_id, whose text holds what. */
+static void expect_refused(it_ctx *t, void *w, int type, uint64_t req, const uint8_t *body,
+                           size_t len, int n, const char *what)
+{
+    uint8_t h[HDR], text[4096];
+    header(h, type, 9, 0, req, 0, (uint64_t)n, 0, len);
+    send_msg(t, w, h, body, len);
+    int tl = recv_msg(t, w, h, text, sizeof text - 1, 10);
+    text[tl > 0 ? tl : 0] = '\0';
+    IT_ASSERT(t, get_le(h + 6, 2) == T_ERROR && (int32_t)get_le(h + 16, 4) == KVS_EPROTO &&
+                 get_le(h + 24, 8) == req,
+              "a %s message (%s): type %d status %d request %llu, expected an ERROR "
+              "KVS_EPROTO for request %llu (text: %s)", type == T_FUSED ? "FUSED" : "FUSED_REF",
+              what, (int)get_le(h + 6, 2), (int)(int32_t)get_le(h + 16, 4),
+              (unsigned long long)get_le(h + 24, 8), (unsigned long long)req, text);
+    IT_ASSERT(t, strstr((char *)text, what) != NULL, "refusal text '%s' does not say '%s'",
+              text, what);
+}
+
+/* One lone answer to request req: its status. */
+static int lone_answer(it_ctx *t, void *w, uint64_t req, uint8_t *body, size_t cap)
+{
+    uint8_t h[HDR];
+    recv_msg(t, w, h, body, cap, 10);
+    IT_ASSERT(t, get_le(h + 6, 2) == T_REPLY && get_le(h + 24, 8) == req,
+              "expected the REPLY to request %llu, got type %d for request %llu",
+              (unsigned long long)req, (int)get_le(h + 6, 2),
+              (unsigned long long)get_le(h + 24, 8));
+    return (int)(int32_t)get_le(h + 16, 4);
+}
+
+/* The server takes big key parts by reference in one FUSED_REF message,
+ * beside inline records, only from a worker that proved its memory:
+ *  - before the proof a FUSED_REF with a record by reference is refused
+ *    whole (its inline record is not handled either);
+ *  - after it, the server reads the pushes from our memory and writes the
+ *    sums into it (answers: FUSED_REPLY records by reference, no body), every
+ *    element checked, with an inline record's answer beside them;
+ *  - a record by reference at address 0 or wrapping around the address
+ *    space, or inside a plain FUSED, refuses the whole message; one naming
+ *    memory that is not mapped gets an error answer of its own. */
+IT_TEST(server_fused_ref_1x1)
+{
+    static float vals[2][FR_BIG], outs[2][FR_BIG];
+    static uint8_t body[1 << 20];
+    static uint8_t nonce[16];
+    uint8_t h[HDR], buf[4096];
+    float small[8], zero8[8] = {0};
+    it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_start_scheduler(t, 1, 1, NULL);
+    int port = start_server_port(t);
+    void *ctx = zmq_ctx_new();
+    void *w = client(t, ctx, port, "w9-00000000000000f1");
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < FR_BIG; i++)
+            vals[k][i] = (float)(i % 1000) * 0.25f + (float)k;
+    for (int i = 0; i < 8; i++)
+        small[i] = (float)i + 0.5f;
+    /* keys 1 and 2 (big), 3 (small): INIT with zeros */
+    static float zeros[FR_BIG];
+    header(h, T_INIT, 9, 0, 1, 1, FR_BIG, 0, sizeof zeros);
+    send_msg(t, w, h, zeros, sizeof zeros);
+    IT_ASSERT(t, lone_answer(t, w, 1, buf, sizeof buf) == 0, "INIT key 1 failed");
+    header(h, T_INIT, 9, 0, 2, 2, FR_BIG, 0, sizeof zeros);
+    send_msg(t, w, h, zeros, sizeof zeros);
+    IT_ASSERT(t, lone_answer(t, w, 2, buf, sizeof buf) == 0, "INIT key 2 failed");
+    header(h, T_INIT, 9, 0, 3, 3, 8, 0, sizeof zero8);
+    send_msg(t, w, h, zero8, sizeof zero8);
+    IT_ASSERT(t, lone_answer(t, w, 3, buf, sizeof buf) == 0, "INIT key 3 failed");
+
+    /* not proven yet: refused whole, the inline INIT of key 9 in it too */
+    size_t len = ref_record(body, T_PUSHPULL, 11, 1, FR_BIG, 0, vals[0], outs[0]);
+    len += record(body + len, T_INIT, 0, 12, 9, 8, 0, small, sizeof small);
+    expect_refused(t, w, T_FUSED_REF, 10, body, len, 2, "did not prove");
+    header(h, T_PULL, 9, 0, 13, 9, 8, 0, 0);
+    send_msg(t, w, h, NULL, 0);
+    IT_ASSERT(t, lone_answer(t, w, 13, buf, sizeof buf) != 0,
+              "key 9 exists: a record of a refused FUSED_REF was handled");
+
+    /* the proof: HELLO (our pid, where the challenge goes), CHALLENGE, PROOF */
+    uint8_t hello[32] = {0};
+    le(hello, (uint64_t)getpid(), 8);
+    le(hello + 8, (uint64_t)(uintptr_t)nonce, 8);
+    header(h, T_HELLO, 9, 0, 20, 0, 0, 0, sizeof hello);
+    send_msg(t, w, h, hello, sizeof hello);
+    int n = recv_msg(t, w, h, buf, sizeof buf, 10);
+    IT_ASSERT(t, get_le(h + 6, 2) == T_CHALLENGE && n == 16,
+              "HELLO answered with type %d (%d bytes), expected a CHALLENGE",
+              (int)get_le(h + 6, 2), n);
+    memcpy(nonce, buf, 16);
+    memcpy(hello + 16, buf, 16);
+    header(h, T_PROOF, 9, 0, 20, 0, 0, 0, sizeof hello);
+    send_msg(t, w, h, hello, sizeof hello);
+    IT_ASSERT(t, lone_answer(t, w, 20, buf, sizeof buf) == 0, "our PROOF was refused: %s",
+              (char *)buf);
+
+    /* proven: two big pushpulls by reference and a small one inline, round 0 */
+    for (int k = 0; k < 2; k++)
+        memset(outs[k], 0xFF, sizeof outs[k]);
+    len = ref_record(body, T_PUSHPULL, 31, 1, FR_BIG, 0, vals[0], outs[0]);
+    len += record(body + len, T_PUSHPULL, 0, 32, 3, 8, 0, small, sizeof small);
+    len += ref_record(body + len, T_PUSHPULL, 33, 2, FR_BIG, 0, vals[1], outs[1]);
+    header(h, T_FUSED_REF, 9, 0, 30, 0, 3, 0, len);
+    send_msg(t, w, h, body, len);
+    bool got[3] = {false, false, false};
+    for (int left = 3; left > 0;) {
+        static uint8_t rb[1 << 16];
+        int rl = recv_msg(t, w, h, rb, sizeof rb, 20);
+        IT_ASSERT(t, get_le(h + 6, 2) == T_FUSED_REPLY && get_le(h + 24, 8) == 30,
+                  "expected a FUSED_REPLY to request 30, got type %d for %llu",
+                  (int)get_le(h + 6, 2), (unsigned long long)get_le(h + 24, 8));
+        uint64_t nrec = get_le(h + 48, 8), off = 0;
+        for (uint64_t r = 0; r < nrec; r++) {
+            IT_ASSERT(t, off + HDR <= (uint64_t)rl, "FUSED_REPLY cut short");
+            const uint8_t *rh = rb + off;
+            uint64_t req = get_le(rh + 24, 8), blen = get_le(rh + 80, 8);
+            int st = (int)(int32_t)get_le(rh + 16, 4), fl = (int)get_le(rh + 8, 2);
+            IT_ASSERT(t, req >= 31 && req <= 33 && !got[req - 31] && st == 0,
+                      "answer record for request %llu, status %d", (unsigned long long)req, st);
+            got[req - 31] = true;
+            left--;
+            if (req == 32) {
+                IT_ASSERT(t, !(fl & F_CMA) && blen == sizeof small,
+                          "the inline record's answer: flags %d, %llu bytes", fl,
+                          (unsigned long long)blen);
+                for (int i = 0; i < 8; i++) {
+                    float v;
+                    memcpy(&v, rh + HDR + 4 * i, 4);
+                    IT_ASSERT(t, v == small[i], "key 3 element %d: %g, expected %g", i,
+                              (double)v, (double)small[i]);
+                }
+            } else {
+                IT_ASSERT(t, (fl & F_CMA) && blen == 0,
+                          "request %llu by reference answered with flags %d and %llu bytes",
+                          (unsigned long long)req, fl, (unsigned long long)blen);
+            }
+            off += HDR + ((blen + 7) & ~(uint64_t)7);
+        }
+    }
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < FR_BIG; i++)
+            IT_ASSERT(t, outs[k][i] == vals[k][i],
+                      "key %d element %d written into our memory: %g, expected %g", k + 1, i,
+                      (double)outs[k][i], (double)vals[k][i]);
+
+    /* refused whole: address 0, an address range that wraps, a record by
+     * reference in a plain FUSED; the inline record beside them untouched */
+    len = ref_record(body, T_PUSH, 41, 1, FR_BIG, 1, NULL, NULL);
+    len += record(body + len, T_PUSHPULL, 0, 42, 3, 8, 1, small, sizeof small);
+    expect_refused(t, w, T_FUSED_REF, 40, body, len, 2, "address 0");
+    len = ref_record(body, T_PUSH, 51, 1, FR_BIG, 1, (void *)(uintptr_t)(UINT64_MAX - 64),
+                     NULL);
+    len += record(body + len, T_PUSHPULL, 0, 52, 3, 8, 1, small, sizeof small);
+    expect_refused(t, w, T_FUSED_REF, 50, body, len, 2, "wrap");
+    len = ref_record(body, T_PUSH, 61, 1, FR_BIG, 1, vals[0], NULL);
+    len += record(body + len, T_PUSHPULL, 0, 62, 3, 8, 1, small, sizeof small);
+    expect_refused(t, w, T_FUSED, 60, body, len, 2, "by reference");
+    /* memory that is not mapped: that record's own error answer */
+    len = ref_record(body, T_PUSH, 71, 2, FR_BIG, 1, (void *)(uintptr_t)0x1000, NULL);
+    header(h, T_FUSED_REF, 9, 0, 70, 0, 1, 0, len);
+    send_msg(t, w, h, body, len);
+    static uint8_t rb2[4096];
+    recv_msg(t, w, h, rb2, sizeof rb2, 10);
+    IT_ASSERT(t, get_le(h + 6, 2) == T_FUSED_REPLY && get_le(rb2 + 24, 8) == 71 &&
+                 (int32_t)get_le(rb2 + 16, 4) != 0,
+              "a push by reference from unmapped memory: type %d, record request %llu "
+              "status %d (expected an error answer)", (int)get_le(h + 6, 2),
+              (unsigned long long)get_le(rb2 + 24, 8), (int)(int32_t)get_le(rb2 + 16, 4));
+    /* key 3 is still at round 0's value: the inline records were not handled */
+    header(h, T_PULL, 9, 0, 80, 3, 8, 1, 0);
+    send_msg(t, w, h, NULL, 0);
+    float got3[8];
+    IT_ASSERT(t, lone_answer(t, w, 80, (uint8_t *)got3, sizeof got3) == 0, "pull of key 3");
+    for (int i = 0; i < 8; i++)
+        IT_ASSERT(t, got3[i] == small[i], "key 3 element %d: %g after refused messages, "
+                  "expected %g", i, (double)got3[i], (double)small[i]);
+    zmq_close(w);
+    zmq_ctx_term(ctx);
 }

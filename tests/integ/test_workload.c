@@ -7,7 +7,12 @@
  */
 #include "tests.h"
 
+#include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static void many_env(it_ctx *t, const char *cma)
 {
@@ -85,4 +90,43 @@ IT_TEST(p3_credit_2x2)
     it_setenv(t, "KVS_P3_CREDIT", "4096");
     it_start_job(t, 2, 2, argv);
     it_expect_job_ok(t, 150);
+}
+
+/* Keys of 64 KiB and more to a same-host server leave by reference, many in
+ * one FUSED_REF message beside the small keys' inline records (server reads
+ * and writes our memory); every value is checked by the workers, and each
+ * worker's timeline (KVS_TRACE) must show parts sent that way. */
+static void fused_ref_job(it_ctx *t, int W, int S, const char *const *argv)
+{
+    char path[PATH_MAX + 32];
+    many_env(t, "1");
+    it_setenv(t, "KVS_TRACE", "%s/trace-%%r.json", t->dir);
+    it_start_job(t, W, S, argv);
+    it_expect_job_ok(t, 100);
+    for (int w = 0; w < W; w++) {
+        size_t len;
+        snprintf(path, sizeof path, "%s/trace-%d.json", t->dir, w);
+        char *tr = it_slurp(path, &len);
+        IT_ASSERT(t, tr != NULL, "worker %d wrote no timeline at %s", w, path);
+        bool ref = strstr(tr, "\"path\":\"fused_cma\"") != NULL;
+        free(tr);
+        IT_ASSERT(t, ref, "worker %d: no key part left by reference in a FUSED_REF (%s)", w,
+                  path);
+    }
+}
+
+IT_TEST(many_keys_fused_ref_1x1)
+{
+    /* 240 keys of every dtype (some twice in a call), pushpull */
+    static const char *const argv[] = {"many", "--keys", "240", "--dtype", "all", "--dup",
+                                       "--pushpull", "--rounds", "3", NULL};
+    fused_ref_job(t, 1, 1, argv);
+}
+
+IT_TEST(many_keys_fused_ref_2x2)
+{
+    /* push then pull, split keys too */
+    static const char *const argv[] = {"many", "--keys", "240", "--dtype", "f32,f64,f16",
+                                       "--split", "--dup", "--rounds", "3", NULL};
+    fused_ref_job(t, 2, 2, argv);
 }

@@ -971,6 +971,104 @@ START_TEST(test_fused)
 }
 END_TEST
 
+/* FUSED_REF: records by reference (a PROTO_CMA_LEN descriptor) beside
+ * inline ones; refused inside a plain FUSED; the descriptor's size is
+ * checked; FUSED_REPLY takes an answer by reference only without a body
+ * (or with an error text). */
+START_TEST(test_fused_ref)
+{
+    uint8_t body[1024], desc[PROTO_CMA_LEN] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    float v[3] = {1, 2, 3};
+    proto_hdr r[2], out, h;
+    const uint8_t *data;
+    uint64_t off = 0, len = 0;
+    r[0] = push_hdr();
+    r[0].type = PROTO_PUSHPULL;
+    r[0].flags = PROTO_F_CMA;
+    r[0].count = r[0].total = 1u << 16; /* a big part: only its descriptor travels */
+    r[0].body_len = PROTO_CMA_LEN;
+    r[1] = push_hdr();
+    r[1].count = r[1].total = 3;
+    r[1].body_len = 12;
+    len += proto_fused_put(body + len, &r[0], desc);
+    len += proto_fused_put(body + len, &r[1], v);
+    ck_assert_uint_eq(len, 2 * PROTO_HDR_SIZE + 16 + 16);
+
+    memset(&h, 0, sizeof h);
+    h.type = PROTO_FUSED_REF;
+    h.sender = 9;
+    h.count = 2;
+    h.body_len = len;
+    expect_ok(&h);
+    h.count = 0;
+    expect_err(&h, 2, len, KVS_EPROTO);
+    h.count = len / PROTO_HDR_SIZE + 1;
+    expect_err(&h, 2, len, KVS_EPROTO);
+
+    ck_assert_int_eq(proto_fused_next(PROTO_FUSED_REF, 9, body, len, &off, &lim, &out, &data,
+                                      why, sizeof why), 0);
+    ck_assert_int_eq(out.type, PROTO_PUSHPULL);
+    ck_assert(out.flags & PROTO_F_CMA);
+    ck_assert_uint_eq(out.count, 1u << 16);
+    ck_assert_uint_eq(out.body_len, PROTO_CMA_LEN);
+    ck_assert(data != NULL && memcmp(data, desc, PROTO_CMA_LEN) == 0);
+    ck_assert_int_eq(proto_fused_next(PROTO_FUSED_REF, 9, body, len, &off, &lim, &out, &data,
+                                      why, sizeof why), 0);
+    ck_assert(!(out.flags & PROTO_F_CMA));
+    ck_assert(memcmp(data, v, sizeof v) == 0);
+    ck_assert_uint_eq(off, len);
+    /* the same records in a plain FUSED: the one by reference is refused */
+    off = 0;
+    ck_assert_int_eq(proto_fused_next(PROTO_FUSED, 9, body, len, &off, &lim, &out, &data, why,
+                                      sizeof why), KVS_EPROTO);
+    ck_assert(strstr(why, "by reference") != NULL);
+    /* another sender's record; a descriptor of the wrong size; a reply */
+    off = 0;
+    ck_assert_int_eq(proto_fused_next(PROTO_FUSED_REF, 11, body, len, &off, &lim, &out, &data,
+                                      why, sizeof why), KVS_EPROTO);
+    uint8_t bad[512];
+    proto_hdr b = r[0];
+    b.body_len = 8;
+    uint64_t blen = proto_fused_put(bad, &b, desc);
+    off = 0;
+    ck_assert_int_eq(proto_fused_next(PROTO_FUSED_REF, 9, bad, blen, &off, &lim, &out, &data,
+                                      why, sizeof why), KVS_EPROTO);
+    b = r[0];
+    b.count = b.total = 1ull << 40; /* a descriptor naming more than KVS_MAX_MESSAGE */
+    blen = proto_fused_put(bad, &b, desc);
+    off = 0;
+    ck_assert_int_eq(proto_fused_next(PROTO_FUSED_REF, 9, bad, blen, &off, &lim, &out, &data,
+                                      why, sizeof why), KVS_ETOOBIG);
+    b = push_hdr();
+    b.type = PROTO_REPLY;
+    b.flags = PROTO_F_CMA;
+    b.body_len = 0;
+    blen = proto_fused_put(bad, &b, NULL);
+    off = 0;
+    ck_assert_int_eq(proto_fused_next(PROTO_FUSED_REF, 9, bad, blen, &off, &lim, &out, &data,
+                                      why, sizeof why), KVS_EPROTO);
+    /* FUSED_REPLY: "written" without a body is an answer; with data it lies */
+    off = 0;
+    ck_assert_int_eq(proto_fused_next(PROTO_FUSED_REPLY, 9, bad, blen, &off, &lim, &out, &data,
+                                      why, sizeof why), 0);
+    ck_assert(out.flags & PROTO_F_CMA);
+    ck_assert(data == NULL);
+    b.body_len = 12;
+    b.count = b.total = 3;
+    blen = proto_fused_put(bad, &b, v);
+    off = 0;
+    ck_assert_int_eq(proto_fused_next(PROTO_FUSED_REPLY, 9, bad, blen, &off, &lim, &out, &data,
+                                      why, sizeof why), KVS_EPROTO);
+    b.status = KVS_EINVAL; /* an error answer by reference carries its text */
+    blen = proto_fused_put(bad, &b, "cannot write");
+    off = 0;
+    ck_assert_int_eq(proto_fused_next(PROTO_FUSED_REPLY, 9, bad, blen, &off, &lim, &out, &data,
+                                      why, sizeof why), 0);
+    ck_assert_str_eq(proto_type_name(PROTO_FUSED_REF), "FUSED_REF");
+    ck_assert(proto_type_known(66));
+}
+END_TEST
+
 Suite *proto_suite(void)
 {
     Suite *s = suite_create("proto");
@@ -992,6 +1090,7 @@ Suite *proto_suite(void)
     tcase_add_test(t, test_parse_rejects_nul_and_empty);
     tcase_add_test(t, test_cma_flag);
     tcase_add_test(t, test_fused);
+    tcase_add_test(t, test_fused_ref);
     suite_add_tcase(s, t);
     return s;
 }
