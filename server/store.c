@@ -40,20 +40,17 @@ struct srv_entry {
 
 /* ---- buffers ---- */
 
-srv_buf *srv_buf_new(uint64_t bytes)
+static srv_buf *buf_new(uint64_t bytes, bool map)
 {
     srv_buf *b = malloc(sizeof *b);
     uint64_t cap = (bytes + 63) & ~63ull;
     if (b == NULL)
         return NULL;
     b->is_msg = false;
-    b->mapped = cap >= DP_MAP_MIN;
+    b->mapped = map && cap >= DP_MAP_MIN;
     if (b->mapped) {
-        /* its own mapping: given back to the kernel when freed (see DP_MAP_MIN) */
         void *p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         b->data = p == MAP_FAILED ? NULL : p;
-        if (b->data && cap >= (2u << 20))
-            madvise(b->data, cap, MADV_HUGEPAGE); /* fewer faults; advice only */
     } else {
         b->data = aligned_alloc(64, cap ? cap : 64);
     }
@@ -64,6 +61,16 @@ srv_buf *srv_buf_new(uint64_t bytes)
     atomic_init(&b->refs, 1);
     b->cap = cap;
     return b;
+}
+
+srv_buf *srv_buf_new(uint64_t bytes)
+{
+    return buf_new(bytes, false);
+}
+
+srv_buf *srv_buf_new_value(uint64_t bytes)
+{
+    return buf_new(bytes, true);
 }
 
 srv_buf *srv_buf_adopt(zmq_msg_t *m)
@@ -468,7 +475,7 @@ static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, i
             }
             /* a re-init replaces the value: into a new buffer (a reply may be
              * sending the old one, and a failed read must leave it) */
-            srv_buf *nb = srv_buf_new(e->bytes);
+            srv_buf *nb = srv_buf_new_value(e->bytes);
             if (nb == NULL) {
                 reply_err(st, ident, ident_len, h, KVS_ENOMEM, "server out of memory");
                 return;
@@ -515,7 +522,7 @@ static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, i
     }
     e = calloc(1, sizeof *e);
     if (e == NULL || (e->pushed = calloc((size_t)st->num_workers, 1)) == NULL ||
-        (e->value = srv_buf_new(h->body_len)) == NULL) {
+        (e->value = srv_buf_new_value(h->body_len)) == NULL) {
         if (e)
             entry_free(e);
         reply_err(st, ident, ident_len, h, KVS_ENOMEM,
