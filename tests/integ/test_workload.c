@@ -130,3 +130,28 @@ IT_TEST(many_keys_fused_ref_2x2)
                                        "--split", "--dup", "--rounds", "3", NULL};
     fused_ref_job(t, 2, 2, argv);
 }
+
+IT_TEST(p3_credit_fused_ref_2x2)
+{
+    /* p3 with credits and same-host direct copies: parts by reference are
+     * queued by priority with the others and leave fused by reference */
+    static const char *const argv[] = {"many", "--keys", "400", "--dtype", "f32,i64",
+                                       "--split", "--dup", "--pushpull", "--rounds", "3", NULL};
+    many_env(t, "1");
+    it_setenv(t, "DMLC_PS_VAN_TYPE", "p3");
+    it_setenv(t, "MXNET_KVSTORE_SLICE_THRESHOLD", "40000");
+    it_setenv(t, "KVS_P3_CREDIT", "65536");
+    it_setenv(t, "KVS_TRACE", "%s/trace-%%r.json", t->dir);
+    it_start_job(t, 2, 2, argv);
+    it_expect_job_ok(t, 150);
+    for (int w = 0; w < 2; w++) {
+        char path[PATH_MAX + 32];
+        size_t len;
+        snprintf(path, sizeof path, "%s/trace-%d.json", t->dir, w);
+        char *tr = it_slurp(path, &len);
+        IT_ASSERT(t, tr != NULL, "worker %d wrote no timeline at %s", w, path);
+        bool ref = strstr(tr, "\"path\":\"fused_cma\"") != NULL;
+        free(tr);
+        IT_ASSERT(t, ref, "worker %d: no part left by reference in a FUSED_REF (%s)", w, path);
+    }
+}

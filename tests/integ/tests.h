@@ -113,7 +113,8 @@
     X(server_memory_values_1x1, 120)                                           \
     X(server_fused_ref_1x1, 60)                                                \
     X(many_keys_fused_ref_1x1, 120)                                            \
-    X(many_keys_fused_ref_2x2, 150)
+    X(many_keys_fused_ref_2x2, 150)                                            \
+    X(p3_credit_fused_ref_2x2, 150)
 
 #define IT_TEST(name) void it_test_##name(it_ctx *t)
 
