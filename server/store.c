@@ -799,6 +799,14 @@ static void push_done(srv_job *j, bool cancelled)
     entry_resume(st, e, completed);
 }
 
+/* The pool for sums and updates on the loop: none while job threads exist
+ * (the loop then only works on entries under DP_OFFLOAD_MIN, quicker alone
+ * than waiting for the pool that a job, at KVS_JOB_NICE, may be holding). */
+static red_pool *loop_pool(const srv_store *st)
+{
+    return st->jobs ? NULL : st->pool;
+}
+
 /* Can e's work go to a job? */
 static bool offload(const srv_store *st, const srv_entry *e)
 {
@@ -926,7 +934,7 @@ static bool start_push(srv_store *st, srv_entry *e, srv_req *r, const srv_in *in
         return false;
     }
     srv_in none = {NULL, NULL, 0};
-    int err = sum_into(st->pool, e->dtype, e->acc->data, NULL, e->bytes, in ? in : &none,
+    int err = sum_into(loop_pool(st), e->dtype, e->acc->data, NULL, e->bytes, in ? in : &none,
                        by_ref ? &st->cma[r->wrank] : NULL, r->h.cma_src, mode);
     if (err) {
         snprintf(why, sizeof why, "cannot read %llu bytes of worker %d's memory: %s",
@@ -936,7 +944,7 @@ static bool start_push(srv_store *st, srv_entry *e, srv_req *r, const srv_in *in
     }
     int uerr = 0;
     if (upd) /* the sum is the gradient: acc becomes the new weight */
-        uerr = srv_upd_apply(st->optim, st->pool, e->key, e->dtype, e->count, &e->upd,
+        uerr = srv_upd_apply(st->optim, loop_pool(st), e->key, e->dtype, e->count, &e->upd,
                              e->value->data, e->acc->data, why, sizeof why);
     return push_added(st, e, r, clock_ns() - t0, uerr, why);
 }
@@ -977,7 +985,7 @@ static void start_async(srv_store *st, srv_entry *e, srv_req *r, const srv_in *i
         return;
     e->pushed[r->wrank] = 0;
     if (!updating(st) && !offload(st, e) && atomic_load(&e->value->refs) == 1) {
-        int err = sum_into(st->pool, e->dtype, e->value->data, NULL, e->bytes, in ? in : &none,
+        int err = sum_into(loop_pool(st), e->dtype, e->value->data, NULL, e->bytes, in ? in : &none,
                            by_ref ? &st->cma[r->wrank] : NULL, r->h.cma_src, SUM_ADD);
         async_done(st, e, r, NULL, err, 0, "");
         return;
@@ -1016,11 +1024,11 @@ static void start_async(srv_store *st, srv_entry *e, srv_req *r, const srv_in *i
         srv_jobs_submit(st->jobs, &p->j);
         return;
     }
-    int err = uerr ? 0 : sum_into(st->pool, e->dtype, nb->data, e->value->data, e->bytes,
+    int err = uerr ? 0 : sum_into(loop_pool(st), e->dtype, nb->data, e->value->data, e->bytes,
                                   in ? in : &none, by_ref ? &st->cma[r->wrank] : NULL,
                                   r->h.cma_src, mode);
     if (err == 0 && uerr == 0 && updating(st))
-        srv_upd_run(st->pool, &step, e->value->data, nb->data);
+        srv_upd_run(loop_pool(st), &step, e->value->data, nb->data);
     async_done(st, e, r, nb, err, uerr, why);
 }
 
