@@ -99,8 +99,8 @@ typedef struct srv_store {
                               * requests while it works (NULL: none) */
     struct srv_jobs *jobs;   /* server/jobs.h: where big entries' work runs (NULL:
                               * everything on the loop) */
-    const struct srv_cma *cma; /* per worker rank: its proven memory (server/cma.h), for
-                                * requests by reference (NULL: none) */
+    struct srv_cma *cma;     /* per worker rank: its proven memory (server/cma.h), for
+                              * requests by reference (NULL: none) */
     uint64_t busy;           /* entries with a job running */
     /* What one worker may make the store keep for later (pushes for a later
      * round, pulls and inits that wait, requests waiting for a job): bytes
