@@ -18,6 +18,14 @@
  * buffer (no copy); smaller pushes are copied into a reused buffer. */
 #define DP_ADOPT_MIN (64u << 10)
 
+/* Server: values it allocates for inits and loads of at least this size
+ * are mappings of their own, returned to the kernel when freed.  The
+ * daemons keep freed heap memory for reuse (common/memtune.h), and on the
+ * socket path the first round's received frames (from ZeroMQ's thread's
+ * heap) replace those values: in the heap, their memory would stay resident
+ * for the process's life, a third copy of the values. */
+#define DP_MAP_MIN (1u << 20)
+
 /* Server: direct copies from this size are split over the reduction pool in
  * pieces of DP_CMA_PAR_CHUNK bytes. */
 #define DP_CMA_PAR_MIN (1u << 20)

@@ -547,7 +547,7 @@ static int read_entry(rfile *r, srv_ckpt_part *p, uint64_t idx, char *why, size_
     p->async = flags & 1u;
     if (vbytes > r->size - r->pos)
         return rget(r, NULL, vbytes, "a value", why, whylen);
-    p->value = srv_buf_new(vbytes);
+    p->value = srv_buf_new_value(vbytes);
     if (p->value == NULL)
         return err_why(why, whylen, KVS_ENOMEM, "%s: out of memory for key %llu (%llu bytes)",
                     r->path, (unsigned long long)p->key, (unsigned long long)vbytes);

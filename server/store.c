@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "common/clock.h"
 #include "common/datapath.h"
@@ -39,21 +40,37 @@ struct srv_entry {
 
 /* ---- buffers ---- */
 
-srv_buf *srv_buf_new(uint64_t bytes)
+static srv_buf *buf_new(uint64_t bytes, bool map)
 {
     srv_buf *b = malloc(sizeof *b);
     uint64_t cap = (bytes + 63) & ~63ull;
     if (b == NULL)
         return NULL;
-    b->data = aligned_alloc(64, cap ? cap : 64);
+    b->is_msg = false;
+    b->mapped = map && cap >= DP_MAP_MIN;
+    if (b->mapped) {
+        void *p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        b->data = p == MAP_FAILED ? NULL : p;
+    } else {
+        b->data = aligned_alloc(64, cap ? cap : 64);
+    }
     if (b->data == NULL) {
         free(b);
         return NULL;
     }
     atomic_init(&b->refs, 1);
     b->cap = cap;
-    b->is_msg = false;
     return b;
+}
+
+srv_buf *srv_buf_new(uint64_t bytes)
+{
+    return buf_new(bytes, false);
+}
+
+srv_buf *srv_buf_new_value(uint64_t bytes)
+{
+    return buf_new(bytes, true);
 }
 
 srv_buf *srv_buf_adopt(zmq_msg_t *m)
@@ -65,6 +82,7 @@ srv_buf *srv_buf_adopt(zmq_msg_t *m)
     zmq_msg_move(&b->msg, m);
     atomic_init(&b->refs, 1);
     b->is_msg = true;
+    b->mapped = false;
     b->data = zmq_msg_data(&b->msg);
     b->cap = zmq_msg_size(&b->msg);
     return b;
@@ -75,6 +93,8 @@ void srv_buf_unref(srv_buf *b)
     if (b && atomic_fetch_sub(&b->refs, 1) == 1) {
         if (b->is_msg)
             zmq_msg_close(&b->msg);
+        else if (b->mapped)
+            munmap(b->data, b->cap);
         else
             free(b->data);
         free(b);
@@ -455,7 +475,7 @@ static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, i
             }
             /* a re-init replaces the value: into a new buffer (a reply may be
              * sending the old one, and a failed read must leave it) */
-            srv_buf *nb = srv_buf_new(e->bytes);
+            srv_buf *nb = srv_buf_new_value(e->bytes);
             if (nb == NULL) {
                 reply_err(st, ident, ident_len, h, KVS_ENOMEM, "server out of memory");
                 return;
@@ -502,7 +522,7 @@ static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, i
     }
     e = calloc(1, sizeof *e);
     if (e == NULL || (e->pushed = calloc((size_t)st->num_workers, 1)) == NULL ||
-        (e->value = srv_buf_new(h->body_len)) == NULL) {
+        (e->value = srv_buf_new_value(h->body_len)) == NULL) {
         if (e)
             entry_free(e);
         reply_err(st, ident, ident_len, h, KVS_ENOMEM,

@@ -37,6 +37,7 @@ typedef struct srv_buf {
     uint64_t cap;
     uint8_t *data;
     bool is_msg;   /* data belongs to msg (an adopted received frame) */
+    bool mapped;   /* data is a mapping of its own (srv_buf_new_value) */
     zmq_msg_t msg;
 } srv_buf;
 
@@ -169,6 +170,12 @@ int srv_store_restore(srv_store *st, uint64_t key, uint32_t part, srv_buf *value
 bool srv_store_view(srv_store *st, uint64_t key, uint32_t part, srv_entry_view *out);
 
 srv_buf *srv_buf_new(uint64_t bytes);
+/* The same for a value from an init or a load: rounds that adopt received
+ * frames replace it and free it, so one of DP_MAP_MIN bytes or more is a
+ * mapping of its own, returned to the kernel then (the heap would keep it
+ * resident beside the frames that replaced it).  Round buffers stay in the
+ * heap, where a freed one is reused without page faults. */
+srv_buf *srv_buf_new_value(uint64_t bytes);
 /* A buffer made of a received frame (moved out of m): no copy. */
 srv_buf *srv_buf_adopt(zmq_msg_t *m);
 void srv_buf_unref(srv_buf *b);

@@ -601,3 +601,71 @@ IT_TEST(server_fused_ref_1x1)
     zmq_close(w);
     zmq_ctx_term(ctx);
 }
+
+#define MV_KEYS 16
+#define MV_COUNT (1u << 20) /* float32 elements: 4 MiB per key, one chunk */
+
+/* A server's memory after its values were replaced by received frames: a
+ * raw worker inits MV_KEYS keys of 4 MiB (64 MiB: the server allocates
+ * these values itself), then pushes every key 3 times, one message at a
+ * time (at most one chunk in flight), checking each answer element by
+ * element.  The pushes become the values (adopted frames) and the values
+ * from the init are freed: the server's peak memory may grow by the 64 MiB
+ * of values plus a few chunks, not keep the init's copy too (it did while
+ * freed heap memory stayed resident: DP_MAP_MIN). */
+IT_TEST(server_memory_values_1x1)
+{
+    uint8_t h[HDR];
+    float *vals = malloc(MV_COUNT * sizeof *vals), *got = malloc(MV_COUNT * sizeof *got);
+    IT_ASSERT(t, vals && got, "out of memory");
+    it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_start_scheduler(t, 1, 1, NULL);
+    int port = start_server_port(t);
+    pid_t pid = t->proc[t->server[0]].pid;
+    void *ctx = zmq_ctx_new();
+    void *w0 = client(t, ctx, port, "w9-0000000000000009");
+    unsigned long long before = vm_hwm(pid);
+    for (int k = 0; k < MV_KEYS; k++) {
+        for (uint32_t i = 0; i < MV_COUNT; i++)
+            vals[i] = (float)k - (float)(i % 1000);
+        header(h, T_INIT, 9, 0, 1 + (uint64_t)k, 1 + (uint64_t)k, MV_COUNT, 0, MV_COUNT * 4);
+        send_msg(t, w0, h, vals, MV_COUNT * 4);
+        recv_msg(t, w0, h, (uint8_t *)got, MV_COUNT * 4, 30);
+        IT_ASSERT(t, get_le(h + 6, 2) == T_REPLY && get_le(h + 16, 4) == 0,
+                  "init of key %d: type %d status %d", k + 1, (int)get_le(h + 6, 2),
+                  (int)(int32_t)get_le(h + 16, 4));
+    }
+    unsigned long long inited = vm_hwm(pid);
+    for (uint64_t r = 0; r < 3; r++) {
+        for (int k = 0; k < MV_KEYS; k++) {
+            for (uint32_t i = 0; i < MV_COUNT; i++)
+                vals[i] = (float)(r * 100 + (uint64_t)k) + (float)(i % 977);
+            uint64_t req = 1000 + r * MV_KEYS + (uint64_t)k;
+            header(h, T_PUSHPULL, 9, 0, req, 1 + (uint64_t)k, MV_COUNT, r, MV_COUNT * 4);
+            send_msg(t, w0, h, vals, MV_COUNT * 4);
+            int n = recv_msg(t, w0, h, (uint8_t *)got, MV_COUNT * 4, 30);
+            IT_ASSERT(t, get_le(h + 6, 2) == T_REPLY && get_le(h + 16, 4) == 0 &&
+                             get_le(h + 24, 8) == req && n == (int)(MV_COUNT * 4),
+                      "round %llu key %d: type %d status %d request %llu, %d bytes",
+                      (unsigned long long)r, k + 1, (int)get_le(h + 6, 2),
+                      (int)(int32_t)get_le(h + 16, 4), (unsigned long long)get_le(h + 24, 8),
+                      n);
+            for (uint32_t i = 0; i < MV_COUNT; i++)
+                IT_ASSERT(t, got[i] == vals[i], "round %llu key %d: element %u is %g, expected %g",
+                          (unsigned long long)r, k + 1, i, (double)got[i], (double)vals[i]);
+        }
+    }
+    unsigned long long after = vm_hwm(pid);
+    uint64_t values = (uint64_t)MV_KEYS * MV_COUNT * 4, slack = 5ull * MV_COUNT * 4;
+    it_info(t, "server VmHWM: %llu KiB at start, %llu after the inits, %llu after 3 rounds "
+            "(values: %llu KiB)", before >> 10, inited >> 10, after >> 10,
+            (unsigned long long)values >> 10);
+    IT_ASSERT(t, before > 0 && after <= before + values + slack,
+              "the server's peak memory grew by %llu MiB for %llu MiB of values (allowed: the "
+              "values plus 5 chunks of 4 MiB)", (after - before) >> 20,
+              (unsigned long long)values >> 20);
+    zmq_close(w0);
+    zmq_ctx_term(ctx);
+    free(vals);
+    free(got);
+}
