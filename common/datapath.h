@@ -60,6 +60,12 @@
  * (the worker refuses longer ones before asking; the server checks again). */
 #define DP_CKPT_DIR_MAX 3000
 
+/* Server: default of KVS_JOB_NICE, the scheduling niceness of the threads
+ * that sum, copy and update off the loop (jobs and the reduction pool), so
+ * the loop and ZeroMQ's I/O threads run first when they wake: small
+ * requests are answered while big sums run. */
+#define DP_JOB_NICE_DEFAULT 10
+
 /* Default of KVS_CHUNK_BYTES: parts above it travel as several messages. */
 #define DP_CHUNK_BYTES_DEFAULT (4u << 20)
 

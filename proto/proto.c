@@ -108,6 +108,7 @@ int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
     h.cma_src = h.cma_dst = 0;
     h.t_arrive_ns = h.sum_ns = h.t_round_ns = 0;
     h.fuse = 0;
+    h.cma_done = 0;
     if (h.flags & PROTO_F_CMA) {
         bool req = is_data_request(h.type);
         if (!req && h.type != PROTO_REPLY)

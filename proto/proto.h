@@ -166,6 +166,10 @@ typedef struct proto_hdr {
     uint64_t t_arrive_ns, sum_ns, t_round_ns;
     /* not on the wire: the server's batch of a record of a FUSED request (0: none) */
     uintptr_t fuse;
+    /* not on the wire: a server already wrote this request's reply value into
+     * the worker's memory (PROTO_F_CMA, cma_dst): 1, or -errno of the failed
+     * write; 0: not yet */
+    int32_t cma_done;
 } proto_hdr;
 
 typedef struct proto_limits {

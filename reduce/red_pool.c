@@ -11,6 +11,8 @@
 #endif
 #include <sched.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "reduce/reduce_int.h"
@@ -107,10 +109,23 @@ static void run_chunks(red_pool *p, const struct red_job *job)
     }
 }
 
+/* The calling thread's niceness becomes nice (Linux: setpriority of a
+ * thread id acts on that thread alone).  Best effort: a failure leaves the
+ * thread as it was. */
+static void renice_self(int nice)
+{
+#ifdef SYS_gettid
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice);
+#else
+    (void)nice;
+#endif
+}
+
 static void *helper_main(void *arg)
 {
     red_pool *p = arg;
     uint64_t seen = 0;
+    int nice = 0;
     pthread_mutex_lock(&p->mu);
     for (;;) {
         const struct red_job *job;
@@ -121,6 +136,10 @@ static void *helper_main(void *arg)
         seen = p->gen;
         job = p->job;
         pthread_mutex_unlock(&p->mu);
+        if (atomic_load_explicit(&p->nice, memory_order_relaxed) != nice) {
+            nice = atomic_load_explicit(&p->nice, memory_order_relaxed);
+            renice_self(nice);
+        }
         run_chunks(p, job);
         pthread_mutex_lock(&p->mu);
         if (--p->busy == 0)
@@ -185,6 +204,7 @@ int red_pool_new_ex(int nthreads, uint64_t big_bound, unsigned flags, red_pool *
     p->big_bound = big_bound;
     p->stream_min = RED_STREAM_MIN;
     atomic_init(&p->streamed, 0);
+    atomic_init(&p->nice, 0);
     p->kern = red_kern_get(red_isa_best());
     if (nthreads > 1) {
         p->tid = calloc((size_t)nthreads - 1, sizeof(*p->tid));
@@ -230,6 +250,14 @@ void red_pool_free(red_pool *p)
     pthread_mutex_destroy(&p->mu);
     pthread_mutex_destroy(&p->call_mu);
     free(p);
+}
+
+int red_pool_set_nice(red_pool *p, int nice)
+{
+    if (p == NULL || nice < 0 || nice > 19)
+        return KVS_EINVAL;
+    atomic_store(&p->nice, nice);
+    return 0;
 }
 
 int red_pool_threads(const red_pool *p)

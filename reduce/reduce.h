@@ -40,6 +40,13 @@ int red_pool_new_ex(int nthreads, uint64_t big_bound, unsigned flags, red_pool *
 /* Threads the pool really uses (after the cap), 1 for NULL. */
 int red_pool_threads(const red_pool *p);
 
+/* Scheduling niceness (0..19, Linux: per thread) of the pool's helper
+ * threads, applied by each helper when it next wakes for a job (callers
+ * run their share at their own niceness).  A server lowers the threads that
+ * do its bulk work below its loop's (KVS_JOB_NICE).  Returns 0, KVS_EINVAL
+ * (out of range). */
+int red_pool_set_nice(red_pool *p, int nice);
+
 /* CPU kernel sets.  A pool starts with the best one the CPU supports
  * (detected once per process); red_pool_set_isa() picks another (tests,
  * benchmarks).  Returns 0, KVS_EINVAL (unknown isa) or KVS_ENOTSUP (this CPU

@@ -158,6 +158,7 @@ struct red_pool {
     const struct red_kern *kern;
     uint64_t stream_min;       /* RED_STREAM_MIN; tests lower it */
     _Atomic uint64_t streamed; /* calls that streamed dst (for tests) */
+    _Atomic int nice;          /* red_pool_set_nice: helpers apply it on waking */
 };
 
 /* A job for the pool: run(arg, lo, hi) over element ranges [lo, hi) that

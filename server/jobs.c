@@ -1,6 +1,9 @@
 /* jobs.c - see jobs.h. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "kvs.h"
 #include "server/jobs.h"
@@ -13,6 +16,7 @@ struct srv_jobs {
     srv_job *done_head, **done_tail; /* finished, for the loop */
     bool stop;
     int nthreads;
+    int nice;          /* the runners' niceness (srv_jobs_new) */
     int running;
     pthread_t *tid;
     uv_async_t async;
@@ -64,6 +68,10 @@ static srv_job *heap_pop(srv_jobs *q)
 static void *runner_main(void *arg)
 {
     srv_jobs *q = arg;
+#ifdef SYS_gettid
+    if (q->nice > 0) /* Linux: this thread alone; best effort */
+        setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), q->nice);
+#endif
     pthread_mutex_lock(&q->mu);
     for (;;) {
         while (!q->stop && q->n == 0)
@@ -113,11 +121,12 @@ int srv_jobs_threads_for(int pool_threads)
     return pool_threads >= 2 ? 2 : 1;
 }
 
-int srv_jobs_new(uv_loop_t *loop, int nthreads, srv_jobs **out)
+int srv_jobs_new(uv_loop_t *loop, int nthreads, int nice, srv_jobs **out)
 {
     srv_jobs *q = calloc(1, sizeof *q);
     if (q == NULL || nthreads < 1)
         goto fail;
+    q->nice = nice;
     q->tid = calloc((size_t)nthreads, sizeof *q->tid);
     q->cap = 64;
     q->heap = malloc(q->cap * sizeof *q->heap);

@@ -42,9 +42,11 @@ struct srv_job {
  * has a single thread (the machine has one CPU). */
 int srv_jobs_threads_for(int pool_threads);
 
-/* Start nthreads (>= 1) runners whose jobs complete on loop.  Returns 0 or
- * KVS_ENOMEM. */
-int srv_jobs_new(uv_loop_t *loop, int nthreads, srv_jobs **out);
+/* Start nthreads (>= 1) runners whose jobs complete on loop, at scheduling
+ * niceness nice (0..19, KVS_JOB_NICE; Linux: set per thread, best effort),
+ * so that the loop and ZeroMQ's I/O threads, at the process's own
+ * niceness, run first when they wake.  Returns 0 or KVS_ENOMEM. */
+int srv_jobs_new(uv_loop_t *loop, int nthreads, int nice, srv_jobs **out);
 
 /* Queue j (the caller keeps nothing: done() gets it back). */
 void srv_jobs_submit(srv_jobs *q, srv_job *j);

@@ -277,6 +277,14 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
         /* write the value straight into the worker's output (a record of a
          * FUSED_REF too: its answer, a record without a body, follows) */
         srv_cma *c = &s->cma[wrank];
+        if (req->cma_done) { /* the job that summed the round wrote it (store.c) */
+            errno = req->cma_done < 0 ? -req->cma_done : 0;
+            if (req->cma_done < 0)
+                cma_write_failed(s, ident, ident_len, &h, wrank);
+            else
+                cma_written(s, ident, ident_len, &h, wrank);
+            return;
+        }
         if (!srv_cma_alive(c)) {
             errno = EPERM;
             cma_write_failed(s, ident, ident_len, &h, wrank);
@@ -695,7 +703,8 @@ static int srv_open(srv *s, const cfg *c, void *zctx, red_pool *pool, const char
         return 1;
     atomic_init(&s->outq->refs, 1);
     s->outq->n = c->num_worker;
-    if (srv_jobs_new(&s->loop, srv_jobs_threads_for(red_pool_threads(pool)), &s->jobs) != 0) {
+    if (srv_jobs_new(&s->loop, srv_jobs_threads_for(red_pool_threads(pool)), c->job_nice,
+                     &s->jobs) != 0) {
         LOG(LOG_ERROR, s->who, "job", "cannot start the server's job threads");
         return 1;
     }
@@ -788,6 +797,7 @@ int srv_run(const cfg *c)
         free(s);
         return 1;
     }
+    red_pool_set_nice(pool, c->job_nice); /* (validated: 0..19) */
     void *zctx = zmq_ctx_new();
     net_raise_nofile(s->who);
     if (srv_open(s, c, zctx, pool, host) != 0)
@@ -809,10 +819,10 @@ int srv_run(const cfg *c)
         c->root_uri, c->root_port);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     code = s->exit_code;
-    LOG(LOG_INFO, s->who, "job", "%llu rounds, %llu bytes summed, %llu bad messages dropped, "
-        "peak memory (VmHWM) %llu KiB", (unsigned long long)s->store.rounds_done,
-        (unsigned long long)s->store.bytes_summed, (unsigned long long)s->dropped,
-        peak_kib());
+    LOG(LOG_INFO, s->who, "job", "%llu rounds, %llu bytes summed, %llu values written as "
+        "summed, %llu bad messages dropped, peak memory (VmHWM) %llu KiB",
+        (unsigned long long)s->store.rounds_done, (unsigned long long)s->store.bytes_summed,
+        (unsigned long long)s->store.cma_fused, (unsigned long long)s->dropped, peak_kib());
 out:
     srv_close(s);
     zmq_ctx_term(zctx);

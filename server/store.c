@@ -126,6 +126,8 @@ static void keep_spare(srv_entry *e, srv_buf *old)
 
 /* ---- requests ---- */
 
+static atomic_uint_fast64_t req_seq = 1; /* srv_req.seq: unique in the process */
+
 static srv_req *req_new(const uint8_t *ident, size_t ident_len, int wrank, const proto_hdr *h)
 {
     srv_req *r = calloc(1, sizeof *r);
@@ -137,6 +139,7 @@ static srv_req *req_new(const uint8_t *ident, size_t ident_len, int wrank, const
     r->ident_len = ident_len;
     r->h = *h;
     r->wrank = wrank;
+    r->seq = atomic_fetch_add(&req_seq, 1);
     zmq_msg_init(&r->body);
     return r;
 }
@@ -642,6 +645,15 @@ static void push_failed(srv_store *st, srv_entry *e, srv_req *r, int status, con
     req_free(r);
 }
 
+/* A worker's output that the job of a round's last push writes the round's
+ * value into, piece by piece as each piece is summed (see start_push). */
+typedef struct wb_target {
+    srv_cma cma;    /* the worker's proven memory, as checked on the loop */
+    uint64_t dst;   /* its request's output (h.cma_dst) */
+    uint64_t seq;   /* its request (srv_req.seq): done() finds it again by this */
+    atomic_int err; /* errno of a failed write, 0 if none */
+} wb_target;
+
 /* Work of a job on an entry (server/jobs.h): summing a push (sync: into the
  * round buffer; async: value + push into a new buffer), then an update. */
 typedef struct push_job {
@@ -661,7 +673,41 @@ typedef struct push_job {
     int err;        /* errno of a failed read */
     uint64_t ns;
     char why[PROTO_ERRTEXT_MAX];
+    wb_target *wb;  /* the round's last push: outputs to write as pieces are summed */
+    int nwb;
+    atomic_int perr; /* with wb: errno of the first failed read of a piece */
 } push_job;
+
+/* One piece (elements lo..hi) of a push with write-backs: sum it, then
+ * write the summed piece into each output while it is still in this core's
+ * cache (the value is read from memory once instead of once per output, and
+ * no job per output follows).  Same operation per element as sum_into on
+ * the whole.  A reduction pool thread. */
+static void fused_piece(const void *arg, uint64_t lo, uint64_t hi)
+{
+    push_job *p = (push_job *)arg;
+    const srv_entry *e = p->e;
+    size_t esz = kvs_dtype_size(e->dtype);
+    uint64_t off = lo * esz, len = (hi - lo) * esz;
+    srv_in body = in_of(p->r), piece = {NULL, NULL, 0};
+    int zero = 0;
+    if (body.data)
+        piece.data = (const uint8_t *)body.data + off;
+    int err = sum_into(NULL, e->dtype, p->dst + off, NULL, len, &piece,
+                       p->by_ref ? &p->cma : NULL, p->r->h.cma_src + off, p->mode);
+    if (err) {
+        atomic_compare_exchange_strong(&p->perr, &zero, err);
+        return;
+    }
+    for (int i = 0; i < p->nwb; i++) {
+        wb_target *t = &p->wb[i];
+        if (atomic_load(&t->err) == 0 && srv_cma_copy(NULL, &t->cma, 1, p->dst + off,
+                                                      t->dst + off, len) != 0) {
+            zero = 0;
+            atomic_compare_exchange_strong(&t->err, &zero, errno ? errno : EIO);
+        }
+    }
+}
 
 static void push_run(srv_job *j)
 {
@@ -669,11 +715,45 @@ static void push_run(srv_job *j)
     srv_entry *e = p->e;
     srv_in in = in_of(p->r);
     uint64_t t0 = clock_ns();
-    p->err = sum_into(p->st->pool, e->dtype, p->dst, p->old ? p->old->data : NULL, e->bytes,
-                      &in, p->by_ref ? &p->cma : NULL, p->r->h.cma_src, p->mode);
+    if (p->nwb > 0) {
+        size_t esz = kvs_dtype_size(e->dtype);
+        red_pool_for(e->bytes >= DP_CMA_PAR_MIN ? p->st->pool : NULL, e->bytes / esz,
+                     DP_CMA_PAR_CHUNK / esz, fused_piece, p);
+        p->err = atomic_load(&p->perr);
+    } else {
+        p->err = sum_into(p->st->pool, e->dtype, p->dst, p->old ? p->old->data : NULL,
+                          e->bytes, &in, p->by_ref ? &p->cma : NULL, p->r->h.cma_src, p->mode);
+    }
     if (p->err == 0 && p->update)
         srv_upd_run(p->st->pool, &p->step, p->old->data, p->dst);
     p->ns = clock_ns() - t0;
+}
+
+/* A request among list (linked by next) by its seq, or NULL. */
+static srv_req *find_seq(srv_req *list, uint64_t seq)
+{
+    while (list && list->seq != seq)
+        list = list->next;
+    return list;
+}
+
+/* The job of e's last push (r) summed the round and wrote it into the
+ * outputs p->wb: mark their requests (still waiting, unless they failed
+ * meanwhile) so that their replies say so instead of writing again. */
+static void mark_written(srv_store *st, srv_entry *e, srv_req *r, const push_job *p)
+{
+    for (int i = 0; i < p->nwb; i++) {
+        uint64_t seq = p->wb[i].seq;
+        int err = atomic_load(&p->wb[i].err);
+        srv_req *q = r->seq == seq ? r : find_seq(e->waiting, seq);
+        if (q == NULL)
+            q = find_seq(e->pulls, seq);
+        if (q == NULL)
+            continue; /* answered already (its worker left): nothing to say */
+        q->h.cma_done = err ? -err : 1;
+        if (!err)
+            st->cma_fused++;
+    }
 }
 
 static void entry_resume(srv_store *st, srv_entry *e, bool completed);
@@ -694,6 +774,7 @@ static void push_done(srv_job *j, bool cancelled)
     if (cancelled) { /* the server stops: the entry goes with the store */
         srv_buf_unref(p->nb);
         req_free(r);
+        free(p->wb);
         free(p);
         return;
     }
@@ -709,8 +790,11 @@ static void push_done(srv_job *j, bool cancelled)
     } else if (p->err) {
         push_failed(st, e, r, KVS_EINVAL, text);
     } else {
+        if (p->nwb > 0 && e->npushed + 1 == st->num_workers)
+            mark_written(st, e, r, p);
         completed = push_added(st, e, r, p->ns, p->uerr, p->why);
     }
+    free(p->wb);
     free(p);
     entry_resume(st, e, completed);
 }
@@ -732,6 +816,57 @@ static bool by_ref_ok(srv_store *st, srv_entry *e, srv_req *r)
     push_failed(st, e, r, KVS_EPROTO, "data by reference from a worker that did not prove "
                 "it is on this host (or is gone)");
     return false;
+}
+
+/* Will q's reply write e's value into its worker's memory (a pull or
+ * pushpull by reference whose worker is still proven)? */
+static bool wants_write(srv_store *st, const srv_entry *e, const srv_req *q)
+{
+    const proto_hdr *h = &q->h;
+    return (h->type == PROTO_PULL || h->type == PROTO_PUSHPULL) && (h->flags & PROTO_F_CMA) &&
+           h->cma_dst && h->count * kvs_dtype_size(e->dtype) == e->bytes &&
+           st->cma && q->wrank >= 0 && q->wrank < st->num_workers &&
+           srv_cma_alive(&st->cma[q->wrank]);
+}
+
+static void add_target(srv_store *st, const srv_entry *e, push_job *p, const srv_req *q)
+{
+    if (!wants_write(st, e, q))
+        return;
+    wb_target *t = &p->wb[p->nwb++];
+    t->cma = st->cma[q->wrank];
+    t->dst = q->h.cma_dst;
+    t->seq = q->seq;
+    atomic_init(&t->err, 0);
+}
+
+/* The job of r, the push that completes e's round, also writes the round's
+ * value into the outputs of the requests that completion answers (r and the
+ * round's other pushes, pulls waiting for this round) that take it by
+ * reference: p->wb.  Only a plain sum (no optimizer: its update needs the
+ * whole sum first) of a body in one piece or by reference.  No memory for
+ * the list: none (their replies write as before). */
+static void write_backs(srv_store *st, srv_entry *e, srv_req *r, push_job *p)
+{
+    int n = 1;
+    if (r->nframes > 1 || !st->cma)
+        return;
+    for (srv_req *q = e->waiting; q; q = q->next)
+        n++;
+    for (srv_req *q = e->pulls; q; q = q->next)
+        n++;
+    if ((p->wb = calloc((size_t)n, sizeof *p->wb)) == NULL)
+        return;
+    for (srv_req *q = e->waiting; q; q = q->next)
+        add_target(st, e, p, q);
+    add_target(st, e, p, r);
+    for (srv_req *q = e->pulls; q; q = q->next)
+        if (q->h.round == e->round + 1)
+            add_target(st, e, p, q);
+    if (p->nwb == 0) {
+        free(p->wb);
+        p->wb = NULL;
+    }
 }
 
 /* Start r's push (sync mode) into the current round of e (not busy): sum it
@@ -782,6 +917,8 @@ static bool start_push(srv_store *st, srv_entry *e, srv_req *r, const srv_in *in
             p->update = p->uerr == 0;
             p->old = e->value;
             atomic_fetch_add(&e->value->refs, 1);
+        } else if (last) {
+            write_backs(st, e, r, p);
         }
         e->busy = true;
         st->busy++;

@@ -62,6 +62,7 @@ typedef struct srv_req {
     zmq_msg_t body;  /* the body when nframes == 1 */
     zmq_msg_t *more; /* the frames when nframes > 1 */
     int wrank;
+    uint64_t seq;        /* unique in the store (a job names requests by it) */
     uint64_t *held;      /* the worker's [bytes, requests] it counts against (NULL: none) */
     uint64_t held_bytes; /* its share of held[0] */
 } srv_req;
@@ -103,6 +104,8 @@ typedef struct srv_store {
     struct srv_cma *cma;     /* per worker rank: its proven memory (server/cma.h), for
                               * requests by reference (NULL: none) */
     uint64_t busy;           /* entries with a job running */
+    uint64_t cma_fused;      /* values written into workers by the job of a round's
+                              * last push (see start_push), not by a job of their own */
     /* What one worker may make the store keep for later (pushes for a later
      * round, pulls and inits that wait, requests waiting for a job): bytes
      * (bodies plus the requests' own size) and requests (KVS_MAX_QUEUED_BYTES

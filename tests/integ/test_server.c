@@ -5,6 +5,7 @@
 
 #include "kvs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
@@ -15,6 +16,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -600,6 +603,217 @@ IT_TEST(server_fused_ref_1x1)
                   "expected %g", i, (double)got3[i], (double)small[i]);
     zmq_close(w);
     zmq_ctx_term(ctx);
+}
+
+/* ---- a round's value written into the outputs as it is summed ---- */
+
+#define WB_COUNT 600007u /* 2.4 MB: a job, summed over the reduction pool */
+
+/* Where each raw worker writes the challenge it answers (the server reads it
+ * back before every copy, so each stays put). */
+static uint8_t wb_slot[2][16];
+
+/* Offer direct copies on s as worker node sender (we are the process),
+ * answer the challenge: the final REPLY must be success. */
+static void wb_prove(it_ctx *t, void *s, int sender, uint8_t slot[16])
+{
+    uint8_t h[HDR], b[32] = {0}, body[256];
+    le(b, (uint64_t)getpid(), 8);
+    le(b + 8, (uint64_t)(uintptr_t)slot, 8);
+    header(h, T_HELLO, sender, 0, 70 + (uint64_t)sender, 0, 0, 0, 32);
+    send_msg(t, s, h, b, 32);
+    int n = recv_msg(t, s, h, body, sizeof body, 10);
+    IT_ASSERT(t, n == 16 && get_le(h + 6, 2) == T_CHALLENGE, "HELLO of node %d: type %d, %d "
+              "bytes", sender, (int)get_le(h + 6, 2), n);
+    memcpy(slot, body, 16);
+    memcpy(b + 16, body, 16);
+    header(h, T_PROOF, sender, 0, 70 + (uint64_t)sender, 0, 0, 0, 32);
+    send_msg(t, s, h, b, 32);
+    n = recv_msg(t, s, h, body, sizeof body, 10);
+    IT_ASSERT(t, get_le(h + 6, 2) == T_REPLY && get_le(h + 16, 4) == 0,
+              "PROOF of node %d: type %d status %d: %.*s", sender, (int)get_le(h + 6, 2),
+              (int)(int32_t)get_le(h + 16, 4), n > 0 ? n : 0, (char *)body);
+}
+
+/* A request by reference (PROTO_F_CMA): src and dst in this process. */
+static void wb_send(it_ctx *t, void *s, int type, int sender, uint64_t req, uint64_t round,
+                    const void *src, void *dst)
+{
+    uint8_t h[HDR], d[16];
+    header(h, type, sender, 0, req, 7, WB_COUNT, round, 16);
+    h[8] = 2; /* PROTO_F_CMA */
+    le(d, (uint64_t)(uintptr_t)src, 8);
+    le(d + 8, (uint64_t)(uintptr_t)dst, 8);
+    send_msg(t, s, h, d, 16);
+}
+
+/* The next answer on s: request req, status want (0: success without a body,
+ * the value went by reference).  Returns its text for an error. */
+static void wb_expect(it_ctx *t, void *s, const char *who, uint64_t req, int want,
+                      const char *text)
+{
+    uint8_t h[HDR], body[512];
+    int n = recv_msg(t, s, h, body, sizeof body - 1, 20);
+    body[n > 0 ? n : 0] = '\0';
+    int st = (int)(int32_t)get_le(h + 16, 4);
+    IT_ASSERT(t, get_le(h + 6, 2) == T_REPLY && get_le(h + 24, 8) == req && st == want,
+              "%s: answer to request %llu: type %d request %llu status %d (expected %d): %s",
+              who, (unsigned long long)req, (int)get_le(h + 6, 2),
+              (unsigned long long)get_le(h + 24, 8), st, want, (char *)body);
+    IT_ASSERT(t, want == 0 ? n == 0 : strstr((char *)body, text) != NULL,
+              "%s: answer to request %llu: %d body bytes '%s'", who, (unsigned long long)req,
+              n, (char *)body);
+}
+
+static void wb_check(it_ctx *t, const char *what, const float *got, const float *a,
+                     const float *b)
+{
+    for (uint32_t i = 0; i < WB_COUNT; i++)
+        IT_ASSERT(t, got[i] == a[i] + b[i], "%s: element %u is %g, expected %g", what, i,
+                  (double)got[i], (double)(a[i] + b[i]));
+}
+
+/* Two raw workers on one host push by reference; the job of each round's
+ * last push writes the sum into every output by reference that the round
+ * answers (pushpulls of the round, a pull waiting for it) piece by piece as
+ * it sums.  Every element is checked; an output the server cannot write
+ * (read-only memory) fails that request alone; the server's last line counts
+ * the values written that way. */
+IT_TEST(direct_write_as_summed_2x1)
+{
+    size_t bytes = (size_t)WB_COUNT * 4;
+    float *a = malloc(bytes), *b = malloc(bytes), *out0 = malloc(bytes), *out1 = malloc(bytes);
+    float *ro = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    IT_ASSERT(t, a && b && out0 && out1 && ro != MAP_FAILED, "out of memory");
+    for (uint32_t i = 0; i < WB_COUNT; i++) {
+        a[i] = (float)(i % 1000) * 0.5f;
+        b[i] = (float)(1 + i % 7);
+        out0[i] = out1[i] = -1.0f;
+    }
+    it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_setenv(t, "PS_VERBOSE", "1"); /* the server's last line */
+    it_start_scheduler(t, 1, 2, NULL);
+    int port = start_server_port(t);
+    void *ctx = zmq_ctx_new();
+    void *w0 = client(t, ctx, port, "w9-0000000000000001");
+    void *w1 = client(t, ctx, port, "w11-0000000000000002");
+    wb_prove(t, w0, 9, wb_slot[0]);
+    wb_prove(t, w1, 11, wb_slot[1]);
+    uint8_t h[HDR], body[256];
+    float *got = calloc(WB_COUNT, 4); /* worker 0's init: zeros */
+    IT_ASSERT(t, got != NULL, "out of memory");
+    header(h, T_INIT, 9, 0, 1, 7, WB_COUNT, 0, bytes);
+    send_msg(t, w0, h, got, bytes);
+    header(h, T_INIT, 11, 0, 2, 7, WB_COUNT, 0, 0);
+    send_msg(t, w1, h, NULL, 0);
+    for (int i = 0; i < 2; i++) {
+        recv_msg(t, i ? w1 : w0, h, body, sizeof body, 10);
+        IT_ASSERT(t, get_le(h + 6, 2) == T_REPLY && get_le(h + 16, 4) == 0,
+                  "worker %d's init: status %d", i, (int)(int32_t)get_le(h + 16, 4));
+    }
+    /* round 0: both pushpulls by reference, written as the last one sums */
+    wb_send(t, w0, T_PUSHPULL, 9, 10, 0, a, out0);
+    wb_send(t, w1, T_PUSHPULL, 11, 11, 0, b, out1);
+    wb_expect(t, w0, "worker 0", 10, 0, NULL);
+    wb_expect(t, w1, "worker 1", 11, 0, NULL);
+    wb_check(t, "round 0, worker 0's pushpull", out0, a, b);
+    wb_check(t, "round 0, worker 1's pushpull", out1, a, b);
+    /* round 1: worker 0 pushes and pulls the round (the pull waits for it);
+     * worker 1's output is read-only: its pushpull fails, not worker 0's pull */
+    for (uint32_t i = 0; i < WB_COUNT; i++)
+        out0[i] = -1.0f;
+    wb_send(t, w0, T_PUSH, 9, 20, 1, b, NULL);
+    wb_send(t, w0, T_PULL, 9, 21, 2, NULL, out0);
+    /* a pull through the socket, answered at once: the server has both */
+    header(h, T_PULL, 9, 0, 22, 7, WB_COUNT, 1, 0);
+    send_msg(t, w0, h, NULL, 0);
+    int n = recv_msg(t, w0, h, (uint8_t *)got, bytes, 20);
+    IT_ASSERT(t, get_le(h + 24, 8) == 22 && get_le(h + 16, 4) == 0 && n == (int)bytes,
+              "the pull of round 0's value: request %llu status %d, %d bytes",
+              (unsigned long long)get_le(h + 24, 8), (int)(int32_t)get_le(h + 16, 4), n);
+    wb_check(t, "round 0's value through the socket", got, a, b);
+    wb_send(t, w1, T_PUSHPULL, 11, 23, 1, a, ro);
+    wb_expect(t, w1, "worker 1", 23, -1, "cannot write the value into worker 1's memory");
+    wb_expect(t, w0, "worker 0", 20, 0, NULL);
+    wb_expect(t, w0, "worker 0", 21, 0, NULL);
+    wb_check(t, "round 1, worker 0's pull by reference", out0, b, a);
+    zmq_close(w0);
+    zmq_close(w1);
+    zmq_ctx_term(ctx);
+    /* 2 outputs of round 0 and the pull of round 1 were written by the sum's job */
+    it_kill(t, t->server[0], SIGTERM);
+    IT_ASSERT(t, it_wait(t, t->server[0], 20), "the server did not stop on SIGTERM");
+    IT_ASSERT(t, it_log_has(t, t->server[0], " 3 values written as summed", 0),
+              "the server's last line does not count 3 values written as summed");
+    munmap(ro, bytes);
+    free(a);
+    free(b);
+    free(out0);
+    free(out1);
+    free(got);
+}
+
+/* ---- the job threads run below the loop (KVS_JOB_NICE) ---- */
+
+/* Niceness of thread tid of process pid (field 19 of its stat), or -100. */
+static int thread_nice(pid_t pid, const char *tid)
+{
+    char path[128], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/task/%s/stat", (int)pid, tid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -100;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the name may hold spaces */
+    int nice = -100, field = 2;
+    for (; p && *p && field < 19; p++)
+        if (*p == ' ' && ++field == 19)
+            nice = atoi(p + 1);
+    return nice;
+}
+
+/* With KVS_JOB_NICE=7 a server's job runners and reduction helpers (which
+ * have run big sums by then) run at niceness 7, its loop (the main thread)
+ * at the process's own; the sums stay exact. */
+IT_TEST(job_nice_2x1)
+{
+    static const char *const argv[] = {"sum", "--counts", "300001", "--rounds", "2",
+                                       "--pause-file", "go", NULL};
+    it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_setenv(t, "KVS_JOB_NICE", "7");
+    it_setenv(t, "MXNET_KVSTORE_BIGARRAY_BOUND", "50000");
+    it_setenv(t, "MXNET_KVSTORE_REDUCTION_NTHREADS", "2");
+    it_start_job(t, 1, 2, argv);
+    for (int i = 0; i < 2; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "paused-w%d", i);
+        IT_ASSERT(t, it_wait_file(t, name, 30, t->worker[i]), "worker%d did not finish round 0", i);
+    }
+    pid_t pid = t->proc[t->server[0]].pid;
+    char dir[64], self[32];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+    snprintf(self, sizeof self, "%d", (int)pid);
+    int base = thread_nice(pid, self), niced = 0, threads = 0;
+    IT_ASSERT(t, base > -100, "cannot read the server's %s", dir);
+    DIR *d = opendir(dir);
+    IT_ASSERT(t, d != NULL, "opendir %s: %s", dir, strerror(errno));
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.')
+            continue;
+        int n = thread_nice(pid, e->d_name);
+        threads++;
+        niced += n == base + 7 || (base + 7 > 19 && n == 19);
+    }
+    closedir(d);
+    it_info(t, "server: %d threads, %d at niceness %d, the loop at %d", threads, niced,
+            base + 7, base);
+    IT_ASSERT(t, niced >= 1, "no thread of the server runs at KVS_JOB_NICE=7 above its loop's "
+              "niceness %d", base);
+    IT_ASSERT(t, niced < threads, "every thread of the server is niced, the loop too");
+    it_write_file(t, "go", "go\n");
+    it_expect_job_ok(t, 60);
 }
 
 #define MV_KEYS 16

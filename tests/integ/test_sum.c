@@ -8,6 +8,8 @@
 #include "tests.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* Split keys stay small and fast: counts >= 1000 are split over all servers. */
 static void job_env(it_ctx *t)
@@ -190,6 +192,54 @@ IT_TEST(direct_copy_2x3)
     for (int i = 0; i < 2; i++)
         IT_CHECK(t, it_log_has(t, t->server[i], "direct memory copies", 0),
                  "server%d did not take the direct-copy path", i);
+}
+
+/* The values that a server's job wrote into the workers' outputs as it summed
+ * the rounds' last pushes (its last log line), summed over the servers. */
+static unsigned long long written_as_summed(it_ctx *t)
+{
+    unsigned long long all = 0;
+    for (int i = 0; i < t->nserver; i++) {
+        char *log = it_read_log(t, t->server[i]);
+        const char *at = log ? strstr(log, " values written as summed") : NULL;
+        IT_ASSERT(t, at != NULL, "server%d's last line does not count the values written as "
+                  "summed", i);
+        while (at > log && at[-1] >= '0' && at[-1] <= '9')
+            at--;
+        all += strtoull(at, NULL, 10);
+        free(log);
+    }
+    return all;
+}
+
+/* Every dtype, parts that are summed on the reduction pool (300001
+ * elements) and ones that are not, every element checked by the workers;
+ * the job of each round's last push must have written some outputs as it
+ * summed (server/store.c). */
+static void direct_write(it_ctx *t, const char *mode, const char *what)
+{
+    const char *const argv[] = {"sum", "--dtype", "all", "--counts", "70001,300001", mode,
+                                "--split", "--rounds", "3", NULL};
+    it_setenv(t, "MXNET_KVSTORE_BIGARRAY_BOUND", "50000");
+    it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_setenv(t, "PS_VERBOSE", "1"); /* the servers' last line */
+    it_start_job(t, 2, 2, argv);
+    it_expect_job_ok(t, 90);
+    unsigned long long n = written_as_summed(t);
+    it_info(t, "%s: %llu values written as summed", what, n);
+    IT_ASSERT(t, n > 0, "no %s was answered by the job that summed its round", what);
+}
+
+IT_TEST(direct_write_pipeline_2x2)
+{
+    /* pulls issued right after the pushes wait for their rounds */
+    direct_write(t, "--pipeline", "pull");
+}
+
+IT_TEST(direct_write_pushpull_2x2)
+{
+    /* every other output is its input */
+    direct_write(t, "--pushpull", "pushpull");
 }
 
 IT_TEST(direct_copy_refused_1x2)

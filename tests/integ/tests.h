@@ -110,6 +110,10 @@
     X(big_frames_direct_2x2, 300)                                              \
     X(huge_hello_rss_secret_1x1, 60)                                           \
     X(reply_queue_bound_1x1, 60)                                               \
+    X(direct_write_as_summed_2x1, 60)                                          \
+    X(direct_write_pipeline_2x2, 120)                                          \
+    X(direct_write_pushpull_2x2, 120)                                          \
+    X(job_nice_2x1, 90)                                                        \
     X(server_memory_values_1x1, 120)                                           \
     X(server_fused_ref_1x1, 60)                                                \
     X(many_keys_fused_ref_1x1, 120)                                            \

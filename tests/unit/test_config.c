@@ -21,7 +21,7 @@ static const char *const all_vars[] = {
     "PS_HEARTBEAT_TIMEOUT", "PS_RESEND", "PS_RESEND_TIMEOUT", "MXNET_KVSTORE_BIGARRAY_BOUND",
     "MXNET_KVSTORE_REDUCTION_NTHREADS", "MXNET_KVSTORE_SLICE_THRESHOLD",
     "MXNET_KVSTORE_USETREE", "MXNET_UPDATE_ON_KVSTORE", "KVS_START_TIMEOUT",
-    "KVS_MAX_MESSAGE", "KVS_CHUNK_BYTES", "KVS_FUSE_BYTES", "KVS_P3_CREDIT", "KVS_PORT",
+    "KVS_MAX_MESSAGE", "KVS_CHUNK_BYTES", "KVS_FUSE_BYTES", "KVS_P3_CREDIT", "KVS_JOB_NICE", "KVS_PORT",
     "KVS_PORT_FILE", "KVS_CHECKPOINT_DIR", "KVS_CHECKPOINT_EVERY", NULL};
 
 static void clear_env(void)
@@ -545,6 +545,16 @@ END_TEST
 START_TEST(test_threads_and_timeout)
 {
     cfg c;
+    clear_env();
+    load_ok(&c, false);
+    ck_assert_int_eq(c.job_nice, 10);
+    ck_assert_int_eq(load_int_field("KVS_JOB_NICE", "0", offsetof(cfg, job_nice)), 0);
+    ck_assert_int_eq(load_int_field("KVS_JOB_NICE", "19", offsetof(cfg, job_nice)), 19);
+    expect_bad("KVS_JOB_NICE", "-1");
+    expect_bad("KVS_JOB_NICE", "20");
+    expect_bad("KVS_JOB_NICE", "low");
+    unsetenv("KVS_JOB_NICE");
+
     ck_assert_int_eq(load_int_field("MXNET_KVSTORE_REDUCTION_NTHREADS", "1",
                                     offsetof(cfg, reduction_nthreads)), 1);
     ck_assert_int_eq(load_int_field("MXNET_KVSTORE_REDUCTION_NTHREADS", "1024",
