@@ -9,9 +9,10 @@
  * Only the process P itself (or one that can already write P's memory)
  * can put a value that did not exist before the challenge at A, so a peer
  * naming another process fails.  The pidfd pins P: before every copy the
- * server checks that P has not exited (so the pid was not reused) and that
- * C is still at A.  A server never reads from or writes into a process that
- * did not prove itself.
+ * server checks that P has not exited (so the pid was not reused), and that
+ * C is still at A (read back at most every SRV_CMA_RECHECK_NS; every time
+ * without a pidfd).  A server never reads from or writes into a process
+ * that did not prove itself.
  *
  * Threads: srv_cma_copy may run on the reduction pool's threads; the rest on
  * the server's loop.
@@ -34,6 +35,7 @@ typedef struct srv_cma {
     uint64_t nonce_addr;
     uint64_t req_id;  /* of the HELLO being answered */
     uint8_t nonce[PROTO_NONCE_LEN]; /* the challenge */
+    uint64_t seen_ns; /* (loop) when the challenge was last read back in place */
 } srv_cma;
 
 /* Set up c (nothing proven). */
@@ -54,8 +56,13 @@ int srv_cma_hello(srv_cma *c, uint64_t req_id, const uint8_t *body,
  * HELLO) with why. */
 int srv_cma_proof(srv_cma *c, uint64_t req_id, const uint8_t *body, char *why, size_t whylen);
 
-/* True if c is proven and its process is still the one that proved it. */
-bool srv_cma_alive(const srv_cma *c);
+/* True if c is proven and its process is still the one that proved it: its
+ * pidfd says it has not exited (every call), and the challenge is still at
+ * its address (read back at most every SRV_CMA_RECHECK_NS: the read costs a
+ * remote page pin that contends with the copies in flight, and a job's copy
+ * runs later than this check anyway; without a pidfd, every call). */
+bool srv_cma_alive(srv_cma *c);
+#define SRV_CMA_RECHECK_NS 1000000ull
 
 /* The descriptor of request h by reference (PROTO_CMA_LEN bytes at desc:
  * u64 source, u64 destination address), checked: h->cma_src / cma_dst are

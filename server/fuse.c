@@ -100,7 +100,7 @@ void srv_fuser_fini(srv_fuser *f)
 
 int srv_fuse_request(srv_fuser *f, srv_store *st, const uint8_t *ident, size_t ident_len,
                      int wrank, const proto_hdr *h, const uint8_t *body,
-                     const proto_limits *lim, const srv_cma *cma, char *why, size_t whylen)
+                     const proto_limits *lim, srv_cma *cma, char *why, size_t whylen)
 {
     proto_hdr rec;
     const uint8_t *data;

@@ -59,7 +59,7 @@ void srv_fuser_fini(srv_fuser *f);
  * an ERROR. */
 int srv_fuse_request(srv_fuser *f, srv_store *st, const uint8_t *ident, size_t ident_len,
                      int wrank, const proto_hdr *h, const uint8_t *body,
-                     const proto_limits *lim, const struct srv_cma *cma, char *why,
+                     const proto_limits *lim, struct srv_cma *cma, char *why,
                      size_t whylen);
 
 /* The store's answer to a record of batch reply->fuse: reply is the REPLY

@@ -276,7 +276,7 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
     if (write) {
         /* write the value straight into the worker's output (a record of a
          * FUSED_REF too: its answer, a record without a body, follows) */
-        const srv_cma *c = &s->cma[wrank];
+        srv_cma *c = &s->cma[wrank];
         if (req->cma_done) { /* the job that summed the round wrote it (store.c) */
             errno = req->cma_done < 0 ? -req->cma_done : 0;
             if (req->cma_done < 0)
@@ -395,7 +395,7 @@ static void on_proof(srv *s, const uint8_t *ident, size_t ident_len, int wrank,
 static void on_cma_request(srv *s, const uint8_t *ident, size_t ident_len, int wrank,
                            proto_hdr *h, const uint8_t *desc)
 {
-    const srv_cma *c = &s->cma[wrank];
+    srv_cma *c = &s->cma[wrank];
     proto_hdr e = *h;
     e.type = PROTO_REPLY;
     e.sender = s->node_id;

@@ -101,8 +101,8 @@ typedef struct srv_store {
                               * requests while it works (NULL: none) */
     struct srv_jobs *jobs;   /* server/jobs.h: where big entries' work runs (NULL:
                               * everything on the loop) */
-    const struct srv_cma *cma; /* per worker rank: its proven memory (server/cma.h), for
-                                * requests by reference (NULL: none) */
+    struct srv_cma *cma;     /* per worker rank: its proven memory (server/cma.h), for
+                              * requests by reference (NULL: none) */
     uint64_t busy;           /* entries with a job running */
     uint64_t cma_fused;      /* values written into workers by the job of a round's
                               * last push (see start_push), not by a job of their own */
