@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/wake.h"
 #include "kvs.h"
 #include "server/jobs.h"
 
@@ -19,7 +20,8 @@ struct srv_jobs {
     int nice;          /* the runners' niceness (srv_jobs_new) */
     int running;
     pthread_t *tid;
-    uv_async_t async;
+    kvs_wake wake_loop; /* the runners wake the loop (not uv_async: common/wake.h) */
+    bool wake_ok;       /* wake_loop is open */
     uint64_t seq;      /* loop thread */
     uint64_t pending;  /* loop thread: submitted, done() not called yet */
     bool stopped;
@@ -87,7 +89,9 @@ static void *runner_main(void *arg)
         j->next = NULL;
         *q->done_tail = j;
         q->done_tail = &j->next;
-        uv_async_send(&q->async);
+        pthread_mutex_unlock(&q->mu);
+        kvs_wake_send(&q->wake_loop); /* outside the lock: the loop may preempt us */
+        pthread_mutex_lock(&q->mu);
     }
     pthread_mutex_unlock(&q->mu);
     return NULL;
@@ -109,9 +113,9 @@ static void deliver(srv_jobs *q, bool cancelled)
     }
 }
 
-static void on_async(uv_async_t *h)
+static void on_wake(kvs_wake *w)
 {
-    srv_jobs *q = h->data;
+    srv_jobs *q = w->data;
     if (!q->stopped)
         deliver(q, false);
 }
@@ -135,15 +139,20 @@ int srv_jobs_new(uv_loop_t *loop, int nthreads, int nice, srv_jobs **out)
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->wake, NULL);
     q->done_tail = &q->done_head;
-    uv_async_init(loop, &q->async, on_async);
-    q->async.data = q;
+    if (kvs_wake_init(loop, &q->wake_loop, on_wake) != 0) {
+        pthread_cond_destroy(&q->wake);
+        pthread_mutex_destroy(&q->mu);
+        goto fail;
+    }
+    q->wake_ok = true;
+    q->wake_loop.data = q;
     for (int i = 0; i < nthreads; i++) {
         if (pthread_create(&q->tid[i], NULL, runner_main, q) != 0)
             break;
         q->nthreads++;
     }
     if (q->nthreads == 0) {
-        uv_close((uv_handle_t *)&q->async, NULL);
+        uv_close(kvs_wake_handle(&q->wake_loop), NULL);
         q->stopped = true;
         *out = q; /* freed by the caller's srv_jobs_free after the loop closes */
         return KVS_ENOMEM;
@@ -215,6 +224,8 @@ void srv_jobs_free(srv_jobs *q)
     srv_jobs_stop(q);
     pthread_cond_destroy(&q->wake);
     pthread_mutex_destroy(&q->mu);
+    if (q->wake_ok)
+        kvs_wake_fini(&q->wake_loop);
     free(q->heap);
     free(q->tid);
     free(q);
