@@ -1,7 +1,8 @@
 // gloo_allreduce.cc - the reference for kvsd's socket path: a 2-rank Gloo
-// allreduce (Debian's libgloo-dev, TCP transport over 127.0.0.1) of SIZE
-// bytes of float32, timed with each of Gloo's algorithms; the sum is checked.
-//   usage: gloo-allreduce RANK SIZE_RANKS STORE_DIR BYTES ITERS
+// allreduce (Debian's libgloo-dev, TCP transport over 127.0.0.1 or HOST) of
+// SIZE bytes of float32, timed with each of Gloo's algorithms; the sum is checked.
+//   usage: gloo-allreduce RANK SIZE_RANKS STORE_DIR BYTES ITERS [HOST]
+// HOST: the address this rank listens on (bench/colo-vs-gloo.sh: a veth's).
 // Prints, from rank 0, one line per algorithm: "gloo <algo> <bytes> median_ms".
 #include <gloo/allreduce_bcube.h>
 #include <gloo/allreduce_halving_doubling.h>
@@ -48,14 +49,14 @@ static double run(const std::shared_ptr<gloo::Context> &ctx, std::vector<float> 
 
 int main(int argc, char **argv)
 {
-    if (argc != 6) {
-        std::fprintf(stderr, "usage: gloo-allreduce RANK SIZE STORE_DIR BYTES ITERS\n");
+    if (argc != 6 && argc != 7) {
+        std::fprintf(stderr, "usage: gloo-allreduce RANK SIZE STORE_DIR BYTES ITERS [HOST]\n");
         return 2;
     }
     int rank = std::atoi(argv[1]), size = std::atoi(argv[2]), iters = std::atoi(argv[5]);
     size_t bytes = std::strtoull(argv[4], nullptr, 10);
     gloo::transport::tcp::attr attr;
-    attr.hostname = "127.0.0.1";
+    attr.hostname = argc == 7 ? argv[6] : "127.0.0.1";
     auto dev = gloo::transport::tcp::CreateDevice(attr);
     gloo::rendezvous::FileStore store(argv[3]);
     gloo::rendezvous::PrefixStore prefix("kvsd-bench", store);
