@@ -24,7 +24,7 @@ if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
     sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
 fi
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
 case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
 SIZES=${SIZES:-64M,4M}
@@ -121,8 +121,8 @@ export BUILD dir SIZES ITERS
 # kvsd_run RUN CMA: one job across both hosts; prints worker 0's rows
 kvsd_run() {
     local run=$1 cma=$2 pa pb ra rb
-    local env=(DMLC_PS_ROOT_URI=$IPA DMLC_PS_ROOT_PORT=9300 DMLC_NUM_SERVER=2 DMLC_NUM_WORKER=2
-               KVS_CMA=$cma KVS_START_TIMEOUT=60 PS_VERBOSE=1)
+    local env=("DMLC_PS_ROOT_URI=$IPA" DMLC_PS_ROOT_PORT=9300 DMLC_NUM_SERVER=2 DMLC_NUM_WORKER=2
+               "KVS_CMA=$cma" KVS_START_TIMEOUT=60 PS_VERBOSE=1)
     ip netns exec "$A" unshare --pid --kill-child --mount-proc timeout 600 bash -c "$host_main" host-a \
         0 "$run" "${env[@]}" DMLC_NODE_HOST=$IPA 2>"$dir/$run-host-a.err" &
     pa=$!

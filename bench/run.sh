@@ -63,6 +63,8 @@ if [ "${BENCH_QUICK:-0}" != 1 ]; then
     run security sh bench/security.sh
     # the socket path against a 2-rank Gloo allreduce in the same run
     run gloo-vs-kvsd bash bench/gloo-vs-kvsd.sh
+    # the same against one worker + one server per host (two namespaces, root only)
+    run colo-vs-gloo bash bench/colo-vs-gloo.sh
     # the socket path against the loopback TCP floor (1 MiB writes)
     run tcp-floor sh bench/tcp-floor.sh
     # server-side optimizers: one update next to one push's add, then whole jobs

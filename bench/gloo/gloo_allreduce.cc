@@ -8,6 +8,7 @@
 #include <gloo/allreduce_halving_doubling.h>
 #include <gloo/allreduce_ring.h>
 #include <gloo/allreduce_ring_chunked.h>
+#include <gloo/barrier_all_to_all.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/prefix_store.h>
@@ -73,6 +74,10 @@ int main(int argc, char **argv)
     r[2] = {"halving_doubling",
             run<gloo::AllreduceHalvingDoubling<float>>(ctx, v, rank, size, iters, &ok)};
     r[3] = {"bcube", run<gloo::AllreduceBcube<float>>(ctx, v, rank, size, iters, &ok)};
+    /* neither rank leaves while the other may still read: a rank that exits
+     * with unread bytes resets the connection and the other's last receive
+     * fails ("Connection closed by peer") */
+    gloo::BarrierAllToAll(ctx).run();
     if (rank == 0)
         for (auto &x : r)
             std::printf("gloo %-17s %zu bytes  median_ms %.3f  %s\n", x.name, bytes, x.ms,
