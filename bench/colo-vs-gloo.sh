@@ -18,10 +18,11 @@
 # Needs root, ip netns (iproute2), unshare (util-linux), g++ and libgloo-dev;
 # exits 1 with a message without them.  Usage: bench/colo-vs-gloo.sh [--help]
 # Environment: BUILD (build), SIZES (64M,4M), REPS (5), ITERS (10),
-# SOCK (1), RATE (unset: no shaping; e.g. 10gbit: tbf each way).
+# SOCK (1), RATE (unset: no shaping; e.g. 10gbit: tbf each way), MTU (unset:
+# the veth's default, 1500; e.g. 9000: jumbo frames).
 set -u
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
-    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
 fi
 cd "$(dirname "$0")/.." || exit 1
@@ -32,6 +33,7 @@ REPS=${REPS:-5}
 ITERS=${ITERS:-10}
 SOCK=${SOCK:-1}
 RATE=${RATE:-}
+MTU=${MTU:-}
 die() { echo "colo-vs-gloo: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (network and pid namespaces)"
 command -v ip >/dev/null 2>&1 && ip netns list >/dev/null 2>&1 || die "needs 'ip netns' (iproute2)"
@@ -41,6 +43,7 @@ command -v g++ >/dev/null 2>&1 && [ -f /usr/include/gloo/allreduce_ring.h ] ||
     die "needs g++ and libgloo-dev (deploy/install-deps.sh)"
 [[ $REPS =~ ^[1-9][0-9]*$ && $ITERS =~ ^[1-9][0-9]*$ ]] || die "REPS and ITERS must be positive integers"
 [[ $SOCK == 0 || $SOCK == 1 ]] || die "SOCK must be 0 or 1"
+[[ -z $MTU || $MTU =~ ^[1-9][0-9]{2,4}$ ]] || die "MTU must be a number of bytes (68-65535)"
 for b in kvs-scheduler kvs-server kvs-bench; do
     [ -x "$BUILD/$b" ] || die "$BUILD/$b is missing: run make"
 done
@@ -83,6 +86,9 @@ ip link add "$tag-va" type veth peer name "$tag-vb" || die "cannot create a veth
 ip link set "$tag-va" netns "$A" && ip link set "$tag-vb" netns "$B" || die "cannot move the veths"
 ip -n "$A" addr add $IPA/24 dev "$tag-va" && ip -n "$B" addr add $IPB/24 dev "$tag-vb" || die "addresses"
 for ns in "$A" "$B"; do ip -n "$ns" link set lo up; done
+if [ -n "$MTU" ]; then
+    ip -n "$A" link set "$tag-va" mtu "$MTU" && ip -n "$B" link set "$tag-vb" mtu "$MTU" || die "cannot set MTU=$MTU"
+fi
 ip -n "$A" link set "$tag-va" up && ip -n "$B" link set "$tag-vb" up || die "cannot bring the veths up"
 if [ -n "$RATE" ]; then
     ip netns exec "$A" tc qdisc add dev "$tag-va" root tbf rate "$RATE" burst 512kb latency 50ms &&
@@ -188,7 +194,7 @@ median() { sort -g | awk '{v[NR] = $1} END { print (NR % 2) ? v[(NR + 1) / 2] : 
 
 variants="cma1"
 [ "$SOCK" = 1 ] && variants="cma1 cma0"
-echo "colo-vs-gloo: 2 hosts (network + pid namespaces, veth ${RATE:-unshaped}); host A: scheduler, server 0, worker 0; host B: server 1, worker 1; Gloo: rank 0 on A, rank 1 on B; sizes $SIZES, $ITERS iterations, $REPS repetitions alternating"
+echo "colo-vs-gloo: 2 hosts (network + pid namespaces, veth ${RATE:-unshaped}, MTU $(ip -n "$A" -o link show "$tag-va" | sed -n 's/.* mtu \([0-9]*\) .*/\1/p')); host A: scheduler, server 0, worker 0; host B: server 1, worker 1; Gloo: rank 0 on A, rank 1 on B; sizes $SIZES, $ITERS iterations, $REPS repetitions alternating"
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "rep  size   gloo_best_ms  kvsd_ms(KVS_CMA=1)$([ "$SOCK" = 1 ] && echo "  kvsd_ms(KVS_CMA=0)")"
 declare -A G K
