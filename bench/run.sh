@@ -32,12 +32,27 @@ else
 fi
 # the floor: raw ZeroMQ echo between two processes
 run zmq "$BUILD/kvs-bench" zmq --sizes $sizes
+# pushpull against push + pull (issue 10: <= 1 at every size and layout),
+# from LABEL's rows (--interleave: the three ops' rounds alternate, so they
+# are timed in the same seconds and cache state)
+ppratio() {
+    awk '$3 == "push" { p[$1] = $5 } $3 == "pull" { q[$1] = $5 }
+         $3 == "pushpull" && ($1 in p) && ($1 in q) {
+             r = $5 / (p[$1] + q[$1]); s = s sprintf(" %s %.2f", $1, r); if (r > 1) bad = bad " " $1 }
+         END { printf "pushpull / (push + pull), %s:%s%s\n", L, s, bad ? "  (above 1:" bad ")" : "" }' \
+        L="$1" "$data/$1.txt" | tee -a "$out"
+    echo | tee -a "$out"
+}
 # kvsd, default (same-host direct copies for data >= 64 KiB)
-run cma-1x1 $launch -n 1 -s 1 -- "$BUILD/kvs-bench" --sizes $sizes $iters
-run cma-2x2 $launch -n 2 -s 2 -- "$BUILD/kvs-bench" --sizes $sizes $iters
+run cma-1x1 $launch -n 1 -s 1 -- "$BUILD/kvs-bench" --sizes $sizes --interleave $iters
+ppratio cma-1x1
+run cma-2x2 $launch -n 2 -s 2 -- "$BUILD/kvs-bench" --sizes $sizes --interleave $iters
+ppratio cma-2x2
 # kvsd with every byte through the sockets (as between hosts)
-run sock-1x1 $launch -n 1 -s 1 --env KVS_CMA=0 -- "$BUILD/kvs-bench" --sizes $sizes --ops pushpull $iters
-run sock-2x2 $launch -n 2 -s 2 --env KVS_CMA=0 -- "$BUILD/kvs-bench" --sizes $sizes --ops pushpull $iters
+run sock-1x1 $launch -n 1 -s 1 --env KVS_CMA=0 -- "$BUILD/kvs-bench" --sizes $sizes --interleave $iters
+ppratio sock-1x1
+run sock-2x2 $launch -n 2 -s 2 --env KVS_CMA=0 -- "$BUILD/kvs-bench" --sizes $sizes --interleave $iters
+ppratio sock-2x2
 # the reduction engine against memcpy (memcpy: the floor of any copy)
 run reduce "$BUILD/kvs-bench" reduce --dtypes float32,float16,bfloat16 --sizes 256K,4M,64M --threads 1,2
 run memcpy "$BUILD/kvs-bench" reduce --dtypes float32 --sizes $sizes --threads 1 --inputs 1 --json
@@ -63,6 +78,8 @@ if [ "${BENCH_QUICK:-0}" != 1 ]; then
     run security sh bench/security.sh
     # the socket path against a 2-rank Gloo allreduce in the same run
     run gloo-vs-kvsd bash bench/gloo-vs-kvsd.sh
+    # the same against one worker + one server per host (two namespaces, root only)
+    run colo-vs-gloo bash bench/colo-vs-gloo.sh
     # the socket path against the loopback TCP floor (1 MiB writes)
     run tcp-floor sh bench/tcp-floor.sh
     # server-side optimizers: one update next to one push's add, then whole jobs

@@ -18,6 +18,7 @@
 static const char usage[] =
     "usage: kvs-bench [--sizes LIST] [--dtypes LIST] [--ops LIST] [--iters N]\n"
     "                 [--warmup N] [--type dist_sync|dist_async|local] [--json]\n"
+    "                 [--interleave]\n"
     "       kvs-bench reduce [--help]   (reduction engine vs memcpy)\n"
     "       kvs-bench zmq [--help]      (raw ZeroMQ echo: the transport floor)\n"
     "       kvs-bench --store device --devices N [--help]\n"
@@ -32,6 +33,10 @@ static const char usage[] =
     "  --ops     push,pull,pushpull (default all three)\n"
     "  --iters   timed rounds per size (default: 200 for small keys down to 10)\n"
     "  --warmup  untimed rounds first (default 3)\n"
+    "  --interleave  one round of each op in turn (push, pull, pushpull, push, ...)\n"
+    "            instead of all rounds of one op, then the next: every op is timed\n"
+    "            in the same seconds and cache state (compare pushpull with push +\n"
+    "            pull on a busy or noisy machine)\n"
     "  --optimizer SPEC  servers apply this optimizer (kvs_set_optimizer); the\n"
     "            pulled weights are then not checked (check column '-')\n"
     "Every pulled value is checked against the exact sum of all workers' pushes.\n"
@@ -54,6 +59,7 @@ struct opts {
     const char *type;
     const char *optimizer; /* --optimizer SPEC: servers update (values not checked) */
     int json;
+    int interleave; /* --interleave: the ops' rounds alternate */
 };
 
 static int parse_size(const char *s, uint64_t *out)
@@ -148,7 +154,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         {"dtypes", required_argument, NULL, 'd'}, {"ops", required_argument, NULL, 'o'},
         {"iters", required_argument, NULL, 'i'},  {"warmup", required_argument, NULL, 'w'},
         {"type", required_argument, NULL, 't'},   {"optimizer", required_argument, NULL, 'O'},
-        {NULL, 0, NULL, 0}};
+        {"interleave", no_argument, NULL, 'I'},   {NULL, 0, NULL, 0}};
     int ch, rc = 0;
     memset(o, 0, sizeof *o);
     o->iters = 0;
@@ -172,6 +178,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         case 'w': rc = parse_int("--warmup", optarg, 0, &o->warmup); break;
         case 't': o->type = optarg; break;
         case 'O': o->optimizer = optarg; break;
+        case 'I': o->interleave = 1; break;
         default:
             fprintf(stderr, "kvs-bench: unknown or incomplete argument '%s'\n%s",
                     argv[optind - 1], usage);
@@ -334,7 +341,11 @@ int main(int argc, char **argv)
                 iters = (int)(256ull * 1024 * 1024 / (bytes ? bytes : 1));
                 iters = iters < 10 ? 10 : iters > 200 ? 200 : iters;
             }
-            double *lat = malloc(sizeof(double) * (size_t)iters);
+            double *lat = malloc(sizeof(double) * (size_t)iters * (size_t)o.nops);
+            if (lat == NULL) {
+                fprintf(stderr, "kvs-bench: out of memory\n");
+                return 1;
+            }
             kvs_array v = {val, count, dt, KVS_CPU}, ov = {out, count, dt, KVS_CPU};
             key++;
             rc = kvs_init(s, 1, &key, &v);
@@ -348,74 +359,97 @@ int main(int argc, char **argv)
                         (unsigned long long)key, kvs_errname(rc), kvs_last_error());
                 return 1;
             }
-            for (int oi = 0; oi < o.nops; oi++) {
-                int op = o.ops[oi];
-                uint64_t bad = UINT64_MAX;
+            /* all rounds of one op, then the next; or (--interleave) one round
+             * of each op in turn, each op into its own output */
+            int groups = o.interleave ? 1 : o.nops, nout = o.interleave ? o.nops : 1;
+            void *outs[3] = {out, NULL, NULL};
+            for (int k = 1; k < nout; k++)
+                if ((outs[k] = aligned_alloc(64, (bytes + 63) & ~63ull)) == NULL) {
+                    fprintf(stderr, "kvs-bench: out of memory for %llu bytes\n",
+                            (unsigned long long)bytes);
+                    return 1;
+                }
+            for (int g = 0; g < groups; g++) {
+                int o0 = o.interleave ? 0 : g, o1 = o.interleave ? o.nops : g + 1;
                 kvs_barrier(s);
-                for (int it = -o.warmup; it < iters; it++) {
-                    uint64_t t0 = clock_ns();
-                    if (op == OP_PUSH)
-                        rc = kvs_push(s, 1, &key, &v, 0);
-                    else if (op == OP_PULL)
-                        rc = kvs_pull(s, 1, &key, &ov, 0);
-                    else
-                        rc = kvs_pushpull(s, 1, &key, &v, &ov, 0);
-                    if (!rc)
-                        rc = kvs_wait(s, key);
-                    uint64_t t1 = clock_ns();
-                    if (rc) {
-                        fprintf(stderr, "kvs-bench: worker %d: %s: %s: %s\n", rank,
-                                op_names[op], kvs_errname(rc), kvs_last_error());
-                        return 1;
+                for (int it = -o.warmup; it < iters; it++)
+                    for (int oi = o0; oi < o1; oi++) {
+                        int op = o.ops[oi];
+                        kvs_array ovk = {outs[o.interleave ? oi : 0], count, dt, KVS_CPU};
+                        uint64_t t0 = clock_ns();
+                        if (op == OP_PUSH)
+                            rc = kvs_push(s, 1, &key, &v, 0);
+                        else if (op == OP_PULL)
+                            rc = kvs_pull(s, 1, &key, &ovk, 0);
+                        else
+                            rc = kvs_pushpull(s, 1, &key, &v, &ovk, 0);
+                        if (!rc)
+                            rc = kvs_wait(s, key);
+                        uint64_t t1 = clock_ns();
+                        if (rc) {
+                            fprintf(stderr, "kvs-bench: worker %d: %s: %s: %s\n", rank,
+                                    op_names[op], kvs_errname(rc), kvs_last_error());
+                            return 1;
+                        }
+                        if (it >= 0)
+                            lat[(size_t)oi * (size_t)iters + (size_t)it] = (double)(t1 - t0) / 1e6;
                     }
-                    if (it >= 0)
-                        lat[it] = (double)(t1 - t0) / 1e6;
-                }
-                if (op != OP_PUSH) {
-                    bad = check(out, exp, dt, count);
-                } else {
-                    rc = kvs_pull(s, 1, &key, &ov, 0);
-                    if (!rc)
-                        rc = kvs_wait(s, key);
-                    bad = rc ? 0 : check(out, exp, dt, count);
-                }
-                memset(out, 0, bytes);
-                if (o.optimizer)
-                    bad = UINT64_MAX - 1; /* weights, not sums: not checked */
-                if (bad != UINT64_MAX && !o.optimizer) {
-                    failures++;
-                    fprintf(stderr, "kvs-bench: worker %d: %s %s %llu bytes: wrong value at "
-                            "element %llu\n", rank, kvs_dtype_name(dt), op_names[op],
-                            (unsigned long long)bytes, (unsigned long long)bad);
-                }
-                qsort(lat, (size_t)iters, sizeof *lat, cmp_double);
-                double med = lat[iters / 2];
-                double p99 = lat[(int)((iters - 1) * 0.99)];
-                double moved = (double)bytes * (op == OP_PUSHPULL ? 2 : 1);
-                double gbs = moved / (med / 1e3) / 1e9;
-                if (rank == 0) {
-                    char sz[32];
-                    if (bytes >= (1 << 20) && bytes % (1 << 20) == 0)
-                        snprintf(sz, sizeof sz, "%lluM", (unsigned long long)(bytes >> 20));
-                    else if (bytes >= 1024 && bytes % 1024 == 0)
-                        snprintf(sz, sizeof sz, "%lluK", (unsigned long long)(bytes >> 10));
-                    else
-                        snprintf(sz, sizeof sz, "%llu", (unsigned long long)bytes);
-                    if (o.json)
-                        printf("%s\n  {\"bytes\": %llu, \"dtype\": \"%s\", \"op\": \"%s\", "
-                               "\"iters\": %d, \"median_ms\": %.4f, \"p99_ms\": %.4f, "
-                               "\"gbps\": %.3f, \"agg_gbps\": %.3f, \"ok\": %s}",
-                               first ? "" : ",", (unsigned long long)bytes, kvs_dtype_name(dt),
-                               op_names[op], iters, med, p99, gbs, gbs * W,
-                               bad == UINT64_MAX ? "true" : o.optimizer ? "null" : "false");
-                    else
-                        printf("%-9s %-8s %-9s %6d %10.3f %10.3f %9.3f %9.3f  %s\n", sz,
-                               kvs_dtype_name(dt), op_names[op], iters, med, p99, gbs,
-                               gbs * W, bad == UINT64_MAX ? "ok" : o.optimizer ? "-" : "WRONG");
-                    fflush(stdout);
-                    first = 0;
+                for (int oi = o0; oi < o1; oi++) {
+                    int op = o.ops[oi];
+                    void *ob = outs[o.interleave ? oi : 0];
+                    uint64_t bad = UINT64_MAX;
+                    if (op != OP_PUSH) {
+                        bad = check(ob, exp, dt, count);
+                    } else {
+                        rc = kvs_pull(s, 1, &key, &ov, 0);
+                        if (!rc)
+                            rc = kvs_wait(s, key);
+                        bad = rc ? 0 : check(out, exp, dt, count);
+                        memset(out, 0, bytes);
+                    }
+                    memset(ob, 0, bytes);
+                    if (o.optimizer)
+                        bad = UINT64_MAX - 1; /* weights, not sums: not checked */
+                    if (bad != UINT64_MAX && !o.optimizer) {
+                        failures++;
+                        fprintf(stderr, "kvs-bench: worker %d: %s %s %llu bytes: wrong value at "
+                                "element %llu\n", rank, kvs_dtype_name(dt), op_names[op],
+                                (unsigned long long)bytes, (unsigned long long)bad);
+                    }
+                    double *l = lat + (size_t)oi * (size_t)iters;
+                    qsort(l, (size_t)iters, sizeof *l, cmp_double);
+                    double med = l[iters / 2];
+                    double p99 = l[(int)((iters - 1) * 0.99)];
+                    double moved = (double)bytes * (op == OP_PUSHPULL ? 2 : 1);
+                    double gbs = moved / (med / 1e3) / 1e9;
+                    if (rank == 0) {
+                        char sz[32];
+                        if (bytes >= (1 << 20) && bytes % (1 << 20) == 0)
+                            snprintf(sz, sizeof sz, "%lluM", (unsigned long long)(bytes >> 20));
+                        else if (bytes >= 1024 && bytes % 1024 == 0)
+                            snprintf(sz, sizeof sz, "%lluK", (unsigned long long)(bytes >> 10));
+                        else
+                            snprintf(sz, sizeof sz, "%llu", (unsigned long long)bytes);
+                        if (o.json)
+                            printf("%s\n  {\"bytes\": %llu, \"dtype\": \"%s\", \"op\": \"%s\", "
+                                   "\"iters\": %d, \"median_ms\": %.4f, \"p99_ms\": %.4f, "
+                                   "\"gbps\": %.3f, \"agg_gbps\": %.3f, \"ok\": %s}",
+                                   first ? "" : ",", (unsigned long long)bytes,
+                                   kvs_dtype_name(dt), op_names[op], iters, med, p99, gbs,
+                                   gbs * W,
+                                   bad == UINT64_MAX ? "true" : o.optimizer ? "null" : "false");
+                        else
+                            printf("%-9s %-8s %-9s %6d %10.3f %10.3f %9.3f %9.3f  %s\n", sz,
+                                   kvs_dtype_name(dt), op_names[op], iters, med, p99, gbs,
+                                   gbs * W,
+                                   bad == UINT64_MAX ? "ok" : o.optimizer ? "-" : "WRONG");
+                        fflush(stdout);
+                        first = 0;
+                    }
                 }
             }
+            for (int k = 1; k < nout; k++)
+                free(outs[k]);
             free(lat);
             free(val);
             free(out);

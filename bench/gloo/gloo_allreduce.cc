@@ -1,12 +1,14 @@
 // gloo_allreduce.cc - the reference for kvsd's socket path: a 2-rank Gloo
-// allreduce (Debian's libgloo-dev, TCP transport over 127.0.0.1) of SIZE
-// bytes of float32, timed with each of Gloo's algorithms; the sum is checked.
-//   usage: gloo-allreduce RANK SIZE_RANKS STORE_DIR BYTES ITERS
+// allreduce (Debian's libgloo-dev, TCP transport over 127.0.0.1 or HOST) of
+// SIZE bytes of float32, timed with each of Gloo's algorithms; the sum is checked.
+//   usage: gloo-allreduce RANK SIZE_RANKS STORE_DIR BYTES ITERS [HOST]
+// HOST: the address this rank listens on (bench/colo-vs-gloo.sh: a veth's).
 // Prints, from rank 0, one line per algorithm: "gloo <algo> <bytes> median_ms".
 #include <gloo/allreduce_bcube.h>
 #include <gloo/allreduce_halving_doubling.h>
 #include <gloo/allreduce_ring.h>
 #include <gloo/allreduce_ring_chunked.h>
+#include <gloo/barrier_all_to_all.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/prefix_store.h>
@@ -48,14 +50,14 @@ static double run(const std::shared_ptr<gloo::Context> &ctx, std::vector<float> 
 
 int main(int argc, char **argv)
 {
-    if (argc != 6) {
-        std::fprintf(stderr, "usage: gloo-allreduce RANK SIZE STORE_DIR BYTES ITERS\n");
+    if (argc != 6 && argc != 7) {
+        std::fprintf(stderr, "usage: gloo-allreduce RANK SIZE STORE_DIR BYTES ITERS [HOST]\n");
         return 2;
     }
     int rank = std::atoi(argv[1]), size = std::atoi(argv[2]), iters = std::atoi(argv[5]);
     size_t bytes = std::strtoull(argv[4], nullptr, 10);
     gloo::transport::tcp::attr attr;
-    attr.hostname = "127.0.0.1";
+    attr.hostname = argc == 7 ? argv[6] : "127.0.0.1";
     auto dev = gloo::transport::tcp::CreateDevice(attr);
     gloo::rendezvous::FileStore store(argv[3]);
     gloo::rendezvous::PrefixStore prefix("kvsd-bench", store);
@@ -72,6 +74,10 @@ int main(int argc, char **argv)
     r[2] = {"halving_doubling",
             run<gloo::AllreduceHalvingDoubling<float>>(ctx, v, rank, size, iters, &ok)};
     r[3] = {"bcube", run<gloo::AllreduceBcube<float>>(ctx, v, rank, size, iters, &ok)};
+    /* neither rank leaves while the other may still read: a rank that exits
+     * with unread bytes resets the connection and the other's last receive
+     * fails ("Connection closed by peer") */
+    gloo::BarrierAllToAll(ctx).run();
     if (rank == 0)
         for (auto &x : r)
             std::printf("gloo %-17s %zu bytes  median_ms %.3f  %s\n", x.name, bytes, x.ms,

@@ -389,6 +389,10 @@ if [[ -x $REAL/kvs-scheduler && -x $REAL/kvs-bench ]]; then
     check "real job: every stderr line is a log line or prefixed" \
         eval '! grep -vE "$re|^\[(scheduler|server [0-9]+|worker [0-9]+)\] |^kvs-launch: " "$WORK/err"'
     check "real job: worker output prefixed once" eval 'out_has "[worker 0] kvs-bench: 2 worker(s), 1 server(s)"'
+    # --interleave: one round of each op in turn; each op's own output is checked
+    KVS_BIN_DIR=$REAL run -n 2 -s 2 -- "$REAL/kvs-bench" --sizes 4K,1M --iters 4 --warmup 1 --interleave
+    check "kvs-bench --interleave: exit 0, push, pull, pushpull rows per size, every value ok" \
+        eval '[[ $RC == 0 ]] && [[ $(grep -cE "^\[worker 0\] (4K|1M) +float32 +(push|pull|pushpull) +4 .* ok$" "$WORK/out") == 6 ]] && grep -E "^\[worker 0\] (4K|1M) " "$WORK/out" | awk "{print \$5}" | tr "\n" " " | grep -qx "push pull pushpull push pull pushpull "'
 fi
 
 echo "launch: $pass passed, $fail failed"
