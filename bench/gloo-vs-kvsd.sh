@@ -26,8 +26,9 @@ fi
 store=$(mktemp -d)
 trap 'rm -rf "$store"' EXIT
 "$bin" 1 2 "$store" "$BYTES" "$ITERS" > /dev/null &
+p1=$!
 gout=$("$bin" 0 2 "$store" "$BYTES" "$ITERS") || { wait; echo "gloo-vs-kvsd: gloo failed" >&2; exit 1; }
-wait
+wait $p1 || { echo "gloo-vs-kvsd: gloo rank 1 failed" >&2; exit 1; }
 echo "$gout"
 best=$(echo "$gout" | awk '{print $6}' | sort -g | head -1)
 kout=$(KVS_BIN_DIR="$BUILD" bash deploy/kvs-launch -n 2 -s 2 --env KVS_CMA=0 -- \
