@@ -19,6 +19,7 @@
 #include "keyfile.h"
 #include "kvs.h"
 #include "log.h"
+#include "prio.h"
 
 static const char *env_value(const char *name)
 {
@@ -236,8 +237,13 @@ int cfg_load(cfg *c, bool needs_job, char *err, size_t errlen)
     TRY(cfg_get_bool("KVS_CMA", true, &c->cma, err, errlen));
     TRY(cfg_get_u64("KVS_FUSE_BYTES", DP_FUSE_BYTES_DEFAULT, 0, 1u << 30, &c->fuse_bytes, err,
                     errlen));
-    TRY(cfg_get_int("KVS_JOB_NICE", DP_JOB_NICE_DEFAULT, 0, 19, &v, err, errlen));
-    c->job_nice = (int)v;
+    const char *jn = getenv("KVS_JOB_NICE");
+    if (jn && !strcmp(jn, "idle")) { /* SCHED_IDLE (common/prio.h) */
+        c->job_nice = PRIO_IDLE;
+    } else {
+        TRY(cfg_get_int("KVS_JOB_NICE", DP_JOB_NICE_DEFAULT, 0, 19, &v, err, errlen));
+        c->job_nice = (int)v;
+    }
     TRY(cfg_get_u64("KVS_P3_CREDIT", DP_P3_CREDIT_DEFAULT, 0, 1ull << 40, &c->p3_credit, err,
                     errlen));
     if (c->fuse_bytes > 0 && c->fuse_bytes < 4096) {

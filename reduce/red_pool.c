@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/prio.h"
 #include "reduce/reduce_int.h"
 
 /* ---- CPU features: detected once, never written afterwards ---- */
@@ -109,16 +110,11 @@ static void run_chunks(red_pool *p, const struct red_job *job)
     }
 }
 
-/* The calling thread's niceness becomes nice (Linux: setpriority of a
- * thread id acts on that thread alone).  Best effort: a failure leaves the
- * thread as it was. */
+/* The calling thread's niceness becomes nice (common/prio.h: a short
+ * slice too; PRIO_IDLE: SCHED_IDLE; 0: the defaults). */
 static void renice_self(int nice)
 {
-#ifdef SYS_gettid
-    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice);
-#else
-    (void)nice;
-#endif
+    prio_lower_self(nice);
 }
 
 static void *helper_main(void *arg)
@@ -254,7 +250,7 @@ void red_pool_free(red_pool *p)
 
 int red_pool_set_nice(red_pool *p, int nice)
 {
-    if (p == NULL || nice < 0 || nice > 19)
+    if (p == NULL || nice < 0 || nice > PRIO_IDLE)
         return KVS_EINVAL;
     atomic_store(&p->nice, nice);
     return 0;

@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/prio.h"
 #include "common/wake.h"
 #include "kvs.h"
 #include "server/jobs.h"
@@ -70,10 +71,7 @@ static srv_job *heap_pop(srv_jobs *q)
 static void *runner_main(void *arg)
 {
     srv_jobs *q = arg;
-#ifdef SYS_gettid
-    if (q->nice > 0) /* Linux: this thread alone; best effort */
-        setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), q->nice);
-#endif
+    prio_lower_self(q->nice); /* Linux: this thread alone; best effort */
     pthread_mutex_lock(&q->mu);
     for (;;) {
         while (!q->stop && q->n == 0)

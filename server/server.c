@@ -797,7 +797,7 @@ int srv_run(const cfg *c)
         free(s);
         return 1;
     }
-    red_pool_set_nice(pool, c->job_nice); /* (validated: 0..19) */
+    red_pool_set_nice(pool, c->job_nice); /* (validated: 0..19 or PRIO_IDLE) */
     void *zctx = zmq_ctx_new();
     net_raise_nofile(s->who);
     if (srv_open(s, c, zctx, pool, host) != 0)

@@ -755,8 +755,9 @@ IT_TEST(direct_write_as_summed_2x1)
 
 /* ---- the job threads run below the loop (KVS_JOB_NICE) ---- */
 
-/* Niceness of thread tid of process pid (field 19 of its stat), or -100. */
-static int thread_nice(pid_t pid, const char *tid)
+/* Field `want` (19: niceness, 41: policy) of thread tid of process pid's
+ * stat, or -100. */
+static int thread_stat(pid_t pid, const char *tid, int want)
 {
     char path[128], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/task/%s/stat", (int)pid, tid);
@@ -767,11 +768,16 @@ static int thread_nice(pid_t pid, const char *tid)
     fclose(f);
     buf[n] = '\0';
     const char *p = strrchr(buf, ')'); /* the name may hold spaces */
-    int nice = -100, field = 2;
-    for (; p && *p && field < 19; p++)
-        if (*p == ' ' && ++field == 19)
-            nice = atoi(p + 1);
-    return nice;
+    int v = -100, field = 2;
+    for (; p && *p && field < want; p++)
+        if (*p == ' ' && ++field == want)
+            v = atoi(p + 1);
+    return v;
+}
+
+static int thread_nice(pid_t pid, const char *tid)
+{
+    return thread_stat(pid, tid, 19);
 }
 
 /* With KVS_JOB_NICE=7 a server's job runners and reduction helpers (which
@@ -814,6 +820,46 @@ IT_TEST(job_nice_2x1)
     IT_ASSERT(t, niced < threads, "every thread of the server is niced, the loop too");
     it_write_file(t, "go", "go\n");
     it_expect_job_ok(t, 60);
+}
+
+/* KVS_JOB_NICE=idle: the job runners and reduction helpers (after big sums)
+ * run under SCHED_IDLE (policy 5), the loop under SCHED_OTHER (0); the sums
+ * stay exact. */
+IT_TEST(job_nice_idle_2x1)
+{
+    static const char *const argv[] = {"sum", "--counts", "300001", "--rounds", "2",
+                                       "--pause-file", "go", NULL};
+    it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_setenv(t, "KVS_JOB_NICE", "idle");
+    it_setenv(t, "MXNET_KVSTORE_BIGARRAY_BOUND", "50000");
+    it_setenv(t, "MXNET_KVSTORE_REDUCTION_NTHREADS", "2");
+    it_start_job(t, 1, 2, argv);
+    for (int i = 0; i < 2; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "paused-w%d", i);
+        IT_ASSERT(t, it_wait_file(t, name, 60, t->worker[i]), "worker%d did not finish round 0", i);
+    }
+    pid_t pid = t->proc[t->server[0]].pid;
+    char dir[64], self[32];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+    snprintf(self, sizeof self, "%d", (int)pid);
+    int loop = thread_stat(pid, self, 41), idle = 0, threads = 0;
+    IT_ASSERT(t, loop == 0, "the server's loop runs under policy %d, not SCHED_OTHER", loop);
+    DIR *d = opendir(dir);
+    IT_ASSERT(t, d != NULL, "opendir %s: %s", dir, strerror(errno));
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.')
+            continue;
+        threads++;
+        idle += thread_stat(pid, e->d_name, 41) == 5;
+    }
+    closedir(d);
+    it_info(t, "server: %d threads, %d under SCHED_IDLE", threads, idle);
+    IT_ASSERT(t, idle >= 2, "%d threads of the server under SCHED_IDLE with KVS_JOB_NICE=idle "
+              "(want its 2 job runners at least)", idle);
+    IT_ASSERT(t, idle < threads, "every thread of the server is under SCHED_IDLE");
+    it_write_file(t, "go", "go\n");
+    it_expect_job_ok(t, 120);
 }
 
 #define MV_KEYS 16

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "common/prio.h"
 #include "kvs.h"
 
 static const char *const all_vars[] = {
@@ -553,6 +554,9 @@ START_TEST(test_threads_and_timeout)
     expect_bad("KVS_JOB_NICE", "-1");
     expect_bad("KVS_JOB_NICE", "20");
     expect_bad("KVS_JOB_NICE", "low");
+    ck_assert_int_eq(load_int_field("KVS_JOB_NICE", "idle", offsetof(cfg, job_nice)), PRIO_IDLE);
+    expect_bad("KVS_JOB_NICE", "IDLE");
+    expect_bad("KVS_JOB_NICE", "idle ");
     unsetenv("KVS_JOB_NICE");
 
     ck_assert_int_eq(load_int_field("MXNET_KVSTORE_REDUCTION_NTHREADS", "1",
