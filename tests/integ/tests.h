@@ -114,6 +114,7 @@
     X(direct_write_pipeline_2x2, 120)                                          \
     X(direct_write_pushpull_2x2, 120)                                          \
     X(job_nice_2x1, 90)                                                        \
+    X(job_nice_idle_2x1, 120)                                                  \
     X(server_memory_values_1x1, 120)                                           \
     X(server_fused_ref_1x1, 60)                                                \
     X(many_keys_fused_ref_1x1, 120)                                            \
