@@ -43,7 +43,8 @@ struct srv_job {
 int srv_jobs_threads_for(int pool_threads);
 
 /* Start nthreads (>= 1) runners whose jobs complete on loop, at scheduling
- * niceness nice (0..19, KVS_JOB_NICE; Linux: set per thread, best effort),
+ * niceness nice (0..19 with a short slice, or PRIO_IDLE: SCHED_IDLE;
+ * KVS_JOB_NICE; common/prio.h; Linux: set per thread, best effort),
  * so that the loop and ZeroMQ's I/O threads, at the process's own
  * niceness, run first when they wake.  Returns 0 or KVS_ENOMEM. */
 int srv_jobs_new(uv_loop_t *loop, int nthreads, int nice, srv_jobs **out);
