@@ -780,24 +780,31 @@ static int thread_nice(pid_t pid, const char *tid)
     return thread_stat(pid, tid, 19);
 }
 
-/* With KVS_JOB_NICE=7 a server's job runners and reduction helpers (which
- * have run big sums by then) run at niceness 7, its loop (the main thread)
- * at the process's own; the sums stay exact. */
-IT_TEST(job_nice_2x1)
+/* A 1-server, 2-worker job of big sums with KVS_JOB_NICE=nice, paused after
+ * round 0 (both workers wait for the file "go"): the server's pid. */
+static pid_t start_niced_job(it_ctx *t, const char *nice)
 {
     static const char *const argv[] = {"sum", "--counts", "300001", "--rounds", "2",
                                        "--pause-file", "go", NULL};
     it_setenv(t, "KVS_START_TIMEOUT", "30");
-    it_setenv(t, "KVS_JOB_NICE", "7");
+    it_setenv(t, "KVS_JOB_NICE", "%s", nice);
     it_setenv(t, "MXNET_KVSTORE_BIGARRAY_BOUND", "50000");
     it_setenv(t, "MXNET_KVSTORE_REDUCTION_NTHREADS", "2");
     it_start_job(t, 1, 2, argv);
     for (int i = 0; i < 2; i++) {
         char name[32];
         snprintf(name, sizeof name, "paused-w%d", i);
-        IT_ASSERT(t, it_wait_file(t, name, 30, t->worker[i]), "worker%d did not finish round 0", i);
+        IT_ASSERT(t, it_wait_file(t, name, 60, t->worker[i]), "worker%d did not finish round 0", i);
     }
-    pid_t pid = t->proc[t->server[0]].pid;
+    return t->proc[t->server[0]].pid;
+}
+
+/* With KVS_JOB_NICE=7 a server's job runners and reduction helpers (which
+ * have run big sums by then) run at niceness 7, its loop (the main thread)
+ * at the process's own; the sums stay exact. */
+IT_TEST(job_nice_2x1)
+{
+    pid_t pid = start_niced_job(t, "7");
     char dir[64], self[32];
     snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
     snprintf(self, sizeof self, "%d", (int)pid);
@@ -827,19 +834,7 @@ IT_TEST(job_nice_2x1)
  * stay exact. */
 IT_TEST(job_nice_idle_2x1)
 {
-    static const char *const argv[] = {"sum", "--counts", "300001", "--rounds", "2",
-                                       "--pause-file", "go", NULL};
-    it_setenv(t, "KVS_START_TIMEOUT", "30");
-    it_setenv(t, "KVS_JOB_NICE", "idle");
-    it_setenv(t, "MXNET_KVSTORE_BIGARRAY_BOUND", "50000");
-    it_setenv(t, "MXNET_KVSTORE_REDUCTION_NTHREADS", "2");
-    it_start_job(t, 1, 2, argv);
-    for (int i = 0; i < 2; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "paused-w%d", i);
-        IT_ASSERT(t, it_wait_file(t, name, 60, t->worker[i]), "worker%d did not finish round 0", i);
-    }
-    pid_t pid = t->proc[t->server[0]].pid;
+    pid_t pid = start_niced_job(t, "idle");
     char dir[64], self[32];
     snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
     snprintf(self, sizeof self, "%d", (int)pid);
