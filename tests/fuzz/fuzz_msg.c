@@ -5,6 +5,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <zmq.h>
+
+#include "common/log.h"
 #include "common/sizes.h"
 #include "tests/fuzz/fuzz_msg.h"
 #include "tests/fuzz/fuzz_target.h"
@@ -284,4 +287,34 @@ void fz_env(enum cfg_role role, int servers, int workers)
     setenv("KVS_MAX_MESSAGE", "1048576", 1);
     setenv("MXNET_KVSTORE_REDUCTION_NTHREADS", "1", 1);
     setenv("MXNET_KVSTORE_BIGARRAY_BOUND", "64", 1);
+}
+
+static void discard_log(int level, const char *line, void *ctx)
+{
+    (void)level;
+    (void)line;
+    (void)ctx;
+}
+
+void fz_setup(cfg *c, enum cfg_role role, int servers, int workers, const char *who)
+{
+    char err[512];
+    fz_env(role, servers, workers);
+    if (cfg_load(c, true, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: configuration: %s\n", who, err);
+        abort();
+    }
+    c->role = role;
+    log_level = LOG_DEBUG;
+    if (!getenv("FUZZ_LOG"))
+        log_set_handler(discard_log, NULL);
+}
+
+void fz_ctx_turn(void **zctx)
+{
+    static unsigned n;
+    if (++n % 256 == 0) {
+        zmq_ctx_term(*zctx);
+        *zctx = zmq_ctx_new();
+    }
 }

@@ -43,42 +43,11 @@
 static cfg fz_cfg;
 static void *fz_zctx;
 
-static void discard_log(int level, const char *line, void *ctx)
-{
-    (void)level;
-    (void)line;
-    (void)ctx;
-}
-
-/* ZeroMQ closes sockets on its own thread, later: a loaded machine lets
- * closed sockets pile up past ZMQ_MAX_SOCKETS.  A fresh context every 256
- * inputs waits for them (and would hang, i.e. time out, on a socket that
- * was never closed). */
-static void fz_ctx_turn(void)
-{
-    static unsigned n;
-    if (++n % 256 == 0) {
-        zmq_ctx_term(fz_zctx);
-        fz_zctx = zmq_ctx_new();
-    }
-}
-
 static void fz_once(void)
 {
-    char err[512];
     if (fz_zctx)
         return;
-    fz_env(CFG_ROLE_SCHEDULER, FZ_SERVERS, FZ_WORKERS);
-    if (cfg_load(&fz_cfg, true, err, sizeof err) != 0) {
-        fprintf(stderr, "fuzz_sched: configuration: %s\n", err);
-        abort();
-    }
-    fz_cfg.role = CFG_ROLE_SCHEDULER;
-    /* every line formatted (its arguments are checked too), none printed
-     * unless FUZZ_LOG is set */
-    log_level = LOG_DEBUG;
-    if (!getenv("FUZZ_LOG"))
-        log_set_handler(discard_log, NULL);
+    fz_setup(&fz_cfg, CFG_ROLE_SCHEDULER, FZ_SERVERS, FZ_WORKERS, "fuzz_sched");
     fz_zctx = zmq_ctx_new();
 }
 
@@ -178,7 +147,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t body[FZ_BODY_MAX];
     char ident[64];
     fz_once();
-    fz_ctx_turn();
+    fz_ctx_turn(&fz_zctx);
     if (sched_open(&s, &fz_cfg, fz_zctx) != 0) {
         log_set_handler(NULL, NULL); /* say why */
         sched_close(&s);

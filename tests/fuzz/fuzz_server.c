@@ -48,13 +48,6 @@ static char fz_dir[64];      /* checkpoints go here */
 static bool fz_dir_used;
 static uint8_t *fz_scratch;  /* the memory direct copies may name */
 
-static void discard_log(int level, const char *line, void *ctx)
-{
-    (void)level;
-    (void)line;
-    (void)ctx;
-}
-
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
     (void)st;
@@ -72,33 +65,11 @@ static void fz_cleanup(void)
     }
 }
 
-/* ZeroMQ closes sockets on its own thread, later: a loaded machine lets
- * closed sockets pile up past ZMQ_MAX_SOCKETS.  A fresh context every 256
- * inputs waits for them (and would hang, i.e. time out, on a socket that
- * was never closed). */
-static void fz_ctx_turn(void)
-{
-    static unsigned n;
-    if (++n % 256 == 0) {
-        zmq_ctx_term(fz_zctx);
-        fz_zctx = zmq_ctx_new();
-    }
-}
-
 static void fz_once(void)
 {
-    char err[512];
     if (fz_zctx)
         return;
-    fz_env(CFG_ROLE_SERVER, 1, FZ_WORKERS);
-    if (cfg_load(&fz_cfg, true, err, sizeof err) != 0) {
-        fprintf(stderr, "fuzz_server: configuration: %s\n", err);
-        abort();
-    }
-    fz_cfg.role = CFG_ROLE_SERVER;
-    log_level = LOG_DEBUG;
-    if (!getenv("FUZZ_LOG"))
-        log_set_handler(discard_log, NULL);
+    fz_setup(&fz_cfg, CFG_ROLE_SERVER, 1, FZ_WORKERS, "fuzz_server");
     snprintf(fz_dir, sizeof fz_dir, "/tmp/kvs-fuzz-server-XXXXXX");
     fz_scratch = calloc(1, FZ_SCRATCH);
     if (mkdtemp(fz_dir) == NULL || fz_scratch == NULL ||
@@ -373,7 +344,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fz_in in = {data, size, 0};
     char ident[64];
     fz_once();
-    fz_ctx_turn();
+    fz_ctx_turn(&fz_zctx);
     srv *s = calloc(1, sizeof *s);
     if (s == NULL)
         abort();

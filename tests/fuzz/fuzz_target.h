@@ -21,4 +21,15 @@ void fz_seeds(fz_seed_fn add);
  * reduction thread, arrays of 64 elements and more summed on the pool). */
 void fz_env(enum cfg_role role, int servers, int workers);
 
+/* fz_env, then *c loaded for role (a failure aborts, naming who); every log
+ * line is formatted (its arguments are checked too) and none printed unless
+ * FUZZ_LOG is set. */
+void fz_setup(cfg *c, enum cfg_role role, int servers, int workers, const char *who);
+
+/* ZeroMQ closes sockets on its own thread, later: a loaded machine lets
+ * closed sockets pile up past ZMQ_MAX_SOCKETS.  Every 256th call replaces
+ * *zctx with a fresh context after waiting for them (and would hang, i.e.
+ * time out, on a socket that was never closed). */
+void fz_ctx_turn(void **zctx);
+
 #endif
