@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -561,4 +563,36 @@ int it_dead_port(it_ctx *t)
               strerror(errno));
     close(fd);
     return ntohs(a.sin_port);
+}
+
+size_t it_raw_flood(it_ctx *t, int port, const void *const *parts, const size_t *lens,
+                    int nparts, int fill)
+{
+    struct sockaddr_in a = {0};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    size_t sent = 0;
+    IT_ASSERT(t, fd >= 0, "socket: %s", strerror(errno));
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    IT_ASSERT(t, connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect: %s",
+              strerror(errno));
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct timeval tv = {2, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    int i = 0;
+    while (i < nparts && send(fd, parts[i], lens[i], MSG_NOSIGNAL) == (ssize_t)lens[i])
+        i++;
+    if (i == nparts) {
+        static uint8_t junk[1 << 20];
+        memset(junk, fill, sizeof junk);
+        while (sent < (256u << 20)) {
+            ssize_t n = send(fd, junk, sizeof junk, MSG_NOSIGNAL);
+            if (n <= 0)
+                break; /* the peer closed (or stopped reading for 2 s) */
+            sent += (size_t)n;
+        }
+    }
+    close(fd);
+    return sent;
 }

@@ -173,6 +173,13 @@ void it_kill(it_ctx *t, int idx, int sig);
 /* A TCP port on 127.0.0.1 where nothing listens (bound, then closed). */
 int it_dead_port(it_ctx *t);
 
+/* Connect to 127.0.0.1:port over raw TCP, send the nparts parts (a
+ * handshake that declares something huge), then stream up to 256 MiB of
+ * fill bytes until the peer closes or stops reading for 2 s.  Returns the
+ * fill bytes the peer took (0 if a part did not go out). */
+size_t it_raw_flood(it_ctx *t, int port, const void *const *parts, const size_t *lens,
+                    int nparts, int fill);
+
 /* Read "<dir>/name" as a decimal port number, or -1. */
 int it_read_port_file(const it_ctx *t, const char *name);
 

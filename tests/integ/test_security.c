@@ -513,37 +513,15 @@ IT_TEST(cma_other_process_1x2)
  * (until the peer closes).  Returns the bytes the peer took. */
 static size_t huge_frame(it_ctx *t, int port, const char *mech)
 {
-    struct sockaddr_in a = {0};
     uint8_t greet[64] = {0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F, 3, 0};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    IT_ASSERT(t, fd >= 0, "socket: %s", strerror(errno));
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    IT_ASSERT(t, connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect: %s", strerror(errno));
     memcpy(greet + 12, mech, strlen(mech));
     static const uint8_t ready[] = {0x04, 28, 5, 'R', 'E', 'A', 'D', 'Y', 11, 'S', 'o', 'c', 'k',
                                     'e', 't', '-', 'T', 'y', 'p', 'e', 0, 0, 0, 6, 'D', 'E',
                                     'A', 'L', 'E', 'R'};
-    uint8_t frame[9] = {0x02, 0, 0, 0, 0, 0x40, 0, 0, 0}; /* long frame of 2^30 bytes */
-    size_t sent = 0;
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    struct timeval tv = {2, 0};
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    if (send(fd, greet, sizeof greet, MSG_NOSIGNAL) == (ssize_t)sizeof greet &&
-        send(fd, ready, sizeof ready, MSG_NOSIGNAL) == (ssize_t)sizeof ready &&
-        send(fd, frame, sizeof frame, MSG_NOSIGNAL) == (ssize_t)sizeof frame) {
-        static uint8_t zeros[1 << 20];
-        while (sent < (256u << 20)) {
-            ssize_t n = send(fd, zeros, sizeof zeros, MSG_NOSIGNAL);
-            if (n <= 0)
-                break; /* the peer closed (or stopped reading for 2 s) */
-            sent += (size_t)n;
-        }
-    }
-    close(fd);
-    return sent;
+    static const uint8_t frame[9] = {0x02, 0, 0, 0, 0, 0x40, 0, 0, 0}; /* long frame of 2^30 bytes */
+    const void *parts[] = {greet, ready, frame};
+    const size_t lens[] = {sizeof greet, sizeof ready, sizeof frame};
+    return it_raw_flood(t, port, parts, lens, 3, 0);
 }
 
 /* A peer declaring a 1 GiB frame to the scheduler, to a server of an open

@@ -240,34 +240,13 @@ static unsigned long long vm_hwm(pid_t pid)
  * up to 256 MiB of it (until the peer closes).  Returns the bytes taken. */
 static size_t huge_hello(it_ctx *t, int port)
 {
-    struct sockaddr_in a = {0};
-    uint8_t greet[64] = {0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F, 3, 0, 'P', 'L', 'A', 'I', 'N'};
+    static const uint8_t greet[64] = {0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F, 3, 0,
+                                      'P', 'L', 'A', 'I', 'N'};
     /* a long command frame of 2^30 bytes: "HELLO", then its username... */
-    uint8_t cmd[9 + 6] = {0x06, 0, 0, 0, 0, 0x40, 0, 0, 0, 5, 'H', 'E', 'L', 'L', 'O'};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-    size_t sent = 0;
-    IT_ASSERT(t, fd >= 0, "socket: %s", strerror(errno));
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    IT_ASSERT(t, connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect: %s",
-              strerror(errno));
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    struct timeval tv = {2, 0};
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    if (send(fd, greet, sizeof greet, MSG_NOSIGNAL) == (ssize_t)sizeof greet &&
-        send(fd, cmd, sizeof cmd, MSG_NOSIGNAL) == (ssize_t)sizeof cmd) {
-        static uint8_t junk[1 << 20];
-        memset(junk, 'u', sizeof junk);
-        while (sent < (256u << 20)) {
-            ssize_t n = send(fd, junk, sizeof junk, MSG_NOSIGNAL);
-            if (n <= 0)
-                break; /* the peer closed (or stopped reading for 2 s) */
-            sent += (size_t)n;
-        }
-    }
-    close(fd);
-    return sent;
+    static const uint8_t cmd[9 + 6] = {0x06, 0, 0, 0, 0, 0x40, 0, 0, 0, 5, 'H', 'E', 'L', 'L', 'O'};
+    const void *parts[] = {greet, cmd};
+    const size_t lens[] = {sizeof greet, sizeof cmd};
+    return it_raw_flood(t, port, parts, lens, 2, 'u');
 }
 
 /* With a job secret and the default KVS_MAX_MESSAGE (4 GiB), a peer that
