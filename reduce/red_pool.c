@@ -11,8 +11,6 @@
 #endif
 #include <sched.h>
 #include <stdlib.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/prio.h"
@@ -110,13 +108,6 @@ static void run_chunks(red_pool *p, const struct red_job *job)
     }
 }
 
-/* The calling thread's niceness becomes nice (common/prio.h: a short
- * slice too; PRIO_IDLE: SCHED_IDLE; 0: the defaults). */
-static void renice_self(int nice)
-{
-    prio_lower_self(nice);
-}
-
 static void *helper_main(void *arg)
 {
     red_pool *p = arg;
@@ -134,7 +125,7 @@ static void *helper_main(void *arg)
         pthread_mutex_unlock(&p->mu);
         if (atomic_load_explicit(&p->nice, memory_order_relaxed) != nice) {
             nice = atomic_load_explicit(&p->nice, memory_order_relaxed);
-            renice_self(nice);
+            prio_lower_self(nice); /* common/prio.h */
         }
         run_chunks(p, job);
         pthread_mutex_lock(&p->mu);

@@ -1,9 +1,6 @@
 /* jobs.c - see jobs.h. */
 #include <pthread.h>
 #include <stdlib.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "common/prio.h"
 #include "common/wake.h"
