@@ -227,13 +227,31 @@ static uint64_t req_bytes(const wrk_req *q)
     return q->h.count * kvs_dtype_size((kvs_dtype)q->h.dtype);
 }
 
+/* q carries or receives data of at least DP_CMA_MIN bytes: it goes by
+ * reference if its server is on this host. */
+static bool big_for_ref(const wrk_req *q)
+{
+    return req_bytes(q) >= DP_CMA_MIN && (q->send || q->nouts > 0);
+}
+
 /* q's data goes by reference: its server is on this host and proved that it
- * can copy our memory (HELLO answered), and q carries or receives data of at
- * least DP_CMA_MIN bytes. */
+ * can copy our memory (HELLO answered), and big_for_ref(q). */
 static bool goes_by_ref(const kvs_store *s, const wrk_req *q)
 {
     return s->cma && q->server >= 0 && q->server < s->num_servers && s->cma[q->server] &&
-           req_bytes(q) >= DP_CMA_MIN && (q->send || q->nouts > 0);
+           big_for_ref(q);
+}
+
+/* q by reference: h becomes its header (PROTO_F_CMA, a descriptor body) and
+ * desc the descriptor naming our buffers (its data, its output). */
+static void ref_desc(wrk_req *q, proto_hdr *h, uint8_t *desc)
+{
+    *h = q->h;
+    h->flags |= PROTO_F_CMA;
+    h->body_len = PROTO_CMA_LEN;
+    le_put64(desc, (uint64_t)(uintptr_t)q->send);
+    le_put64(desc + 8, q->nouts > 0 ? (uint64_t)(uintptr_t)q->outs[0] : 0);
+    q->cma_out = q->nouts > 0;
 }
 
 static void send_req(kvs_store *s, wrk_req *q)
@@ -258,8 +276,7 @@ static void send_req(kvs_store *s, wrk_req *q)
         return;
     }
     uint64_t bytes = req_bytes(q);
-    if (s->hello_wait && s->hello_wait[q->server] && bytes >= DP_CMA_MIN &&
-        (q->send || q->nouts > 0)) {
+    if (s->hello_wait && s->hello_wait[q->server] && big_for_ref(q)) {
         /* its path (direct copy or socket) depends on the HELLO answer: wait for
          * it (2 round trips), rather than race the proof with a big message */
         q->hnext = NULL;
@@ -280,15 +297,10 @@ static void send_req(kvs_store *s, wrk_req *q)
         q->h.flags |= PROTO_F_TRACE; /* the server reports its timing */
     if (goes_by_ref(s, q)) {
         /* same host: the server copies from and into our memory itself */
-        proto_hdr h = q->h;
-        h.flags |= PROTO_F_CMA;
-        h.body_len = PROTO_CMA_LEN;
+        proto_hdr h;
         zmq_msg_init_size(&body, PROTO_CMA_LEN);
-        le_put64(zmq_msg_data(&body), (uint64_t)(uintptr_t)q->send);
-        le_put64((uint8_t *)zmq_msg_data(&body) + 8,
-                 q->nouts > 0 ? (uint64_t)(uintptr_t)q->outs[0] : 0);
+        ref_desc(q, &h, zmq_msg_data(&body));
         bool counted_zc = q->zc;
-        q->cma_out = q->nouts > 0;
         q->t_sent = clock_ns();
         wrk_met_sent(s, q, true, bytes);
         if (traced)
@@ -414,14 +426,10 @@ static void fuse_flush(kvs_store *s, int r)
         if (s->trace && q->op->trace_id)
             q->h.flags |= PROTO_F_TRACE; /* the server sends this record's TIMING */
         if (q->fref) { /* by reference: the record names our buffers */
-            proto_hdr rh = q->h;
+            proto_hdr rh;
             uint8_t desc[PROTO_CMA_LEN];
-            rh.flags |= PROTO_F_CMA;
-            rh.body_len = PROTO_CMA_LEN;
-            le_put64(desc, (uint64_t)(uintptr_t)q->send);
-            le_put64(desc + 8, q->nouts > 0 ? (uint64_t)(uintptr_t)q->outs[0] : 0);
+            ref_desc(q, &rh, desc);
             off += proto_fused_put(p + off, &rh, desc);
-            q->cma_out = q->nouts > 0;
         } else {
             off += proto_fused_put(p + off, &q->h, q->send);
         }
