@@ -244,7 +244,11 @@ int srv_cma_proof(srv_cma *c, uint64_t req_id, const uint8_t *body, char *why, s
 #ifdef SYS_pidfd_open
     c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
     if (c->pidfd < 0 && errno != ENOSYS) {
-        snprintf(why, whylen, "pid %d: %s", (int)c->pid, strerror(errno));
+        if (errno == ESRCH)
+            snprintf(why, whylen, "pid %d: no such process here (the worker is on another "
+                     "host or in another pid namespace)", (int)c->pid);
+        else
+            snprintf(why, whylen, "pid %d: %s", (int)c->pid, strerror(errno));
         srv_cma_init(c);
         return KVS_ENOTSUP;
     }

@@ -388,6 +388,7 @@ enum { T_REPLY = 15, T_CHALLENGE = 33, T_PROOF = 34 };
 #define KVS_ENOTSUP_ (-4)
 
 static uint8_t my_slot[16]; /* where this process writes a challenge it answers */
+static char proof_text[256]; /* the last PROOF's REPLY text ("" when none) */
 
 /* Receive one message on s within secs: the header into hdr, the body (if
  * any) into body (up to cap bytes).  Returns the body length, or -1. */
@@ -439,6 +440,8 @@ static int prove(it_ctx *t, void *s, pid_t pid, uint64_t addr, int write_slot, u
     send2(s, h, b, 32);
     n = recv_msg(t, s, h, body, sizeof body, 10);
     IT_ASSERT(t, n >= 0 && hdr_type(h) == T_REPLY, "PROOF: no REPLY (type %d)", hdr_type(h));
+    n = n > (int)sizeof body ? (int)sizeof body : n; /* zmq_recv returns the whole length */
+    snprintf(proof_text, sizeof proof_text, "%.*s", n, (const char *)body);
     if (n > 0)
         it_info(t, "PROOF for pid %d: status %d: %.*s", (int)pid, hdr_status(h), n, body);
     return hdr_status(h);
@@ -486,6 +489,12 @@ IT_TEST(cma_other_process_1x2)
     kill(twin, SIGKILL);
     waitpid(twin, NULL, 0);
     IT_ASSERT(t, st == KVS_EAUTH_, "naming another process: status %d, expected KVS_EAUTH", st);
+    /* a pid with no process (the twin, reaped): as a worker on another host
+     * or in another pid namespace looks, and the reason says so */
+    st = prove(t, s, twin, (uint64_t)(uintptr_t)my_slot, 0, 1003);
+    IT_ASSERT(t, st == KVS_ENOTSUP_ && strstr(proof_text, "no such process here") != NULL,
+              "naming a pid with no process: status %d (expected KVS_ENOTSUP), text '%s'", st,
+              proof_text);
     /* a PUSH by reference after the refused proof */
     uint8_t h[HDR_SIZE], d[16], body[256];
     put_le(d, (uint64_t)(uintptr_t)my_slot, 8);
