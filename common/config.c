@@ -237,11 +237,17 @@ int cfg_load(cfg *c, bool needs_job, char *err, size_t errlen)
     TRY(cfg_get_bool("KVS_CMA", true, &c->cma, err, errlen));
     TRY(cfg_get_u64("KVS_FUSE_BYTES", DP_FUSE_BYTES_DEFAULT, 0, 1u << 30, &c->fuse_bytes, err,
                     errlen));
-    const char *jn = getenv("KVS_JOB_NICE");
-    if (jn && !strcmp(jn, "idle")) { /* SCHED_IDLE (common/prio.h) */
+    const char *jn = getenv("KVS_JOB_NICE"); /* common/prio.h */
+    if (jn && !strcmp(jn, "idle")) { /* SCHED_IDLE */
         c->job_nice = PRIO_IDLE;
+    } else if (jn && !strcmp(jn, "auto")) { /* SCHED_IDLE under the starvation guard */
+        c->job_nice = PRIO_AUTO;
     } else {
-        TRY(cfg_get_int("KVS_JOB_NICE", DP_JOB_NICE_DEFAULT, 0, 19, &v, err, errlen));
+        if (cfg_get_int("KVS_JOB_NICE", DP_JOB_NICE_DEFAULT, 0, 19, &v, err, errlen) != 0) {
+            snprintf(err, errlen, "KVS_JOB_NICE='%s': expected an integer in [0, 19], idle or "
+                     "auto", jn);
+            return KVS_ECONFIG;
+        }
         c->job_nice = (int)v;
     }
     TRY(cfg_get_u64("KVS_P3_CREDIT", DP_P3_CREDIT_DEFAULT, 0, 1ull << 40, &c->p3_credit, err,

@@ -55,7 +55,8 @@ typedef struct cfg {
     bool cma;                       /* KVS_CMA: same-host direct memory copies */
     uint64_t fuse_bytes;            /* KVS_FUSE_BYTES: largest fused message (0: no fusion) */
     int job_nice;                   /* KVS_JOB_NICE: niceness of a server's job and
-                                     * reduction threads (0..19; PRIO_IDLE: "idle") */
+                                     * reduction threads (0..19; PRIO_IDLE: "idle";
+                                     * PRIO_AUTO: "auto", the default) */
     uint64_t p3_credit;             /* KVS_P3_CREDIT: p3 bytes in flight per server (0: no bound) */
     bool malloc_tune;               /* KVS_MALLOC_TUNE (libkvs): see common/memtune.h */
     int port;                       /* KVS_PORT: server bind port (0 = ephemeral) */

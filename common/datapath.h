@@ -5,6 +5,8 @@
 #ifndef KVS_COMMON_DATAPATH_H
 #define KVS_COMMON_DATAPATH_H
 
+#include "common/prio.h" /* PRIO_AUTO */
+
 /* Worker: a body at least this big is handed to ZeroMQ by reference (zero
  * copy; the op stays pending until ZeroMQ releases the frame); smaller
  * bodies are copied into the message. */
@@ -66,11 +68,13 @@
  * (the worker refuses longer ones before asking; the server checks again). */
 #define DP_CKPT_DIR_MAX 3000
 
-/* Server: default of KVS_JOB_NICE, the scheduling niceness of the threads
- * that sum, copy and update off the loop (jobs and the reduction pool), so
- * the loop and ZeroMQ's I/O threads run first when they wake: small
- * requests are answered while big sums run. */
-#define DP_JOB_NICE_DEFAULT 10
+/* Server: default of KVS_JOB_NICE, the scheduling of the threads that sum,
+ * copy and update off the loop (jobs and the reduction pool), so the loop
+ * and ZeroMQ's I/O threads run first when they wake: small requests are
+ * answered while big sums run.  PRIO_AUTO (common/prio.h): SCHED_IDLE,
+ * raised to niceness PRIO_AUTO_NICE (10) while other processes starve them;
+ * niceness 10 where the process may not leave SCHED_IDLE. */
+#define DP_JOB_NICE_DEFAULT PRIO_AUTO
 
 /* Default of KVS_CHUNK_BYTES: parts above it travel as several messages. */
 #define DP_CHUNK_BYTES_DEFAULT (4u << 20)

@@ -133,6 +133,7 @@ static void *helper_main(void *arg)
             pthread_cond_signal(&p->done);
     }
     pthread_mutex_unlock(&p->mu);
+    prio_forget_self();
     return NULL;
 }
 
@@ -241,7 +242,7 @@ void red_pool_free(red_pool *p)
 
 int red_pool_set_nice(red_pool *p, int nice)
 {
-    if (p == NULL || nice < 0 || nice > PRIO_IDLE)
+    if (p == NULL || nice < 0 || nice > PRIO_AUTO)
         return KVS_EINVAL;
     atomic_store(&p->nice, nice);
     return 0;

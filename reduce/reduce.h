@@ -40,8 +40,8 @@ int red_pool_new_ex(int nthreads, uint64_t big_bound, unsigned flags, red_pool *
 /* Threads the pool really uses (after the cap), 1 for NULL. */
 int red_pool_threads(const red_pool *p);
 
-/* Scheduling niceness (0..19, or PRIO_IDLE = 20: SCHED_IDLE; Linux: per
- * thread, common/prio.h) of the pool's helper threads, applied by each helper when it next wakes for a job (callers
+/* Scheduling niceness (0..19, PRIO_IDLE = 20: SCHED_IDLE, or PRIO_AUTO = 21:
+ * SCHED_IDLE under the starvation guard; Linux: per thread, common/prio.h) of the pool's helper threads, applied by each helper when it next wakes for a job (callers
  * run their share at their own niceness).  A server lowers the threads that
  * do its bulk work below its loop's (KVS_JOB_NICE).  Returns 0, KVS_EINVAL
  * (out of range). */

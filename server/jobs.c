@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "common/clock.h"
 #include "common/prio.h"
 #include "common/wake.h"
 #include "kvs.h"
@@ -20,6 +21,8 @@ struct srv_jobs {
     pthread_t *tid;
     kvs_wake wake_loop; /* the runners wake the loop (not uv_async: common/wake.h) */
     bool wake_ok;       /* wake_loop is open */
+    uv_timer_t guard;   /* prio_guard_poll while jobs are pending (KVS_JOB_NICE=auto) */
+    bool guard_ok;      /* guard is initialised */
     uint64_t seq;      /* loop thread */
     uint64_t pending;  /* loop thread: submitted, done() not called yet */
     bool stopped;
@@ -89,6 +92,7 @@ static void *runner_main(void *arg)
         pthread_mutex_lock(&q->mu);
     }
     pthread_mutex_unlock(&q->mu);
+    prio_forget_self();
     return NULL;
 }
 
@@ -106,6 +110,15 @@ static void deliver(srv_jobs *q, bool cancelled)
         j->done(j, cancelled);
         j = n;
     }
+    if (q->pending == 0 && q->guard_ok)
+        uv_timer_stop(&q->guard);
+}
+
+static void on_guard(uv_timer_t *t)
+{
+    srv_jobs *q = t->data;
+    if (!q->stopped)
+        prio_guard_poll(clock_ns());
 }
 
 static void on_wake(kvs_wake *w)
@@ -141,6 +154,8 @@ int srv_jobs_new(uv_loop_t *loop, int nthreads, int nice, srv_jobs **out)
     }
     q->wake_ok = true;
     q->wake_loop.data = q;
+    q->guard_ok = q->nice == PRIO_AUTO && uv_timer_init(loop, &q->guard) == 0;
+    q->guard.data = q;
     for (int i = 0; i < nthreads; i++) {
         if (pthread_create(&q->tid[i], NULL, runner_main, q) != 0)
             break;
@@ -148,6 +163,8 @@ int srv_jobs_new(uv_loop_t *loop, int nthreads, int nice, srv_jobs **out)
     }
     if (q->nthreads == 0) {
         uv_close(kvs_wake_handle(&q->wake_loop), NULL);
+        if (q->guard_ok)
+            uv_close((uv_handle_t *)&q->guard, NULL);
         q->stopped = true;
         *out = q; /* freed by the caller's srv_jobs_free after the loop closes */
         return KVS_ENOMEM;
@@ -168,7 +185,8 @@ void srv_jobs_submit(srv_jobs *q, srv_job *j)
 {
     j->seq = q->seq++;
     j->next = NULL;
-    q->pending++;
+    if (q->pending++ == 0 && q->guard_ok && prio_guarded() > 0)
+        uv_timer_start(&q->guard, on_guard, PRIO_GUARD_TICK_MS, PRIO_GUARD_TICK_MS);
     pthread_mutex_lock(&q->mu);
     if (q->n == q->cap) {
         srv_job **h = realloc(q->heap, 2 * q->cap * sizeof *h);

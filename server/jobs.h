@@ -43,10 +43,12 @@ struct srv_job {
 int srv_jobs_threads_for(int pool_threads);
 
 /* Start nthreads (>= 1) runners whose jobs complete on loop, at scheduling
- * niceness nice (0..19 with a short slice, or PRIO_IDLE: SCHED_IDLE;
- * KVS_JOB_NICE; common/prio.h; Linux: set per thread, best effort),
- * so that the loop and ZeroMQ's I/O threads, at the process's own
- * niceness, run first when they wake.  Returns 0 or KVS_ENOMEM. */
+ * niceness nice (0..19 with a short slice, PRIO_IDLE: SCHED_IDLE, or
+ * PRIO_AUTO: SCHED_IDLE under the starvation guard, which a timer on loop
+ * polls every PRIO_GUARD_TICK_MS while jobs are pending; KVS_JOB_NICE;
+ * common/prio.h; Linux: set per thread, best effort), so that the loop and
+ * ZeroMQ's I/O threads, at the process's own niceness, run first when they
+ * wake.  Returns 0 or KVS_ENOMEM. */
 int srv_jobs_new(uv_loop_t *loop, int nthreads, int nice, srv_jobs **out);
 
 /* Queue j (the caller keeps nothing: done() gets it back). */
@@ -58,8 +60,8 @@ uint64_t srv_jobs_pending(const srv_jobs *q);
 
 /* Stop: wait for the jobs that are running, then call done(j, true) for
  * every job whose done() has not run (queued or finished).  Idempotent;
- * NULL is a no-op.  The kvs_wake's uv_poll handle is closed by the loop's owner
- * (uv_walk) like every other handle. */
+ * NULL is a no-op.  The kvs_wake's uv_poll handle and the guard's timer are
+ * closed by the loop's owner (uv_walk) like every other handle. */
 void srv_jobs_stop(srv_jobs *q);
 
 /* Free (after srv_jobs_stop and after the loop closed its handles). */

@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/datapath.h"
 #include "common/log.h"
+#include "common/prio.h"
 #include "common/sizes.h"
 #include "net/auth.h"
 #include "net/guard.h"
@@ -810,7 +811,11 @@ int srv_run(const cfg *c)
         free(s);
         return 1;
     }
-    red_pool_set_nice(pool, c->job_nice); /* (validated: 0..19 or PRIO_IDLE) */
+    red_pool_set_nice(pool, c->job_nice); /* (validated: 0..19, PRIO_IDLE or PRIO_AUTO) */
+    if (c->job_nice == PRIO_AUTO && !prio_auto_usable())
+        LOG(LOG_INFO, s->who, "job", "KVS_JOB_NICE=auto: this process may not move a thread "
+            "back from SCHED_IDLE (that needs CAP_SYS_NICE or RLIMIT_NICE >= %d), so its job "
+            "threads run at niceness %d instead", 20 - PRIO_AUTO_NICE, PRIO_AUTO_NICE);
     void *zctx = zmq_ctx_new();
     net_raise_nofile(s->who);
     if (srv_open(s, c, zctx, pool, host) != 0)
@@ -833,9 +838,10 @@ int srv_run(const cfg *c)
     uv_run(&s->loop, UV_RUN_DEFAULT);
     code = s->exit_code;
     LOG(LOG_INFO, s->who, "job", "%llu rounds, %llu bytes summed, %llu values written as "
-        "summed, %llu bad messages dropped, peak memory (VmHWM) %llu KiB",
-        (unsigned long long)s->store.rounds_done, (unsigned long long)s->store.bytes_summed,
-        (unsigned long long)s->store.cma_fused, (unsigned long long)s->dropped, peak_kib());
+        "summed, %llu bad messages dropped, peak memory (VmHWM) %llu KiB, %llu raises of "
+        "starved job threads", (unsigned long long)s->store.rounds_done,
+        (unsigned long long)s->store.bytes_summed, (unsigned long long)s->store.cma_fused,
+        (unsigned long long)s->dropped, peak_kib(), (unsigned long long)prio_guard_raises());
 out:
     srv_close(s);
     zmq_ctx_term(zctx);

@@ -948,14 +948,16 @@ static int thread_nice(pid_t pid, const char *tid)
     return thread_stat(pid, tid, 19);
 }
 
-/* A 1-server, 2-worker job of big sums with KVS_JOB_NICE=nice, paused after
- * round 0 (both workers wait for the file "go"): the server's pid. */
+/* A 1-server, 2-worker job of big sums with KVS_JOB_NICE=nice (NULL: the
+ * default), paused after round 0 (both workers wait for the file "go"): the
+ * server's pid. */
 static pid_t start_niced_job(it_ctx *t, const char *nice)
 {
     static const char *const argv[] = {"sum", "--counts", "300001", "--rounds", "2",
                                        "--pause-file", "go", NULL};
     it_setenv(t, "KVS_START_TIMEOUT", "30");
-    it_setenv(t, "KVS_JOB_NICE", "%s", nice);
+    if (nice)
+        it_setenv(t, "KVS_JOB_NICE", "%s", nice);
     it_setenv(t, "MXNET_KVSTORE_BIGARRAY_BOUND", "50000");
     it_setenv(t, "MXNET_KVSTORE_REDUCTION_NTHREADS", "2");
     it_start_job(t, 1, 2, argv);
@@ -997,32 +999,104 @@ IT_TEST(job_nice_2x1)
     it_expect_job_ok(t, 60);
 }
 
+/* The server's (pid's) threads under SCHED_IDLE (policy 5, stat field 41);
+ * *threads: how many it has.  Its loop (the main thread) must be under
+ * SCHED_OTHER (0). */
+static int idle_threads(it_ctx *t, pid_t pid, int *threads)
+{
+    char dir[64], self[32];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+    snprintf(self, sizeof self, "%d", (int)pid);
+    int loop = thread_stat(pid, self, 41), idle = 0;
+    IT_ASSERT(t, loop == 0, "the server's loop runs under policy %d, not SCHED_OTHER", loop);
+    DIR *d = opendir(dir);
+    IT_ASSERT(t, d != NULL, "opendir %s: %s", dir, strerror(errno));
+    *threads = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.')
+            continue;
+        (*threads)++;
+        idle += thread_stat(pid, e->d_name, 41) == 5;
+    }
+    closedir(d);
+    return idle;
+}
+
 /* KVS_JOB_NICE=idle: the job runners and reduction helpers (after big sums)
  * run under SCHED_IDLE (policy 5), the loop under SCHED_OTHER (0); the sums
  * stay exact. */
 IT_TEST(job_nice_idle_2x1)
 {
-    pid_t pid = start_niced_job(t, "idle");
-    char dir[64], self[32];
-    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
-    snprintf(self, sizeof self, "%d", (int)pid);
-    int loop = thread_stat(pid, self, 41), idle = 0, threads = 0;
-    IT_ASSERT(t, loop == 0, "the server's loop runs under policy %d, not SCHED_OTHER", loop);
-    DIR *d = opendir(dir);
-    IT_ASSERT(t, d != NULL, "opendir %s: %s", dir, strerror(errno));
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        if (e->d_name[0] == '.')
-            continue;
-        threads++;
-        idle += thread_stat(pid, e->d_name, 41) == 5;
-    }
-    closedir(d);
+    int threads, idle = idle_threads(t, start_niced_job(t, "idle"), &threads);
     it_info(t, "server: %d threads, %d under SCHED_IDLE", threads, idle);
     IT_ASSERT(t, idle >= 2, "%d threads of the server under SCHED_IDLE with KVS_JOB_NICE=idle "
               "(want its 2 job runners at least)", idle);
     IT_ASSERT(t, idle < threads, "every thread of the server is under SCHED_IDLE");
     it_write_file(t, "go", "go\n");
     it_expect_job_ok(t, 120);
+}
+
+/* The default, KVS_JOB_NICE=auto: as idle where the server may move a
+ * thread back from SCHED_IDLE (its log says when it may not: then its job
+ * threads run at niceness 10); the sums stay exact, and the server's last
+ * line counts the guard's raises. */
+IT_TEST(job_nice_auto_2x1)
+{
+    it_setenv(t, "PS_VERBOSE", "1"); /* the server's last line */
+    pid_t pid = start_niced_job(t, NULL);
+    int s = t->server[0];
+    if (it_log_has(t, s, "KVS_JOB_NICE=auto: this process may not move", 0)) {
+        char self[32];
+        snprintf(self, sizeof self, "%d", (int)pid);
+        it_info(t, "the server may not leave SCHED_IDLE here: auto is niceness 10");
+        IT_ASSERT(t, thread_nice(pid, self) < 10, "the server's loop is at niceness 10 too");
+    } else {
+        int threads, idle = idle_threads(t, pid, &threads);
+        it_info(t, "server: %d threads, %d under SCHED_IDLE", threads, idle);
+        IT_ASSERT(t, idle >= 2, "%d threads of the server under SCHED_IDLE by default "
+                  "(want its 2 job runners at least)", idle);
+        IT_ASSERT(t, idle < threads, "every thread of the server is under SCHED_IDLE");
+    }
+    it_write_file(t, "go", "go\n");
+    it_expect_job_ok(t, 120);
+    IT_ASSERT(t, it_log_has(t, s, "raises of starved job threads", 0),
+              "the server's last line does not count the raises of starved job threads");
+}
+
+/* KVS_JOB_NICE=auto beside busy loops of niceness 0 on every CPU (a busy
+ * host: SCHED_IDLE alone would leave the sums about 0.3 % of a CPU): the
+ * guard raises the job threads (the server's last line counts at least one
+ * raise) and the job of big sums finishes, exact, in time. */
+IT_TEST(job_nice_auto_busy_host_2x1)
+{
+    static const char *const argv[] = {"sum", "--counts", "4000000", "--rounds", "2", NULL};
+    static const char *const hog[] = {"-c", "while :; do :; done", NULL};
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (ncpu < 1)
+        ncpu = 1;
+    if (ncpu > 16)
+        ncpu = 16;
+    it_setenv(t, "KVS_START_TIMEOUT", "60");
+    it_setenv(t, "KVS_JOB_NICE", "auto");
+    it_setenv(t, "PS_VERBOSE", "1"); /* the server's last line */
+    it_setenv(t, "MXNET_KVSTORE_REDUCTION_NTHREADS", "2");
+    it_start_job(t, 1, 2, argv);
+    int hogs[16];
+    for (long i = 0; i < ncpu; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "hog%ld", i);
+        hogs[i] = it_spawn(t, name, "/bin/sh", hog, NULL);
+    }
+    it_expect_job_ok(t, 240);
+    for (long i = 0; i < ncpu; i++)
+        it_kill(t, hogs[i], SIGKILL);
+    int s = t->server[0];
+    if (it_log_has(t, s, "KVS_JOB_NICE=auto: this process may not move", 0))
+        it_skip(t, "the server may not leave SCHED_IDLE here: auto is niceness 10");
+    IT_ASSERT(t, it_log_has(t, s, "raises of starved job threads", 0),
+              "the server's last line does not count the raises of starved job threads");
+    IT_ASSERT(t, !it_log_has(t, s, "KiB, 0 raises of starved job threads", 0),
+              "the guard never raised the server's job threads beside %ld busy loops", ncpu);
 }
 
 #define MV_KEYS 16

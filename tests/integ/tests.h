@@ -115,6 +115,8 @@
     X(direct_write_pushpull_2x2, 120)                                          \
     X(job_nice_2x1, 90)                                                        \
     X(job_nice_idle_2x1, 120)                                                  \
+    X(job_nice_auto_2x1, 120)                                                  \
+    X(job_nice_auto_busy_host_2x1, 300)                                        \
     X(server_memory_values_1x1, 120)                                           \
     X(server_fused_ref_1x1, 60)                                                \
     X(many_keys_fused_ref_1x1, 120)                                            \

@@ -548,7 +548,10 @@ START_TEST(test_threads_and_timeout)
     cfg c;
     clear_env();
     load_ok(&c, false);
-    ck_assert_int_eq(c.job_nice, 10);
+    ck_assert_int_eq(c.job_nice, PRIO_AUTO); /* the default: SCHED_IDLE under the guard */
+    ck_assert_int_eq(load_int_field("KVS_JOB_NICE", "auto", offsetof(cfg, job_nice)), PRIO_AUTO);
+    ck_assert_int_eq(load_int_field("KVS_JOB_NICE", "", offsetof(cfg, job_nice)), PRIO_AUTO);
+    ck_assert_int_eq(load_int_field("KVS_JOB_NICE", "10", offsetof(cfg, job_nice)), 10);
     ck_assert_int_eq(load_int_field("KVS_JOB_NICE", "0", offsetof(cfg, job_nice)), 0);
     ck_assert_int_eq(load_int_field("KVS_JOB_NICE", "19", offsetof(cfg, job_nice)), 19);
     expect_bad("KVS_JOB_NICE", "-1");
@@ -557,6 +560,10 @@ START_TEST(test_threads_and_timeout)
     ck_assert_int_eq(load_int_field("KVS_JOB_NICE", "idle", offsetof(cfg, job_nice)), PRIO_IDLE);
     expect_bad("KVS_JOB_NICE", "IDLE");
     expect_bad("KVS_JOB_NICE", "idle ");
+    expect_bad("KVS_JOB_NICE", "AUTO");
+    expect_bad("KVS_JOB_NICE", "auto10");
+    expect_bad("KVS_JOB_NICE", "21"); /* PRIO_AUTO's number is not a niceness */
+    load_bad(false, "KVS_JOB_NICE", "idle or auto"); /* the message says what is accepted */
     unsetenv("KVS_JOB_NICE");
 
     ck_assert_int_eq(load_int_field("MXNET_KVSTORE_REDUCTION_NTHREADS", "1",
