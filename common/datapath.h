@@ -13,8 +13,13 @@
 #define DP_ZERO_COPY_MIN (64u << 10)
 
 /* Worker and server: data at least this big goes by same-host direct copy
- * (KVS_CMA) when the server proved it can; smaller data travels inline. */
-#define DP_CMA_MIN (64u << 10)
+ * (KVS_CMA) when the server proved it can; smaller data travels inline.
+ * Below DP_FUSE_MAX such parts still leave fused, as records by reference
+ * of a FUSED_REF: from 16 KiB on, one process_vm_readv/writev each costs
+ * less than the four copies and the socket bytes of an inline record and
+ * its answer (issue 10: with 64 KiB, the 16-64 KiB keys of a 200-key round
+ * were a quarter of its socket traffic's CPU on 2x2). */
+#define DP_CMA_MIN (16u << 10)
 
 /* Server: the first push of a round at least this big becomes the round
  * buffer (no copy); smaller pushes are copied into a reused buffer. */
@@ -40,8 +45,9 @@
 
 /* Worker: key parts smaller than this (to one server, in one wake-up of the
  * I/O thread) are fused into PROTO_FUSED messages of at most KVS_FUSE_BYTES
- * (default DP_FUSE_BYTES_DEFAULT).  Equal to DP_CMA_MIN and DP_ZERO_COPY_MIN:
- * a fused part is always copied into its message. */
+ * (default DP_FUSE_BYTES_DEFAULT).  Equal to DP_ZERO_COPY_MIN: a fused part
+ * is copied into its message, unless it goes by reference (DP_CMA_MIN and
+ * up, same host; then its record names its buffers). */
 #define DP_FUSE_MAX (64u << 10)
 #define DP_FUSE_BYTES_DEFAULT (256u << 10)
 /* Server: a FUSED_REPLY being collected is sent once it holds this much. */

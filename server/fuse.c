@@ -20,6 +20,8 @@ struct srv_fuse {
     uint64_t req_id;       /* the FUSED message's */
     uint64_t left;         /* records not answered yet */
     uint64_t nout;         /* answers collected, not sent */
+    uint64_t hold;         /* jobs in flight whose end answers some of its records
+                            * (srv_fuse_hold): its collected answers wait for them */
     int sender;            /* our node id in those answers (all the same: the server may
                             * learn its id from the scheduler between two of them) */
     uint8_t *out;          /* the collected answer records */
@@ -68,11 +70,17 @@ static void batch_send(srv_fuser *f, srv_fuse *b)
 static void on_idle(uv_idle_t *h)
 {
     srv_fuser *f = h->data;
-    srv_fuse *b = f->dirty;
+    srv_fuse *b = f->dirty, *held = NULL;
     f->dirty = NULL;
     uv_idle_stop(&f->idle);
     while (b) {
         srv_fuse *n = b->dnext;
+        if (b->hold > 0) { /* more answers come with its jobs: stays dirty */
+            b->dnext = held;
+            held = b;
+            b = n;
+            continue;
+        }
         b->dirty = false;
         b->dnext = NULL;
         batch_send(f, b);
@@ -80,6 +88,7 @@ static void on_idle(uv_idle_t *h)
             batch_free(f, b);
         b = n;
     }
+    f->dirty = held; /* srv_fuse_hold starts the idle handle again */
 }
 
 void srv_fuser_init(srv_fuser *f, uv_loop_t *loop, net_sock *sock, const int *node_id)
@@ -170,7 +179,7 @@ int srv_fuse_request(srv_fuser *f, srv_store *st, const uint8_t *ident, size_t i
         srv_store_handle(st, ident, ident_len, wrank, &rec, data ? &in : NULL);
     }
     b->handing = false;
-    if (b->left == 0 && !b->dirty)
+    if (b->left == 0 && !b->dirty && b->hold == 0)
         batch_free(f, b); /* everything answered and already sent */
     return 0;
 }
@@ -227,4 +236,19 @@ void srv_fuse_answer(srv_fuser *f, proto_hdr *reply, const char *text, const voi
         f->dirty = b;
         uv_idle_start(&f->idle, on_idle);
     }
+}
+
+void srv_fuse_hold(srv_fuser *f, uintptr_t fuse, int delta)
+{
+    srv_fuse *b = (srv_fuse *)fuse;
+    if (delta > 0) {
+        b->hold++;
+        return;
+    }
+    if (b->hold == 0 || --b->hold > 0)
+        return;
+    if (b->dirty)
+        uv_idle_start(&f->idle, on_idle); /* send what it held */
+    else if (b->left == 0 && !b->handing)
+        batch_free(f, b); /* its records were answered while it was held */
 }

@@ -8,7 +8,13 @@
  * answers may be produced in any phase of the loop, and an idle handle
  * keeps the next poll from blocking), so the
  * records whose rounds complete together are answered in one message and a
- * record never waits for another one's round.  A collected reply is sent at
+ * record never waits for another one's round.  Except while jobs that will
+ * answer some of a batch's records are in flight (srv_fuse_hold, counted by
+ * the store): its answers then wait for the last of them, so the records of
+ * one message that jobs sum (by reference, DP_OFFLOAD_MIN and up) come back
+ * in a few messages, not one per loop turn (a 200-key round on 2x2 sent
+ * about 28 FUSED_REPLYs per worker and server; each costs its sender, both
+ * ZeroMQ threads and the worker a wake-up).  A collected reply is sent at
  * once when it reaches DP_FUSE_REPLY_FLUSH bytes.  A record the worker traces
  * (PROTO_F_TRACE) is stamped with the message's arrival time, so the store
  * sends its PROTO_TIMING (a lone message, ahead of the FUSED_REPLY that
@@ -66,5 +72,10 @@ int srv_fuse_request(srv_fuser *f, srv_store *st, const uint8_t *ident, size_t i
  * header (req_id, key, part, status, round, count, dtype set; body_len is
  * set here); the body is text (status != 0) or count elements at data. */
 void srv_fuse_answer(srv_fuser *f, proto_hdr *reply, const char *text, const void *data);
+
+/* A job that will answer a record of batch fuse (proto_hdr.fuse) starts
+ * (delta +1) or ended (-1, before it answers): while any is in flight the
+ * batch keeps its collected answers (the store's srv_hold_fn). */
+void srv_fuse_hold(srv_fuser *f, uintptr_t fuse, int delta);
 
 #endif

@@ -162,6 +162,8 @@ static void write_done(srv_job *jb, bool cancelled)
 {
     write_job *j = (write_job *)jb;
     srv_buf_unref(j->value);
+    if (j->h.fuse)
+        srv_fuse_hold(&j->s->fuser, j->h.fuse, -1);
     if (!cancelled) {
         errno = j->err;
         if (j->err)
@@ -313,6 +315,8 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
         atomic_fetch_add(&value->refs, 1);
         memcpy(j->ident, ident, ident_len < sizeof j->ident ? ident_len : sizeof j->ident);
         j->ident_len = ident_len < sizeof j->ident ? ident_len : sizeof j->ident;
+        if (h.fuse) /* its record's answer comes with the job's end */
+            srv_fuse_hold(&s->fuser, h.fuse, 1);
         srv_jobs_submit(s->jobs, &j->j);
         return;
     }
@@ -333,6 +337,14 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
     }
     net_send(s->data, ident, ident_len, &h, &body);
     zmq_msg_close(&body);
+}
+
+/* The store's srv_hold_fn: the batch of a fused record holds its answers
+ * while jobs that answer its records run (server/fuse.h). */
+static void hold_answers(void *arg, uintptr_t fuse, int delta)
+{
+    srv *s = arg;
+    srv_fuse_hold(&s->fuser, fuse, delta);
 }
 
 /* A worker offers direct memory access (HELLO): challenge it.  Its answer
@@ -695,6 +707,7 @@ static int srv_open(srv *s, const cfg *c, void *zctx, red_pool *pool, const char
     s->pool = pool;
     uv_loop_init(&s->loop);
     srv_store_init(&s->store, c->num_worker, pool, send_reply, s);
+    s->store.hold = hold_answers;
     s->cma = calloc((size_t)c->num_worker, sizeof *s->cma);
     s->bind = calloc((size_t)c->num_worker, sizeof *s->bind);
     s->outq = calloc(1, sizeof *s->outq + (size_t)c->num_worker * sizeof s->outq->bytes[0]);

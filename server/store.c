@@ -676,6 +676,8 @@ typedef struct push_job {
     wb_target *wb;  /* the round's last push: outputs to write as pieces are summed */
     int nwb;
     atomic_int perr; /* with wb: errno of the first failed read of a piece */
+    uintptr_t *holds; /* batches of fused requests its end answers (st->hold) */
+    int nholds;
 } push_job;
 
 /* One piece (elements lo..hi) of a push with write-backs: sum it, then
@@ -756,6 +758,43 @@ static void mark_written(srv_store *st, srv_entry *e, srv_req *r, const push_job
     }
 }
 
+/* p's end answers the fused requests among r, and when r completes the
+ * round (last), the requests that completion answers (the round's pushes,
+ * pulls of the next round): their batches hold their answers until then
+ * (srv_hold_fn).  No memory for the list: nothing held. */
+static void hold_answers(srv_store *st, srv_entry *e, srv_req *r, push_job *p, bool last)
+{
+    size_t n = 1;
+    if (st->hold == NULL)
+        return;
+    for (srv_req *q = last ? e->waiting : NULL; q; q = q->next)
+        n++;
+    for (srv_req *q = last ? e->pulls : NULL; q; q = q->next)
+        n++;
+    if ((p->holds = malloc(n * sizeof *p->holds)) == NULL)
+        return;
+    if (r->h.fuse)
+        p->holds[p->nholds++] = r->h.fuse;
+    for (srv_req *q = last ? e->waiting : NULL; q; q = q->next)
+        if (q->h.fuse)
+            p->holds[p->nholds++] = q->h.fuse;
+    for (srv_req *q = last ? e->pulls : NULL; q; q = q->next)
+        if (q->h.fuse && q->h.round <= e->round + 1)
+            p->holds[p->nholds++] = q->h.fuse;
+    for (int i = 0; i < p->nholds; i++)
+        st->hold(st->reply_arg, p->holds[i], 1);
+}
+
+/* p ended: its batches may send what they hold (before p's answers). */
+static void release_answers(srv_store *st, push_job *p)
+{
+    for (int i = 0; i < p->nholds; i++)
+        st->hold(st->reply_arg, p->holds[i], -1);
+    free(p->holds);
+    p->holds = NULL;
+    p->nholds = 0;
+}
+
 static void entry_resume(srv_store *st, srv_entry *e, bool completed);
 static void async_done(srv_store *st, srv_entry *e, srv_req *r, srv_buf *nb, int err,
                        int uerr, const char *why);
@@ -771,6 +810,7 @@ static void push_done(srv_job *j, bool cancelled)
     srv_buf_unref(p->old);
     e->busy = false;
     st->busy--;
+    release_answers(st, p);
     if (cancelled) { /* the server stops: the entry goes with the store */
         srv_buf_unref(p->nb);
         req_free(r);
@@ -928,6 +968,8 @@ static bool start_push(srv_store *st, srv_entry *e, srv_req *r, const srv_in *in
         } else if (last) {
             write_backs(st, e, r, p);
         }
+        if (last)
+            hold_answers(st, e, r, p, true);
         e->busy = true;
         st->busy++;
         srv_jobs_submit(st->jobs, &p->j);
@@ -1019,6 +1061,7 @@ static void start_async(srv_store *st, srv_entry *e, srv_req *r, const srv_in *i
         atomic_fetch_add(&e->value->refs, 1);
         if (by_ref)
             p->cma = st->cma[r->wrank];
+        hold_answers(st, e, r, p, false);
         e->busy = true;
         st->busy++;
         srv_jobs_submit(st->jobs, &p->j);

@@ -76,6 +76,13 @@ typedef void (*srv_reply_fn)(void *arg, const uint8_t *ident, size_t ident_len,
                              const proto_hdr *req, int status, const char *text,
                              srv_buf *value, uint64_t round);
 
+/* A job starts (delta +1) or ends (-1, before its answers) whose end answers
+ * a request that came as a record of a fused message (proto_hdr.fuse, its
+ * batch): the batch keeps the answers it collected until none is left
+ * (server/fuse.h), so the many records of one message are answered in a few
+ * FUSED_REPLY messages, not one per job.  arg is the store's reply_arg. */
+typedef void (*srv_hold_fn)(void *arg, uintptr_t fuse, int delta);
+
 struct srv_optim;
 struct srv_ctl;
 struct srv_jobs;
@@ -88,6 +95,7 @@ typedef struct srv_store {
     red_pool *pool;
     srv_reply_fn reply;
     void *reply_arg;
+    srv_hold_fn hold;    /* NULL: answers of fused records are not held */
     bool broken;         /* a node died: every request fails */
     uint8_t *left;       /* per worker rank: left the job (kvs_close); NULL: none did */
     char broken_text[512];

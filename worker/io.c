@@ -359,8 +359,12 @@ static void send_req(kvs_store *s, wrk_req *q)
 
 static bool fusable(const kvs_store *s, const wrk_req *q)
 {
+    /* a part whose path the HELLO answer decides waits for it in send_req
+     * (parts from DP_CMA_MIN up; those under DP_FUSE_MAX would else leave
+     * fused inline before the proof) */
     return s->c.fuse_bytes > 0 && q->op != NULL && q->op->type != WRK_OP_CTL &&
            q->server >= 0 && q->server < s->num_servers &&
+           !(s->hello_wait && s->hello_wait[q->server] && big_for_ref(q)) &&
            (req_bytes(q) < DP_FUSE_MAX || goes_by_ref(s, q));
 }
 

@@ -732,6 +732,195 @@ IT_TEST(direct_write_as_summed_2x1)
     free(got);
 }
 
+/* ---- answers of a FUSED_REF held while jobs that answer it run ---- */
+
+#define HB_N 9     /* keys: 6 big by reference, 2 mid by reference, 1 small inline */
+#define HB_MID 5000 /* elements: 20000 bytes, by reference but summed on the loop */
+
+static uint8_t hb_slot[2][16];
+
+static uint64_t hb_count(int k)
+{
+    return k < 6 ? FR_BIG : k < 8 ? HB_MID : 8;
+}
+
+/* A record of worker 1 (node 11): by reference (src, dst) or inline. */
+static size_t hb_record(uint8_t *out, int type, uint64_t req, int k, uint64_t round,
+                        const float *src, float *dst)
+{
+    size_t n;
+    if (k < 8)
+        n = ref_record(out, type, req, 201 + (uint64_t)k, hb_count(k), round, src, dst);
+    else
+        n = record(out, type, 0, req, 201 + (uint64_t)k, 8, round, src,
+                   src ? 8 * sizeof(float) : 0);
+    le(out + 12, 11, 4);
+    return n;
+}
+
+/* The one FUSED_REPLY to request req on s: n records, each success, by
+ * reference (flag, no body) for keys below 8, else the 8 values, which must
+ * be want8.  Any other message, a missing or repeated record fails. */
+static void hb_expect(it_ctx *t, void *s, uint64_t req, const uint64_t *reqs, const int *keys,
+                      int n, const float *want8)
+{
+    static uint8_t rb[1 << 16];
+    uint8_t h[HDR];
+    bool got[HB_N] = {false};
+    int rl = recv_msg(t, s, h, rb, sizeof rb, 30);
+    IT_ASSERT(t, get_le(h + 6, 2) == T_FUSED_REPLY && get_le(h + 24, 8) == req,
+              "expected a FUSED_REPLY to request %llu, got type %d for request %llu",
+              (unsigned long long)req, (int)get_le(h + 6, 2),
+              (unsigned long long)get_le(h + 24, 8));
+    uint64_t nrec = get_le(h + 48, 8), off = 0;
+    IT_ASSERT(t, nrec == (uint64_t)n, "the FUSED_REPLY to request %llu carries %llu of its %d "
+              "answers: the others were not held for it while their jobs ran",
+              (unsigned long long)req, (unsigned long long)nrec, n);
+    for (uint64_t r = 0; r < nrec; r++) {
+        IT_ASSERT(t, off + HDR <= (uint64_t)rl, "FUSED_REPLY cut short");
+        const uint8_t *rh = rb + off;
+        uint64_t rq = get_le(rh + 24, 8), blen = get_le(rh + 80, 8);
+        int st = (int)(int32_t)get_le(rh + 16, 4), fl = (int)get_le(rh + 8, 2), i;
+        for (i = 0; i < n && reqs[i] != rq; i++)
+            ;
+        IT_ASSERT(t, i < n && !got[i] && st == 0, "answer record for request %llu, status %d",
+                  (unsigned long long)rq, st);
+        got[i] = true;
+        if (keys[i] < 8) {
+            IT_ASSERT(t, (fl & F_CMA) && blen == 0, "request %llu by reference answered with "
+                      "flags %d and %llu bytes", (unsigned long long)rq, fl,
+                      (unsigned long long)blen);
+        } else {
+            IT_ASSERT(t, !(fl & F_CMA) && blen == 8 * sizeof(float),
+                      "the inline record's answer: flags %d, %llu bytes", fl,
+                      (unsigned long long)blen);
+            for (int e = 0; e < 8; e++) {
+                float v;
+                memcpy(&v, rh + HDR + 4 * e, 4);
+                IT_ASSERT(t, v == want8[e], "small key element %d: %g, expected %g", e,
+                          (double)v, (double)want8[e]);
+            }
+        }
+        off += HDR + ((blen + 7) & ~(uint64_t)7);
+    }
+}
+
+/* The answers to the records of one FUSED_REF that jobs sum or write (big
+ * parts by reference) are held until the last of those jobs ends, with the
+ * answers of the records handled on the loop beside them: one FUSED_REPLY
+ * for the whole message, not one per turn of the loop.  Worker 0 (node 9)
+ * pushes round 0 of 9 keys inline, each alone (its big pushes become the
+ * round buffers: no job); worker 1 (node 11) pushpulls all 9 in one
+ * FUSED_REF (6 big by reference: a job each, with the round's write-back;
+ * 2 of 20000 bytes by reference and one small inline: on the loop) and
+ * must get one FUSED_REPLY with 9 answers, the sums written into its memory
+ * element by element; worker 0's 9 lone replies carry the same sums.  Then
+ * worker 1 pulls round 1 of the big keys by reference (a write job each)
+ * and the small one inline in one FUSED_REF: one FUSED_REPLY with 7. */
+IT_TEST(server_fused_ref_held_2x1)
+{
+    static float a[HB_N][FR_BIG], b[HB_N][FR_BIG], out[HB_N][FR_BIG], got[FR_BIG];
+    static uint8_t body[1 << 16];
+    uint8_t h[HDR];
+    uint64_t reqs[HB_N];
+    int keys[HB_N];
+    float sum8[8];
+    it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_start_scheduler(t, 1, 2, NULL);
+    int port = start_server_port(t);
+    void *ctx = zmq_ctx_new();
+    void *w0 = client(t, ctx, port, "w9-00000000000000h0");
+    void *w1 = client(t, ctx, port, "w11-0000000000000h1");
+    wb_prove(t, w0, 9, hb_slot[0]);
+    wb_prove(t, w1, 11, hb_slot[1]);
+    for (int k = 0; k < HB_N; k++)
+        for (uint64_t i = 0; i < hb_count(k); i++) {
+            a[k][i] = (float)((i + (uint64_t)k) % 1000) * 0.5f;
+            b[k][i] = (float)(1 + (i + 3 * (uint64_t)k) % 7);
+            out[k][i] = -1.0f;
+        }
+    for (int e = 0; e < 8; e++)
+        sum8[e] = a[8][e] + b[8][e];
+    /* worker 0 inits every key (zeros) */
+    for (int k = 0; k < HB_N; k++) {
+        header(h, T_INIT, 9, 0, 100 + (uint64_t)k, 201 + (uint64_t)k, hb_count(k), 0,
+               hb_count(k) * 4);
+        send_msg(t, w0, h, got, hb_count(k) * 4);
+        IT_ASSERT(t, lone_answer(t, w0, 100 + (uint64_t)k, body, sizeof body) == 0,
+                  "INIT of key %d failed", 201 + k);
+    }
+    /* round 0: worker 0's pushpulls, each alone and inline; a pull of the
+     * small key's current value after them tells that all were handled */
+    for (int k = 0; k < HB_N; k++) {
+        header(h, T_PUSHPULL, 9, 0, 110 + (uint64_t)k, 201 + (uint64_t)k, hb_count(k), 0,
+               hb_count(k) * 4);
+        send_msg(t, w0, h, a[k], hb_count(k) * 4);
+    }
+    header(h, T_PULL, 9, 0, 120, 209, 8, 0, 0);
+    send_msg(t, w0, h, NULL, 0);
+    IT_ASSERT(t, lone_answer(t, w0, 120, body, sizeof body) == 0, "the pull after worker 0's "
+              "pushes failed");
+    /* worker 1: all 9 in one FUSED_REF, the small and mid ones around the big */
+    size_t len = 0;
+    static const int order[HB_N] = {8, 6, 0, 1, 2, 3, 4, 5, 7};
+    for (int i = 0; i < HB_N; i++) {
+        int k = order[i];
+        keys[i] = k;
+        reqs[i] = 131 + (uint64_t)i;
+        len += hb_record(body + len, T_PUSHPULL, reqs[i], k, 0, b[k], k < 8 ? out[k] : NULL);
+    }
+    header(h, T_FUSED_REF, 11, 0, 130, 0, HB_N, 0, len);
+    send_msg(t, w1, h, body, len);
+    hb_expect(t, w1, 130, reqs, keys, HB_N, sum8);
+    for (int k = 0; k < 8; k++)
+        for (uint64_t i = 0; i < hb_count(k); i++)
+            IT_ASSERT(t, out[k][i] == a[k][i] + b[k][i], "key %d element %llu written into "
+                      "worker 1's memory: %g, expected %g", 201 + k, (unsigned long long)i,
+                      (double)out[k][i], (double)(a[k][i] + b[k][i]));
+    /* worker 0: its 9 lone answers, with the sums */
+    for (int n = 0; n < HB_N; n++) {
+        int bytes = recv_msg(t, w0, h, (uint8_t *)got, sizeof got, 30);
+        uint64_t rq = get_le(h + 24, 8);
+        IT_ASSERT(t, get_le(h + 6, 2) == T_REPLY && rq >= 110 && rq < 110 + HB_N &&
+                     get_le(h + 16, 4) == 0,
+                  "worker 0: type %d for request %llu, status %d", (int)get_le(h + 6, 2),
+                  (unsigned long long)rq, (int)(int32_t)get_le(h + 16, 4));
+        int k = (int)(rq - 110);
+        IT_ASSERT(t, bytes == (int)(hb_count(k) * 4), "worker 0, key %d: %d bytes", 201 + k,
+                  bytes);
+        for (uint64_t i = 0; i < hb_count(k); i++)
+            IT_ASSERT(t, got[i] == a[k][i] + b[k][i], "worker 0, key %d element %llu: %g, "
+                      "expected %g", 201 + k, (unsigned long long)i, (double)got[i],
+                      (double)(a[k][i] + b[k][i]));
+    }
+    /* worker 1 pulls round 1 (complete): the big keys by reference, each a
+     * write job, and the small key inline, in one FUSED_REF */
+    for (int k = 0; k < 6; k++)
+        for (uint64_t i = 0; i < FR_BIG; i++)
+            out[k][i] = -1.0f;
+    len = 0;
+    int n = 0;
+    for (int k = 8; k >= 0; k--) {
+        if (k == 6 || k == 7)
+            continue;
+        keys[n] = k;
+        reqs[n] = 141 + (uint64_t)n;
+        len += hb_record(body + len, T_PULL, reqs[n], k, 1, NULL, k < 8 ? out[k] : NULL);
+        n++;
+    }
+    header(h, T_FUSED_REF, 11, 0, 140, 0, (uint64_t)n, 0, len);
+    send_msg(t, w1, h, body, len);
+    hb_expect(t, w1, 140, reqs, keys, n, sum8);
+    for (int k = 0; k < 6; k++)
+        for (uint64_t i = 0; i < FR_BIG; i++)
+            IT_ASSERT(t, out[k][i] == a[k][i] + b[k][i], "key %d element %llu pulled into "
+                      "worker 1's memory: %g, expected %g", 201 + k, (unsigned long long)i,
+                      (double)out[k][i], (double)(a[k][i] + b[k][i]));
+    zmq_close(w0);
+    zmq_close(w1);
+    zmq_ctx_term(ctx);
+}
+
 /* ---- the job threads run below the loop (KVS_JOB_NICE) ---- */
 
 /* Field `want` (19: niceness, 41: policy) of thread tid of process pid's

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,5 +154,61 @@ IT_TEST(p3_credit_fused_ref_2x2)
         bool ref = strstr(tr, "\"path\":\"fused_cma\"") != NULL;
         free(tr);
         IT_ASSERT(t, ref, "worker %d: no part left by reference in a FUSED_REF (%s)", w, path);
+    }
+}
+
+/* Parts of 16 KiB (DP_CMA_MIN) and more go by reference to a same-host
+ * server, smaller ones inline: keys of 4095 (16380 bytes), 4096 and 16383
+ * float32 elements, init, pull, then pushpulls in one call each (so the
+ * by-reference ones leave as records of a FUSED_REF), every element checked
+ * by the worker; its timeline must show each part sent on the path its size
+ * picks. */
+IT_TEST(cma_min_16k_1x1)
+{
+    static const char *const argv[] = {"sum", "--dtype", "f32", "--counts", "4095,4096,16383",
+                                       "--pushpull", "--rounds", "3", NULL};
+    static const uint64_t count[3] = {4095, 4096, 16383};
+    char path[PATH_MAX + 32];
+    it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_setenv(t, "KVS_CMA", "1");
+    it_setenv(t, "KVS_TRACE", "%s/trace-%%r.json", t->dir);
+    it_start_job(t, 1, 1, argv);
+    it_expect_job_ok(t, 60);
+    snprintf(path, sizeof path, "%s/trace-0.json", t->dir);
+    char *tr = it_slurp(path, NULL);
+    IT_ASSERT(t, tr != NULL, "the worker wrote no timeline at %s", path);
+    int seen[3][2] = {{0}}; /* per key: parts sent inline, by reference */
+    for (const char *p = tr; (p = strstr(p, "\"name\":\"sent\"")) != NULL; p++) {
+        const char *k = strstr(p, "\"key\":"), *pa = strstr(p, "\"path\":\"");
+        IT_ASSERT(t, k && pa, "a sent event without key or path in %s", path);
+        uint64_t key = strtoull(k + 6, NULL, 10);
+        /* testworker's keys (f32): 17 + 5 j, odd j + 2^40 */
+        int j = -1;
+        for (int i = 0; i < 3; i++)
+            if (key == 17 + 5 * (uint64_t)i + (i % 2 ? 1ull << 40 : 0))
+                j = i;
+        IT_ASSERT(t, j >= 0, "a sent event for key %llu, not one of the job's",
+                  (unsigned long long)key);
+        bool ref = strncmp(pa + 8, "cma\"", 4) == 0 || strncmp(pa + 8, "fused_cma\"", 10) == 0;
+        seen[j][ref]++;
+    }
+    free(tr);
+    for (int j = 0; j < 3; j++) {
+        bool big = count[j] * 4 >= 16384;
+        it_info(t, "key of %llu elements: %d parts inline, %d by reference",
+                (unsigned long long)count[j], seen[j][0], seen[j][1]);
+        /* the init too: a part whose path depends on the server's answer
+         * to the worker's HELLO waits for it (worker/io.c, fusable) */
+        if (big)
+            IT_ASSERT(t, seen[j][1] >= 5 && seen[j][0] == 0,
+                      "key of %llu elements (%llu bytes): %d parts sent inline, %d by "
+                      "reference; expected every one by reference",
+                      (unsigned long long)count[j], (unsigned long long)count[j] * 4,
+                      seen[j][0], seen[j][1]);
+        else
+            IT_ASSERT(t, seen[j][0] >= 5 && seen[j][1] == 0,
+                      "key of %llu elements (%llu bytes): %d parts sent inline, %d by "
+                      "reference; expected every one inline", (unsigned long long)count[j],
+                      (unsigned long long)count[j] * 4, seen[j][0], seen[j][1]);
     }
 }

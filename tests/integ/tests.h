@@ -121,7 +121,9 @@
     X(server_fused_ref_1x1, 60)                                                \
     X(many_keys_fused_ref_1x1, 120)                                            \
     X(many_keys_fused_ref_2x2, 150)                                            \
-    X(p3_credit_fused_ref_2x2, 150)
+    X(p3_credit_fused_ref_2x2, 150)                                            \
+    X(server_fused_ref_held_2x1, 60)                                           \
+    X(cma_min_16k_1x1, 60)
 
 #define IT_TEST(name) void it_test_##name(it_ctx *t)
 
