@@ -96,6 +96,22 @@ check "servers got the scheduler's ephemeral port" \
     eval 'p=$(sed -n "s/^\[scheduler\] scheduler up on 127.0.0.1:\([0-9]*\) .*/\1/p" "$WORK/out"); [[ -n $p ]] && out_has "[server 0] server 0 connecting to 127.0.0.1:$p as 127.0.0.1"'
 check "no orphans after success" no_orphans
 
+# While its processes run, the launcher's once-a-second liveness check looks
+# at each group's leader, not through /proc (pgrep: ms of CPU that delayed
+# the job's own threads): a pgrep in PATH that notes calls made while the
+# worker runs is never called in 2.5 s of a job without events.
+mkdir -p "$WORK/shim"
+cat >"$WORK/shim/pgrep" <<EOF
+#!/bin/sh
+[ -e "$WORK/running" ] && echo "\$*" >>"$WORK/pgrep.log"
+exec $(command -v pgrep) "\$@"
+EOF
+chmod +x "$WORK/shim/pgrep"
+PATH="$WORK/shim:$PATH" run -n 1 -s 1 --shutdown-timeout 1 -- \
+    sh -c "touch '$WORK/running'; sleep 2.5; rm -f '$WORK/running'"
+check "no /proc scan (pgrep) while the job runs" \
+    eval '[[ $RC == 0 && ! -e $WORK/running && ! -s $WORK/pgrep.log ]]'
+
 mkdir "$WORK/done1"
 run -n 3 -s 2 --shutdown-timeout 20 --env FAKE_DONE_DIR="$WORK/done1" --env 'MSG=a b'\''c $x' -- \
     sh -c "$W ok && echo \"env FOO=\$FOO MSG=\$MSG role=\$DMLC_ROLE id=\$DMLC_WORKER_ID n=\$DMLC_NUM_WORKER s=\$DMLC_NUM_SERVER host=\$DMLC_NODE_HOST\"" 
