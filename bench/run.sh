@@ -68,6 +68,7 @@ if [ "${BENCH_QUICK:-0}" != 1 ]; then
         run "keys200-cma$cma-2x2" $launch -n 2 -s 2 --env KVS_CMA=$cma -- "$BUILD/kvs-bench" --keys 200 --sizes 4K-1M
         # the same with rounds alternating with the reference key's (same minutes)
         run "keys200i-cma$cma-1x1" $launch -n 1 -s 1 --env KVS_CMA=$cma -- "$BUILD/kvs-bench" --keys 200 --sizes 4K-1M --interleave
+        run "keys200i-cma$cma-2x2" $launch -n 2 -s 2 --env KVS_CMA=$cma -- "$BUILD/kvs-bench" --keys 200 --sizes 4K-1M --interleave
     done
     run keys100000 $launch -n 2 -s 2 -- "$BUILD/kvs-bench" --keys 100000 --sizes 64 --iters 5 --no-ref
     run resnet50 $launch -n 2 -s 2 -- "$BUILD/kvs-bench" --model resnet50 --iters 10

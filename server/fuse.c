@@ -22,6 +22,8 @@ struct srv_fuse {
     uint64_t nout;         /* answers collected, not sent */
     uint64_t hold;         /* jobs in flight whose end answers some of its records
                             * (srv_fuse_hold): its collected answers wait for them */
+    bool mixed;            /* its records have different priorities: never held (a
+                            * first layer's answer must not wait for later layers) */
     int sender;            /* our node id in those answers (all the same: the server may
                             * learn its id from the scheduler between two of them) */
     uint8_t *out;          /* the collected answer records */
@@ -114,11 +116,15 @@ int srv_fuse_request(srv_fuser *f, srv_store *st, const uint8_t *ident, size_t i
     proto_hdr rec;
     const uint8_t *data;
     uint64_t off = 0, nref = 0;
-    int rc;
+    int rc, prio = 0;
+    bool mixed = false;
     for (uint64_t i = 0; i < h->count; i++) {
         if ((rc = proto_fused_next(h->type, h->sender, body, h->body_len, &off, lim, &rec,
                                    &data, why, whylen)) != 0)
             return rc;
+        if (i == 0)
+            prio = rec.priority;
+        mixed |= rec.priority != prio;
         if (rec.flags & PROTO_F_CMA) {
             char inner[200];
             if (srv_cma_desc(&rec, data, inner, sizeof inner) != 0) {
@@ -152,6 +158,7 @@ int srv_fuse_request(srv_fuser *f, srv_store *st, const uint8_t *ident, size_t i
     b->ident_len = ident_len;
     b->req_id = h->req_id;
     b->left = h->count;
+    b->mixed = mixed;
     b->handing = true;
     b->next = f->all;
     if (f->all)
@@ -241,6 +248,8 @@ void srv_fuse_answer(srv_fuser *f, proto_hdr *reply, const char *text, const voi
 void srv_fuse_hold(srv_fuser *f, uintptr_t fuse, int delta)
 {
     srv_fuse *b = (srv_fuse *)fuse;
+    if (b->mixed)
+        return;
     if (delta > 0) {
         b->hold++;
         return;

@@ -14,7 +14,10 @@
  * one message that jobs sum (by reference, DP_OFFLOAD_MIN and up) come back
  * in a few messages, not one per loop turn (a 200-key round on 2x2 sent
  * about 28 FUSED_REPLYs per worker and server; each costs its sender, both
- * ZeroMQ threads and the worker a wake-up).  A collected reply is sent at
+ * ZeroMQ threads and the worker a wake-up).  Only a batch whose records all
+ * have one priority is held: with p3, a message's records may span layers,
+ * and the first layer's answer must not wait for the later layers' sums.
+ * A collected reply is sent at
  * once when it reaches DP_FUSE_REPLY_FLUSH bytes.  A record the worker traces
  * (PROTO_F_TRACE) is stamped with the message's arrival time, so the store
  * sends its PROTO_TIMING (a lone message, ahead of the FUSED_REPLY that
@@ -75,7 +78,8 @@ void srv_fuse_answer(srv_fuser *f, proto_hdr *reply, const char *text, const voi
 
 /* A job that will answer a record of batch fuse (proto_hdr.fuse) starts
  * (delta +1) or ended (-1, before it answers): while any is in flight the
- * batch keeps its collected answers (the store's srv_hold_fn). */
+ * batch keeps its collected answers (the store's srv_hold_fn), unless its
+ * records have different priorities. */
 void srv_fuse_hold(srv_fuser *f, uintptr_t fuse, int delta);
 
 #endif
