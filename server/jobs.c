@@ -185,7 +185,10 @@ void srv_jobs_submit(srv_jobs *q, srv_job *j)
 {
     j->seq = q->seq++;
     j->next = NULL;
-    if (q->pending++ == 0 && q->guard_ok && prio_guarded() > 0)
+    q->pending++;
+    /* (not only on the first of a busy spell: the runners may not have
+     * registered with the guard yet then) */
+    if (q->guard_ok && !uv_is_active((uv_handle_t *)&q->guard) && prio_guarded() > 0)
         uv_timer_start(&q->guard, on_guard, PRIO_GUARD_TICK_MS, PRIO_GUARD_TICK_MS);
     pthread_mutex_lock(&q->mu);
     if (q->n == q->cap) {
