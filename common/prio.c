@@ -59,10 +59,21 @@ static int set_attr(pid_t tid, int policy, int nice, uint64_t runtime)
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 static bool probe_ok;
 
+/* The caller at niceness PRIO_AUTO_NICE, then SCHED_IDLE (which keeps the
+ * niceness: leaving SCHED_IDLE again takes an RLIMIT_NICE of 20 minus it,
+ * so 10 rather than the 20 of niceness 0). */
+static int to_idle(void)
+{
+#ifdef SYS_gettid
+    setpriority(PRIO_PROCESS, (id_t)my_tid(), PRIO_AUTO_NICE);
+#endif
+    return set_attr(0, SCHED_IDLE, PRIO_AUTO_NICE, 0);
+}
+
 static void *probe_main(void *arg)
 {
     (void)arg;
-    if (set_attr(0, SCHED_IDLE, PRIO_AUTO_NICE, 0) == 0 &&
+    if (to_idle() == 0 &&
         set_attr(0, SCHED_OTHER, PRIO_AUTO_NICE, PRIO_SLICE_NS) == 0)
         probe_ok = true;
     return NULL;
@@ -256,7 +267,7 @@ void prio_lower_self(int nice)
     if (nice < 0)
         nice = 0;
     if (nice >= PRIO_AUTO) {
-        if (prio_auto_usable() && set_attr(0, SCHED_IDLE, PRIO_AUTO_NICE, 0) == 0) {
+        if (prio_auto_usable() && to_idle() == 0) {
             if (guard_add())
                 return;
             /* no room under the guard: not SCHED_IDLE without it */

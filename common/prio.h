@@ -25,7 +25,9 @@
  * one: one of three threads may wait behind its siblings for tens of ms
  * (measured beside a benchmark's small requests), which is not starvation;
  * 100 ms of less than 5 % of a CPU is (SCHED_IDLE's weight is 3 against
- * 1024 of a busy nice-0 thread: about 0.3 % per CPU).  Leaving SCHED_IDLE needs
+ * 1024 of a busy nice-0 thread: about 0.3 % per CPU).  The threads sit at
+ * niceness PRIO_AUTO_NICE under SCHED_IDLE too (it keeps the niceness, and
+ * leaving it is checked against that).  Leaving SCHED_IDLE needs
  * CAP_SYS_NICE or an RLIMIT_NICE of at least 20 - PRIO_AUTO_NICE; where the
  * process may not (prio_auto_usable, probed once on a thread of its own),
  * auto is niceness PRIO_AUTO_NICE with the short slice instead.
