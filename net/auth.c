@@ -394,8 +394,13 @@ int net_auth_listen(net_auth *a, void *zsock, const char *target)
             return KVS_ENET;
         }
     }
-    if (a->c->security != CFG_SEC_NONE &&
-        zmq_setsockopt(zsock, ZMQ_ZAP_DOMAIN, "kvsd", 4) != 0)
+    /* A ZAP domain in every mode, also without security (where no ZAP
+     * handler answers and the NULL mechanism goes on without one): libzmq
+     * then refuses ZMTP 1.0/2.0 greetings.  kvsd never speaks them, and
+     * libzmq 4.3.4 aborts (zmtp_engine.cpp:446, an unchecked push of a
+     * legacy peer's routing id) when such a peer's connection meets a full
+     * or closing pipe: seen under blast_2x2's flood of raw greetings. */
+    if (zmq_setsockopt(zsock, ZMQ_ZAP_DOMAIN, "kvsd", 4) != 0)
         return KVS_ENET;
     return 0;
 }

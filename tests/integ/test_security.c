@@ -8,6 +8,7 @@
 #include "tests.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -556,6 +558,62 @@ IT_TEST(huge_frame_rss_1x1)
         IT_ASSERT(t, before > 0 && after < before + (16ull << 20),
                   "%s grew by %llu MiB", names[i], (after - before) >> 20);
     }
+    it_start_worker(t, 0, argv, NULL);
+    it_expect_job_ok(t, 60);
+}
+
+/* Connect to 127.0.0.1:port over raw TCP, send a ZMTP greeting of an old
+ * protocol version and a routing id as that version frames it, and wait up
+ * to secs for the peer to close.  Returns true when it closed. */
+static bool legacy_greeting_closed(it_ctx *t, int port, const uint8_t *g, size_t glen,
+                                   double secs)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    IT_ASSERT(t, fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect: %s",
+              strerror(errno));
+    IT_ASSERT(t, send(fd, g, glen, MSG_NOSIGNAL) == (ssize_t)glen, "send: %s", strerror(errno));
+    bool closed = false;
+    for (double end = it_now() + secs * it_slow; !closed && it_now() < end;) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 50) > 0) {
+            uint8_t buf[256];
+            ssize_t n = recv(fd, buf, sizeof buf, 0);
+            closed = n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
+        }
+    }
+    close(fd);
+    return closed;
+}
+
+/* kvsd speaks only ZMTP 3: a peer greeting the scheduler or a server of an
+ * open job (no secret) with ZMTP 1.0 (unversioned or versioned) or 2.0 is
+ * disconnected at the greeting (libzmq 4.3.4 could abort on such a peer's
+ * routing id: blast_2x2 saw it), and the job still works. */
+IT_TEST(legacy_zmtp_refused_1x1)
+{
+    static const char *const argv[] = {"sum", "--dtype", "f32", "--rounds", "2", NULL};
+    /* ZMTP 1.0 unversioned: a routing-id frame (length 6, flags 0, "legacy") */
+    static const uint8_t v10u[] = {6, 0, 'l', 'e', 'g', 'a', 'c', 'y'};
+    /* versioned: signature, revision (0x00: 1.0, 0x01: 2.0), socket type
+     * (DEALER), then the routing id framed as that revision does */
+    static const uint8_t v10[] = {0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F, 0x00, 5,
+                                  7, 0, 'l', 'e', 'g', 'a', 'c', 'y'};
+    static const uint8_t v20[] = {0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F, 0x01, 5,
+                                  0, 6, 'l', 'e', 'g', 'a', 'c', 'y'};
+    const uint8_t *g[3] = {v10u, v10, v20};
+    const size_t glen[3] = {sizeof v10u, sizeof v10, sizeof v20};
+    const char *what[3] = {"ZMTP 1.0 unversioned", "ZMTP 1.0", "ZMTP 2.0"};
+    sec_env(t);
+    it_start_scheduler(t, 1, 1, NULL);
+    int sport = start_server_port(t, 0, NULL);
+    int ports[2] = {t->port, sport};
+    const char *names[2] = {"scheduler", "server"};
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 3; k++)
+            IT_ASSERT(t, legacy_greeting_closed(t, ports[i], g[k], glen[k], 5),
+                      "%s kept a %s connection open for 5 s", names[i], what[k]);
     it_start_worker(t, 0, argv, NULL);
     it_expect_job_ok(t, 60);
 }

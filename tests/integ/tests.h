@@ -70,6 +70,7 @@
     X(cma_other_process_1x2, 60)                                               \
     X(huge_frame_rss_1x1, 60)                                                  \
     X(huge_frame_rss_secret_1x1, 60)                                           \
+    X(legacy_zmtp_refused_1x1, 60)                                             \
     /* test_blast.c: every port flooded with garbage while sums stay exact */  \
     X(blast_2x2, 90)                                                           \
     X(blast_secret_2x2, 90)                                                    \
