@@ -745,6 +745,18 @@ static uint64_t hb_count(int k)
     return k < 6 ? FR_BIG : k < 8 ? HB_MID : 8;
 }
 
+/* Worker 1's outputs of keys 0..nk-1 (its by-reference records) hold the
+ * round's sums a + b, element by element. */
+static void hb_check_out(it_ctx *t, float (*out)[FR_BIG], float (*a)[FR_BIG], float (*b)[FR_BIG],
+                         int nk, const char *what)
+{
+    for (int k = 0; k < nk; k++)
+        for (uint64_t i = 0; i < hb_count(k); i++)
+            IT_ASSERT(t, out[k][i] == a[k][i] + b[k][i], "%s: key %d element %llu in worker 1's "
+                      "memory: %g, expected %g", what, 201 + k, (unsigned long long)i,
+                      (double)out[k][i], (double)(a[k][i] + b[k][i]));
+}
+
 /* A record of worker 1 (node 11): by reference (src, dst) or inline. */
 static size_t hb_record(uint8_t *out, int type, uint64_t req, int k, uint64_t round,
                         const float *src, float *dst)
@@ -893,11 +905,7 @@ IT_TEST(server_fused_ref_held_2x1)
     header(h, T_FUSED_REF, 11, 0, 130, 0, HB_N, 0, len);
     send_msg(t, w1, h, body, len);
     hb_expect(t, w1, 130, reqs, keys, HB_N, sum8);
-    for (int k = 0; k < 8; k++)
-        for (uint64_t i = 0; i < hb_count(k); i++)
-            IT_ASSERT(t, out[k][i] == a[k][i] + b[k][i], "key %d element %llu written into "
-                      "worker 1's memory: %g, expected %g", 201 + k, (unsigned long long)i,
-                      (double)out[k][i], (double)(a[k][i] + b[k][i]));
+    hb_check_out(t, out, a, b, 8, "round 0, written as summed");
     /* worker 0: its 9 lone answers, with the sums */
     for (int n = 0; n < HB_N; n++) {
         int bytes = recv_msg(t, w0, h, (uint8_t *)got, sizeof got, 30);
@@ -932,11 +940,7 @@ IT_TEST(server_fused_ref_held_2x1)
     header(h, T_FUSED_REF, 11, 0, 140, 0, (uint64_t)n, 0, len);
     send_msg(t, w1, h, body, len);
     hb_expect(t, w1, 140, reqs, keys, n, sum8);
-    for (int k = 0; k < 6; k++)
-        for (uint64_t i = 0; i < FR_BIG; i++)
-            IT_ASSERT(t, out[k][i] == a[k][i] + b[k][i], "key %d element %llu pulled into "
-                      "worker 1's memory: %g, expected %g", 201 + k, (unsigned long long)i,
-                      (double)out[k][i], (double)(a[k][i] + b[k][i]));
+    hb_check_out(t, out, a, b, 6, "round 0, pulled");
     /* round 1 with priorities (p3: a message may span layers): worker 1's
      * small key at priority 5 beside the big ones at 0 is not held for
      * their jobs: its answer leaves alone, on the loop turn after the
@@ -977,11 +981,7 @@ IT_TEST(server_fused_ref_held_2x1)
     IT_ASSERT(t, first == 1, "a FUSED_REF of mixed priorities: its first FUSED_REPLY held %llu "
               "answers, expected the small key's alone (not held for the big keys' jobs)",
               (unsigned long long)first);
-    for (int k = 0; k < 6; k++)
-        for (uint64_t i = 0; i < FR_BIG; i++)
-            IT_ASSERT(t, out[k][i] == a[k][i] + b[k][i], "round 1: key %d element %llu in "
-                      "worker 1's memory: %g, expected %g", 201 + k, (unsigned long long)i,
-                      (double)out[k][i], (double)(a[k][i] + b[k][i]));
+    hb_check_out(t, out, a, b, 6, "round 1");
     for (int m = 0; m < 7; m++) { /* worker 0's lone answers */
         recv_msg(t, w0, h, (uint8_t *)got, sizeof got, 30);
         IT_ASSERT(t, get_le(h + 6, 2) == T_REPLY && get_le(h + 16, 4) == 0,
