@@ -176,6 +176,21 @@ static uint64_t some_addr(fz_in *in)
     return b == 0xFF ? fz_u64(in) & 0xFFFull : 0xDEAD0000ull + b;
 }
 
+/* h (its type and fields set) becomes a request by reference: the body is a
+ * descriptor (source, destination) of addresses that may exist here. */
+static size_t ref_body(fz_in *in, proto_hdr *h, uint8_t *body)
+{
+    h->flags |= PROTO_F_CMA;
+    le_put64(body, some_addr(in));
+    le_put64(body + 8, some_addr(in));
+    h->body_len = PROTO_CMA_LEN;
+    if (h->count > 4096) /* the scratch buffer is what may be named */
+        h->count = 4096;
+    if (h->offset + h->count > h->total)
+        h->total = h->offset + h->count;
+    return PROTO_CMA_LEN;
+}
+
 /* The records of a FUSED body; with bit 7 of its count byte a FUSED_REF,
  * whose records with bit 6 of their type byte are by reference (the
  * descriptor made as for kind 5; bit 5 too: also in a plain FUSED, where
@@ -196,14 +211,7 @@ static size_t fused_body(fz_in *in, proto_hdr *h, int sender, uint8_t *body)
         if ((tb & 0x40) && (h->type == PROTO_FUSED_REF || (tb & 0x20))) {
             fz_hdr_fields(in, &r);
             r.type = (uint16_t)types[tb & 3];
-            r.flags |= PROTO_F_CMA;
-            le_put64(rec, some_addr(in));
-            le_put64(rec + 8, some_addr(in));
-            r.body_len = rlen = PROTO_CMA_LEN;
-            if (r.count > 4096) /* the scratch buffer is what may be named */
-                r.count = 4096;
-            if (r.offset + r.count > r.total)
-                r.total = r.offset + r.count;
+            rlen = ref_body(in, &r, rec);
         } else {
             rlen = data_request(in, &r, types[tb & 3], rec);
         }
@@ -237,14 +245,7 @@ static bool build(srv *s, fz_in *in, int k, const char *ident, size_t ident_len,
         static const int types[] = {PROTO_INIT, PROTO_PUSH, PROTO_PULL, PROTO_PUSHPULL};
         fz_hdr_fields(in, &h);
         h.type = (uint16_t)types[fz_u8(in) & 3];
-        h.flags |= PROTO_F_CMA;
-        le_put64(body, some_addr(in));
-        le_put64(body + 8, some_addr(in));
-        h.body_len = blen = PROTO_CMA_LEN;
-        if (h.count > 4096) /* the scratch buffer is what may be named */
-            h.count = 4096;
-        if (h.offset + h.count > h.total)
-            h.total = h.offset + h.count;
+        blen = ref_body(in, &h, body);
         break;
     }
     case 6: { /* HELLO: this process, another one, or nonsense */
