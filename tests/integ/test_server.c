@@ -757,6 +757,35 @@ static void hb_check_out(it_ctx *t, float (*out)[FR_BIG], float (*a)[FR_BIG], fl
                       (double)out[k][i], (double)(a[k][i] + b[k][i]));
 }
 
+/* Worker 0 (node 9) pushpulls its values a of round `round` into every key
+ * (but the mid ones, 6 and 7, when skip_mid), each alone and inline, as
+ * requests req + k; then a pull of the small key's current value (request
+ * req + 10), whose answer tells that all of them were handled. */
+static void hb_w0_round(it_ctx *t, void *w0, float (*a)[FR_BIG], uint64_t round, uint64_t req,
+                        bool skip_mid)
+{
+    uint8_t h[HDR], body[256];
+    for (int k = 0; k < HB_N; k++) {
+        if (skip_mid && (k == 6 || k == 7))
+            continue;
+        header(h, T_PUSHPULL, 9, 0, req + (uint64_t)k, 201 + (uint64_t)k, hb_count(k), round,
+               hb_count(k) * 4);
+        send_msg(t, w0, h, a[k], hb_count(k) * 4);
+    }
+    header(h, T_PULL, 9, 0, req + 10, 209, 8, 0, 0);
+    send_msg(t, w0, h, NULL, 0);
+    IT_ASSERT(t, lone_answer(t, w0, req + 10, body, sizeof body) == 0,
+              "the pull after worker 0's round %llu failed", (unsigned long long)round);
+}
+
+/* Worker 1's outputs of the big keys (0..5) back to -1 before a round. */
+static void hb_clear_out(float (*out)[FR_BIG])
+{
+    for (int k = 0; k < 6; k++)
+        for (uint64_t i = 0; i < FR_BIG; i++)
+            out[k][i] = -1.0f;
+}
+
 /* A record of worker 1 (node 11): by reference (src, dst) or inline. */
 static size_t hb_record(uint8_t *out, int type, uint64_t req, int k, uint64_t round,
                         const float *src, float *dst)
@@ -884,15 +913,7 @@ IT_TEST(server_fused_ref_held_2x1)
     }
     /* round 0: worker 0's pushpulls, each alone and inline; a pull of the
      * small key's current value after them tells that all were handled */
-    for (int k = 0; k < HB_N; k++) {
-        header(h, T_PUSHPULL, 9, 0, 110 + (uint64_t)k, 201 + (uint64_t)k, hb_count(k), 0,
-               hb_count(k) * 4);
-        send_msg(t, w0, h, a[k], hb_count(k) * 4);
-    }
-    header(h, T_PULL, 9, 0, 120, 209, 8, 0, 0);
-    send_msg(t, w0, h, NULL, 0);
-    IT_ASSERT(t, lone_answer(t, w0, 120, body, sizeof body) == 0, "the pull after worker 0's "
-              "pushes failed");
+    hb_w0_round(t, w0, a, 0, 110, false);
     /* worker 1: all 9 in one FUSED_REF, the small and mid ones around the big */
     size_t len = 0;
     static const int order[HB_N] = {8, 6, 0, 1, 2, 3, 4, 5, 7};
@@ -924,9 +945,7 @@ IT_TEST(server_fused_ref_held_2x1)
     }
     /* worker 1 pulls round 1 (complete): the big keys by reference, each a
      * write job, and the small key inline, in one FUSED_REF */
-    for (int k = 0; k < 6; k++)
-        for (uint64_t i = 0; i < FR_BIG; i++)
-            out[k][i] = -1.0f;
+    hb_clear_out(out);
     len = 0;
     int n = 0;
     for (int k = 8; k >= 0; k--) {
@@ -945,20 +964,8 @@ IT_TEST(server_fused_ref_held_2x1)
      * small key at priority 5 beside the big ones at 0 is not held for
      * their jobs: its answer leaves alone, on the loop turn after the
      * message (before any job's end can reach the loop) */
-    for (int k = 0; k < HB_N; k++) {
-        if (k == 6 || k == 7)
-            continue;
-        header(h, T_PUSHPULL, 9, 0, 150 + (uint64_t)k, 201 + (uint64_t)k, hb_count(k), 1,
-               hb_count(k) * 4);
-        send_msg(t, w0, h, a[k], hb_count(k) * 4);
-    }
-    header(h, T_PULL, 9, 0, 160, 209, 8, 0, 0);
-    send_msg(t, w0, h, NULL, 0);
-    IT_ASSERT(t, lone_answer(t, w0, 160, body, sizeof body) == 0, "the pull after worker 0's "
-              "round 1 failed");
-    for (int k = 0; k < 6; k++)
-        for (uint64_t i = 0; i < FR_BIG; i++)
-            out[k][i] = -1.0f;
+    hb_w0_round(t, w0, a, 1, 150, true);
+    hb_clear_out(out);
     len = 0;
     n = 0;
     for (int k = 8; k >= 0; k--) {
