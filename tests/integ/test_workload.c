@@ -79,31 +79,41 @@ IT_TEST(many_keys_p3_2x2)
     it_expect_job_ok(t, 150);
 }
 
+/* The p3 credit tests' job: 400 keys, split and repeated, pushpull */
+static const char *const p3_credit_argv[] = {"many", "--keys", "400", "--dtype", "f32,i64",
+                                             "--split", "--dup", "--pushpull", "--rounds", "3",
+                                             NULL};
+
+/* p3, keys cut into slices of slice elements, credit bytes per server */
+static void p3_credit_env(it_ctx *t, const char *slice, const char *credit)
+{
+    it_setenv(t, "DMLC_PS_VAN_TYPE", "p3");
+    it_setenv(t, "MXNET_KVSTORE_SLICE_THRESHOLD", slice);
+    it_setenv(t, "KVS_P3_CREDIT", credit);
+}
+
 IT_TEST(p3_credit_2x2)
 {
     /* p3 with 4 KiB of credit per server: nearly every part waits in the
      * priority queue for ZeroMQ to write the one before; sums stay exact */
-    static const char *const argv[] = {"many", "--keys", "400", "--dtype", "f32,i64",
-                                       "--split", "--dup", "--pushpull", "--rounds", "3", NULL};
     many_env(t, "0");
-    it_setenv(t, "DMLC_PS_VAN_TYPE", "p3");
-    it_setenv(t, "MXNET_KVSTORE_SLICE_THRESHOLD", "5000");
-    it_setenv(t, "KVS_P3_CREDIT", "4096");
-    it_start_job(t, 2, 2, argv);
+    p3_credit_env(t, "5000", "4096");
+    it_start_job(t, 2, 2, p3_credit_argv);
     it_expect_job_ok(t, 150);
 }
 
-/* Keys of 64 KiB and more to a same-host server leave by reference, many in
- * one FUSED_REF message beside the small keys' inline records (server reads
- * and writes our memory); every value is checked by the workers, and each
- * worker's timeline (KVS_TRACE) must show parts sent that way. */
-static void fused_ref_job(it_ctx *t, int W, int S, const char *const *argv)
+/* Key parts of 16 KiB and more to a same-host server leave by reference,
+ * many in one FUSED_REF message beside the small parts' inline records
+ * (server reads and writes our memory); every value is checked by the
+ * workers, and each worker's timeline (KVS_TRACE) must show parts sent that
+ * way.  secs: the job's deadline. */
+static void fused_ref_job(it_ctx *t, int W, int S, const char *const *argv, double secs)
 {
     char path[PATH_MAX + 32];
     many_env(t, "1");
     it_setenv(t, "KVS_TRACE", "%s/trace-%%r.json", t->dir);
     it_start_job(t, W, S, argv);
-    it_expect_job_ok(t, 100);
+    it_expect_job_ok(t, secs);
     for (int w = 0; w < W; w++) {
         size_t len;
         snprintf(path, sizeof path, "%s/trace-%d.json", t->dir, w);
@@ -121,7 +131,7 @@ IT_TEST(many_keys_fused_ref_1x1)
     /* 240 keys of every dtype (some twice in a call), pushpull */
     static const char *const argv[] = {"many", "--keys", "240", "--dtype", "all", "--dup",
                                        "--pushpull", "--rounds", "3", NULL};
-    fused_ref_job(t, 1, 1, argv);
+    fused_ref_job(t, 1, 1, argv, 100);
 }
 
 IT_TEST(many_keys_fused_ref_2x2)
@@ -129,32 +139,15 @@ IT_TEST(many_keys_fused_ref_2x2)
     /* push then pull, split keys too */
     static const char *const argv[] = {"many", "--keys", "240", "--dtype", "f32,f64,f16",
                                        "--split", "--dup", "--rounds", "3", NULL};
-    fused_ref_job(t, 2, 2, argv);
+    fused_ref_job(t, 2, 2, argv, 100);
 }
 
 IT_TEST(p3_credit_fused_ref_2x2)
 {
     /* p3 with credits and same-host direct copies: parts by reference are
      * queued by priority with the others and leave fused by reference */
-    static const char *const argv[] = {"many", "--keys", "400", "--dtype", "f32,i64",
-                                       "--split", "--dup", "--pushpull", "--rounds", "3", NULL};
-    many_env(t, "1");
-    it_setenv(t, "DMLC_PS_VAN_TYPE", "p3");
-    it_setenv(t, "MXNET_KVSTORE_SLICE_THRESHOLD", "40000");
-    it_setenv(t, "KVS_P3_CREDIT", "65536");
-    it_setenv(t, "KVS_TRACE", "%s/trace-%%r.json", t->dir);
-    it_start_job(t, 2, 2, argv);
-    it_expect_job_ok(t, 150);
-    for (int w = 0; w < 2; w++) {
-        char path[PATH_MAX + 32];
-        size_t len;
-        snprintf(path, sizeof path, "%s/trace-%d.json", t->dir, w);
-        char *tr = it_slurp(path, &len);
-        IT_ASSERT(t, tr != NULL, "worker %d wrote no timeline at %s", w, path);
-        bool ref = strstr(tr, "\"path\":\"fused_cma\"") != NULL;
-        free(tr);
-        IT_ASSERT(t, ref, "worker %d: no part left by reference in a FUSED_REF (%s)", w, path);
-    }
+    p3_credit_env(t, "40000", "65536");
+    fused_ref_job(t, 2, 2, p3_credit_argv, 150);
 }
 
 /* Parts of 16 KiB (DP_CMA_MIN) and more go by reference to a same-host
