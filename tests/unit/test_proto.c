@@ -858,6 +858,29 @@ START_TEST(test_parse_rejects_nul_and_empty)
 }
 END_TEST
 
+/* The header of a container (FUSED, FUSED_REF) of n records in len bytes
+ * from sender 9 is accepted; one declaring no records, more than could fit,
+ * a count whose size overflows, or a body above the limit is refused. */
+static void check_container(uint16_t type, uint64_t n, uint64_t len)
+{
+    proto_hdr h;
+    memset(&h, 0, sizeof h);
+    h.type = type;
+    h.sender = 9;
+    h.count = n;
+    h.body_len = len;
+    expect_ok(&h);
+    h.count = 0;
+    expect_err(&h, 2, len, KVS_EPROTO);
+    h.count = len / PROTO_HDR_SIZE + 1; /* more records than could fit */
+    expect_err(&h, 2, len, KVS_EPROTO);
+    h.count = UINT64_MAX / 2; /* count * header size overflows */
+    expect_err(&h, 2, len, KVS_EPROTO);
+    h.count = 1;
+    h.body_len = 2u << 20; /* above the limit (1 MiB here) */
+    expect_err(&h, 2, 2u << 20, KVS_ETOOBIG);
+}
+
 /* A FUSED body of three records (PUSH of 3 floats, PULL, INIT of 1 int64)
  * round-trips through proto_fused_put / proto_fused_next; every way a body
  * can lie is refused with a reason. */
@@ -866,7 +889,7 @@ START_TEST(test_fused)
     uint8_t body[1024];
     float v[3] = {1, 2, 3};
     int64_t one = 7;
-    proto_hdr r[3], out, h;
+    proto_hdr r[3], out;
     const uint8_t *data;
     uint64_t off = 0, len = 0;
     r[0] = push_hdr();
@@ -890,22 +913,7 @@ START_TEST(test_fused)
     ck_assert_uint_eq(len, 3 * PROTO_HDR_SIZE + 16 + 8);
     ck_assert_uint_eq(body[PROTO_HDR_SIZE + 12], 0); /* padding is zero */
 
-    /* the container header */
-    memset(&h, 0, sizeof h);
-    h.type = PROTO_FUSED;
-    h.sender = 9;
-    h.count = 3;
-    h.body_len = len;
-    expect_ok(&h);
-    h.count = 0;
-    expect_err(&h, 2, len, KVS_EPROTO);
-    h.count = len / PROTO_HDR_SIZE + 1; /* more records than could fit */
-    expect_err(&h, 2, len, KVS_EPROTO);
-    h.count = UINT64_MAX / 2; /* count * header size overflows */
-    expect_err(&h, 2, len, KVS_EPROTO);
-    h.count = 1;
-    h.body_len = 2u << 20; /* above the limit (1 MiB here) */
-    expect_err(&h, 2, 2u << 20, KVS_ETOOBIG);
+    check_container(PROTO_FUSED, 3, len);
 
     for (int i = 0; i < 3; i++) {
         ck_assert_int_eq(proto_fused_next(PROTO_FUSED, 9, body, len, &off, &lim, &out, &data,
@@ -979,7 +987,7 @@ START_TEST(test_fused_ref)
 {
     uint8_t body[1024], desc[PROTO_CMA_LEN] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
     float v[3] = {1, 2, 3};
-    proto_hdr r[2], out, h;
+    proto_hdr r[2], out;
     const uint8_t *data;
     uint64_t off = 0, len = 0;
     r[0] = push_hdr();
@@ -994,16 +1002,7 @@ START_TEST(test_fused_ref)
     len += proto_fused_put(body + len, &r[1], v);
     ck_assert_uint_eq(len, 2 * PROTO_HDR_SIZE + 16 + 16);
 
-    memset(&h, 0, sizeof h);
-    h.type = PROTO_FUSED_REF;
-    h.sender = 9;
-    h.count = 2;
-    h.body_len = len;
-    expect_ok(&h);
-    h.count = 0;
-    expect_err(&h, 2, len, KVS_EPROTO);
-    h.count = len / PROTO_HDR_SIZE + 1;
-    expect_err(&h, 2, len, KVS_EPROTO);
+    check_container(PROTO_FUSED_REF, 2, len);
 
     ck_assert_int_eq(proto_fused_next(PROTO_FUSED_REF, 9, body, len, &off, &lim, &out, &data,
                                       why, sizeof why), 0);
