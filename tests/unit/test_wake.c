@@ -55,6 +55,18 @@ static void *sender(void *arg)
     return NULL;
 }
 
+/* A loop with b's wake handle and a deadline of ms on it (on_deadline). */
+static void open_all(uv_loop_t *loop, box *b, uint64_t ms)
+{
+    ck_assert_int_eq(uv_loop_init(loop), 0);
+    pthread_mutex_init(&b->mu, NULL);
+    ck_assert_int_eq(kvs_wake_init(loop, &b->w, on_wake), 0);
+    b->w.data = b;
+    uv_timer_init(loop, &b->deadline);
+    b->deadline.data = b;
+    uv_timer_start(&b->deadline, on_deadline, ms, 0);
+}
+
 static void close_all(uv_loop_t *loop, box *b)
 {
     uv_close(kvs_wake_handle(&b->w), NULL);
@@ -72,13 +84,7 @@ START_TEST(test_wake_many_senders)
         uv_loop_t loop;
         box b = {.want = (uint64_t)SENDERS * PER_SENDER};
         pthread_t t[SENDERS];
-        ck_assert_int_eq(uv_loop_init(&loop), 0);
-        pthread_mutex_init(&b.mu, NULL);
-        ck_assert_int_eq(kvs_wake_init(&loop, &b.w, on_wake), 0);
-        b.w.data = &b;
-        uv_timer_init(&loop, &b.deadline);
-        b.deadline.data = &b;
-        uv_timer_start(&b.deadline, on_deadline, 30000, 0);
+        open_all(&loop, &b, 30000);
         for (int i = 0; i < SENDERS; i++)
             ck_assert_int_eq(pthread_create(&t[i], NULL, sender, &b), 0);
         /* every item sent must reach the callback without any later send:
@@ -103,13 +109,7 @@ START_TEST(test_wake_coalesces)
 {
     uv_loop_t loop;
     box b = {.want = 3};
-    ck_assert_int_eq(uv_loop_init(&loop), 0);
-    pthread_mutex_init(&b.mu, NULL);
-    ck_assert_int_eq(kvs_wake_init(&loop, &b.w, on_wake), 0);
-    b.w.data = &b;
-    uv_timer_init(&loop, &b.deadline);
-    b.deadline.data = &b;
-    uv_timer_start(&b.deadline, on_deadline, 10000, 0);
+    open_all(&loop, &b, 10000);
     /* three sends before the loop runs: one callback takes all three */
     for (int i = 0; i < 3; i++) {
         b.queued++;
