@@ -190,7 +190,7 @@ gloo_run() {
     awk '{print $6}' <<<"$out" | sort -g | head -1
 }
 
-median() { sort -g | awk '{v[NR] = $1} END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+. bench/lib.sh # median
 
 variants="cma1"
 [ "$SOCK" = 1 ] && variants="cma1 cma0"

@@ -36,7 +36,7 @@ fi
 cc -O2 -Wall -Wextra -o "$BUILD/ps-floor" bench/ps-floor.c || exit 1
 store=$(mktemp -d)
 trap 'rm -rf "$store"' EXIT
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+. bench/lib.sh # median
 gs="" fs="" ks=""
 rep=1
 while [ "$rep" -le "$REPS" ]; do

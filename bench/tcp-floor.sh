@@ -19,7 +19,7 @@ REPS=${REPS:-3}
 cc -O2 -Wall -Wextra -o "$BUILD/tcp-floor" bench/tcp-floor.c
 export KVS_BIN_DIR="$BUILD"
 gbs() { sed -E 's/.*, ([0-9.]+) GB\/s.*/\1/'; }
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+. bench/lib.sh # median
 fl="" ap="" kv=""
 i=0
 while [ "$i" -lt "$REPS" ]; do
