@@ -758,29 +758,41 @@ static void mark_written(srv_store *st, srv_entry *e, srv_req *r, const push_job
     }
 }
 
+/* The batches (srv_req.h.fuse) of the fused requests among those p's end
+ * answers (see hold_answers), into out when not NULL; how many. */
+static size_t fused_answered(const srv_entry *e, const srv_req *r, bool last, uintptr_t *out)
+{
+    size_t n = 0;
+    if (r->h.fuse) {
+        if (out)
+            out[n] = r->h.fuse;
+        n++;
+    }
+    for (const srv_req *q = last ? e->waiting : NULL; q; q = q->next)
+        if (q->h.fuse) {
+            if (out)
+                out[n] = q->h.fuse;
+            n++;
+        }
+    for (const srv_req *q = last ? e->pulls : NULL; q; q = q->next)
+        if (q->h.fuse && q->h.round <= e->round + 1) {
+            if (out)
+                out[n] = q->h.fuse;
+            n++;
+        }
+    return n;
+}
+
 /* p's end answers the fused requests among r, and when r completes the
  * round (last), the requests that completion answers (the round's pushes,
  * pulls of the next round): their batches hold their answers until then
  * (srv_hold_fn).  No memory for the list: nothing held. */
 static void hold_answers(srv_store *st, srv_entry *e, srv_req *r, push_job *p, bool last)
 {
-    size_t n = 1;
-    if (st->hold == NULL)
-        return;
-    for (srv_req *q = last ? e->waiting : NULL; q; q = q->next)
-        n++;
-    for (srv_req *q = last ? e->pulls : NULL; q; q = q->next)
-        n++;
-    if ((p->holds = malloc(n * sizeof *p->holds)) == NULL)
-        return;
-    if (r->h.fuse)
-        p->holds[p->nholds++] = r->h.fuse;
-    for (srv_req *q = last ? e->waiting : NULL; q; q = q->next)
-        if (q->h.fuse)
-            p->holds[p->nholds++] = q->h.fuse;
-    for (srv_req *q = last ? e->pulls : NULL; q; q = q->next)
-        if (q->h.fuse && q->h.round <= e->round + 1)
-            p->holds[p->nholds++] = q->h.fuse;
+    size_t n = st->hold ? fused_answered(e, r, last, NULL) : 0;
+    if (n == 0 || (p->holds = malloc(n * sizeof *p->holds)) == NULL)
+        return; /* none fused (no allocation), or no memory: nothing held */
+    p->nholds = (int)fused_answered(e, r, last, p->holds);
     for (int i = 0; i < p->nholds; i++)
         st->hold(st->reply_arg, p->holds[i], 1);
 }
