@@ -1,4 +1,6 @@
 # kvsd build.  Targets: all (default), test, demo, bench, asan, install, uninstall, clean.
+# `make` (all) builds the libraries, the programs and every test program (the
+# unit tests need check: make deps-test); `make bin` only what install needs.
 # Project flags live in KVS_CFLAGS; the user's CFLAGS/LDFLAGS are appended.
 # Components may add rules in <dir>/module.mk (included below if present).
 
@@ -8,9 +10,13 @@ CC       ?= cc
 NVCC     ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 
+# Every function and object in a section of its own, and the linker drops the
+# sections nothing reaches: each binary (and libkvs.so, from its exported API)
+# carries only the code it calls (tests/symbols/check-linkmap.py checks it).
 KVS_CFLAGS  := -std=gnu11 -O2 -g -Wall -Wextra -fPIC -pthread -D_GNU_SOURCE \
+               -ffunction-sections -fdata-sections \
                -Iinclude -I. -MMD -MP $(EXTRA_CFLAGS)
-KVS_LDFLAGS := -pthread $(EXTRA_LDFLAGS)
+KVS_LDFLAGS := -pthread -Wl,--gc-sections $(EXTRA_LDFLAGS)
 LIBS        := -lzmq -luv -lsodium -lm
 # evaluated when linking (after `make deps` has installed check)
 CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck_pic -lsubunit -lrt -lm -pthread)
@@ -31,7 +37,7 @@ SCHED_SRC  := $(wildcard scheduler/*.c)
 BENCH_SRC  := $(wildcard tools/kvs-bench.c tools/bench_*.c)
 TOPO_SRC   := $(wildcard tools/kvs-topo.c)
 UNIT_SRC   := $(wildcard tests/unit/*.c)
-CUDA_SRC   := $(if $(NVCC),$(wildcard reduce/*.cu tree/*.cu),)
+CUDA_SRC   := $(if $(NVCC),$(wildcard reduce/*.cu tree/*.cu tests/gpu/backend/*.cu),)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
@@ -48,11 +54,17 @@ UNIT_BIN   := $(BUILD)/test-unit
 
 BINS := $(SCHED_BIN) $(SERVER_BIN) $(BENCH_BIN) $(if $(TOPO_SRC),$(TOPO_BIN),)
 
-.PHONY: all test unit integ demo bench asan install clean deps gpu-test
-all: $(LIBKVS_A) $(LIBKVS_SO) $(BINS)
+.PHONY: all bin tests test unit integ demo bench asan install clean deps deps-run deps-test gpu-test
+all: bin tests
+bin: $(LIBKVS_A) $(LIBKVS_SO) $(BINS)
 
-deps:
-	@sh deploy/install-deps.sh
+# Debian packages (deploy/install-deps.sh): deps-run what building and running
+# need (make demo); deps (= deps-test) adds what the tests, benchmarks and the
+# Python examples need (make test, make bench).
+deps deps-test:
+	@sh deploy/install-deps.sh run test
+deps-run:
+	@sh deploy/install-deps.sh run
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -88,13 +100,17 @@ $(BUILD)/gen/suites.h: $(UNIT_SRC)
 $(BUILD)/obj/tests/unit/main.o: $(BUILD)/gen/suites.h
 $(BUILD)/obj/tests/unit/%.o: KVS_CFLAGS += -I$(BUILD)/gen
 
-$(UNIT_BIN): $(call obj,$(UNIT_SRC)) $(LIBKVS_A)
+$(UNIT_BIN): $(call obj,$(UNIT_SRC)) $(call obj,server/norms.c server/decomp.c server/buf.c scheduler/promote.c) $(LIBKVS_A)
 	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS) $(CHECK_LIBS)
 
 # CUDA (only where nvcc is found): device objects and GPU tests.
 ifneq ($(NVCC),)
 CUDA_OBJ := $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(CUDA_SRC))
-NVCC_FLAGS ?= -O3 -std=c++17 -Xcompiler -fPIC -Iinclude -I. -DKVS_HAVE_CUDA
+# real code for A100 (sm_80) and H100/H200 (sm_90), PTX for newer GPUs to
+# JIT-compile (docs/guide/gpus.md: supported GPUs, minimum driver)
+NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90
+NVCC_FLAGS ?= -O3 -std=c++17 -Xcompiler -fPIC -Iinclude -I. -DKVS_HAVE_CUDA $(NVCC_ARCH)
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
@@ -115,6 +131,14 @@ endif
 
 -include $(wildcard */module.mk tests/*/module.mk)
 
+# every test program (the module.mk files add theirs to TEST_DEPS); without
+# check (make deps) the unit tests are left out with a line saying so
+HAVE_CHECK := $(shell pkg-config --exists check 2>/dev/null && echo yes)
+tests: $(if $(HAVE_CHECK),$(UNIT_BIN),no-check) $(TEST_DEPS)
+.PHONY: no-check
+no-check:
+	@echo "make: $(UNIT_BIN) not built: the check library is missing (make deps)" >&2
+
 unit: $(UNIT_BIN)
 	$(UNIT_BIN)
 
@@ -122,15 +146,18 @@ unit: $(UNIT_BIN)
 test: deps all $(UNIT_BIN) $(TEST_DEPS) $(if $(NVCC),gpu-test)
 	@BUILD=$(BUILD) sh tests/run-all.sh
 
-demo: deps all
+demo: deps-run bin
 	@BUILD=$(BUILD) sh bench/demo.sh
 
-bench: deps all
+bench: deps bin
 	@BUILD=$(BUILD) sh bench/run.sh
 
-asan:
+# AddressSanitizer + UndefinedBehaviorSanitizer: the C test programs
+# (tests/run-all.sh, KVS_TEST_SANITIZED) on a build of their own
+asan: deps
 	$(MAKE) BUILD=build-asan NVCC= EXTRA_CFLAGS="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	    EXTRA_LDFLAGS="-fsanitize=address,undefined" test
+	    EXTRA_LDFLAGS="-fsanitize=address,undefined" all tests
+	@BUILD=build-asan KVS_TEST_SANITIZED=1 sh tests/run-all.sh
 
 # install, uninstall: deploy/module.mk
 

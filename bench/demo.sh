@@ -17,4 +17,4 @@ end=$(date +%s.%N)
 echo
 echo "demo: job finished in $(awk "BEGIN{printf \"%.2f\", $end - $start}") s.  Columns: time of one round"
 echo "demo: (median, p99) and GB/s moved per worker; agg_GB/s = all workers together."
-echo "demo: more: make bench (writes bench/last-run.txt), README.md 'Reading kvs-bench'."
+echo "demo: more: make bench (writes $BUILD/bench/last-run.txt); how to read the columns: bench/README.md."

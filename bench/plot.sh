@@ -1,6 +1,7 @@
 #!/bin/sh
-# plot.sh - bench/data/*.txt (written by bench/run.sh) -> bench/plots/*.svg
-# with gnuplot (Debian: gnuplot-nox).
+# plot.sh [DIR] - DIR/data/*.txt (written by bench/run.sh) -> DIR/plots/*.svg
+# with gnuplot (Debian: gnuplot-nox).  DIR: bench/ (the recorded data) by
+# default; bench/run.sh passes its BENCH_OUT.
 #   gbps-by-size.svg   pushpull GB/s of one worker by key size: kvsd with
 #                      same-host direct copies and through the sockets, 1x1
 #                      and 2x2, against the floors (raw ZeroMQ echo over
@@ -11,7 +12,7 @@
 #                      the link weights): local reduce + broadcast time by size,
 #                      flat (one merge device) against the planned trees
 set -eu
-cd "$(dirname "$0")"
+cd "${1:-$(dirname "$0")}"
 command -v gnuplot >/dev/null || { echo "plot.sh: gnuplot not found (apt-get install gnuplot-nox)" >&2; exit 1; }
 mkdir -p plots
 d=data
@@ -88,4 +89,4 @@ set grid
 plot '$d/dev-flat.dat' using 1:2 with linespoints title 'flat (one merge device)', '$d/dev-tree.dat' using 1:2 with linespoints title 'trees (MXNET_KVSTORE_USETREE=1)'
 GP
 fi
-ls plots/*.svg 2>/dev/null | sed 's/^/plot.sh: wrote bench\//'
+ls plots/*.svg 2>/dev/null | sed "s|^|plot.sh: wrote $(pwd)/|"

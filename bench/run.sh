@@ -1,19 +1,22 @@
 #!/bin/sh
 # make bench: the benchmarks recorded in bench/RESULTS.md.  Everything it
-# prints also goes to bench/last-run.txt, row by row as each is measured;
-# the numbers behind the plots go to bench/data/*.dat and the plots to
-# bench/plots/*.svg (bench/plot.sh, gnuplot).  Run it on a quiet machine:
-# every number here is CPU-bound on 2 cores.
+# prints also goes to OUT/last-run.txt, row by row as each is measured; the
+# numbers behind the plots go to OUT/data/*.dat and the plots to
+# OUT/plots/*.svg (bench/plot.sh, gnuplot).  OUT is BENCH_OUT, by default
+# $BUILD/bench: a run never touches tracked files unless asked to
+# (BENCH_OUT=bench writes over the recorded data and plots).  Run it on a
+# quiet machine: every number here is CPU-bound on 2 cores.
 #   BENCH_QUICK=1  small sizes and few keys only (a minute; for trying it out)
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-out=bench/last-run.txt
-data=bench/data
+BENCH_OUT=${BENCH_OUT:-$BUILD/bench}
+out=$BENCH_OUT/last-run.txt
+data=$BENCH_OUT/data
 mkdir -p "$data"
 : > "$out"
 # run LABEL CMD...: the command's rank-0 output, line by line as it comes, to
-# the terminal, bench/last-run.txt and bench/data/LABEL.txt (the plots' input)
+# the terminal, OUT/last-run.txt and OUT/data/LABEL.txt (the plots' input)
 run() {
     label=$1; shift
     echo "\$ $*" | tee -a "$out"
@@ -32,7 +35,7 @@ else
 fi
 # the floor: raw ZeroMQ echo between two processes
 run zmq "$BUILD/kvs-bench" zmq --sizes $sizes
-# pushpull against push + pull (issue 10: <= 1 at every size and layout),
+# pushpull against push + pull (the target: <= 1 at every size and layout),
 # from LABEL's rows (--interleave: the three ops' rounds alternate, so they
 # are timed in the same seconds and cache state)
 ppratio() {
@@ -43,7 +46,7 @@ ppratio() {
         L="$1" "$data/$1.txt" | tee -a "$out"
     echo | tee -a "$out"
 }
-# kvsd, default (same-host direct copies for data >= 64 KiB)
+# kvsd, default (same-host direct copies for data >= 16 KiB)
 run cma-1x1 $launch -n 1 -s 1 -- "$BUILD/kvs-bench" --sizes $sizes --interleave $iters
 ppratio cma-1x1
 run cma-2x2 $launch -n 2 -s 2 -- "$BUILD/kvs-bench" --sizes $sizes --interleave $iters
@@ -53,8 +56,8 @@ run sock-1x1 $launch -n 1 -s 1 --env KVS_CMA=0 -- "$BUILD/kvs-bench" --sizes $si
 ppratio sock-1x1
 run sock-2x2 $launch -n 2 -s 2 --env KVS_CMA=0 -- "$BUILD/kvs-bench" --sizes $sizes --interleave $iters
 ppratio sock-2x2
-# a 4 KiB pushpull's p99 while 64 MiB rounds run (issue 10: under 2 ms with
-# the default settings), 3 runs of each type and their median.  dist_async's
+# a 4 KiB pushpull's p99 while 64 MiB rounds run (the target: under 2 ms
+# with the default settings), 3 runs of each type and their median.  dist_async's
 # small pushpulls (and its report) are worker 1's, so both workers' rows
 # are kept here.
 mixed() {
@@ -103,8 +106,13 @@ if [ "${BENCH_QUICK:-0}" != 1 ]; then
     run gloo-vs-kvsd bash bench/gloo-vs-kvsd.sh
     # the same against one worker + one server per host (two namespaces, root only)
     run colo-vs-gloo bash bench/colo-vs-gloo.sh
+    # N hosts (namespaces, 1 Gbit; N=8 at 250 Mbit), one worker + one server
+    # each: efficiency against the link bound, kvsd against Gloo (root only)
+    run hosts env N="2 3 4 8" bash bench/hosts.sh
     # the socket path against the loopback TCP floor (1 MiB writes)
     run tcp-floor sh bench/tcp-floor.sh
+    # direct copies against the memory floor (the copies and sums the round must do)
+    run copy-floor sh bench/copy-floor.sh
     # server-side optimizers: one update next to one push's add, then whole jobs
     # (2 workers, 2 servers) with plain sums and with sgd momentum / adam updates
     run optim "$BUILD/kvs-bench" optim --sizes 256K,4M,64M --threads 1,2
@@ -118,6 +126,9 @@ fi
 if [ -x "$BUILD/kvs-topo" ]; then
     "$BUILD/kvs-topo" plan --topologies tests/tree/examples.json --json > "$BUILD/trees.json" || true
     run trees "$BUILD/kvs-topo" score --topologies tests/tree/examples.json --trees "$BUILD/trees.json"
+    # a row per machine family (ratio to the packing bound, ms) and the paced
+    # simulator with one tree per root against weighted plans
+    run planner sh bench/planner.sh
 fi
 # multi-device reduce + broadcast on 8 simulated devices (DGX-1 matrix):
 # unpaced (host memory speed) and paced by the link weights
@@ -132,5 +143,5 @@ run dev-nop2p env KVS_SIM_DEVICES=8 KVS_TOPOLOGY="$dgx1" KVS_SIM_LINK_GBPS=0.1 M
     "$BUILD/kvs-bench" --store device --devices 8 --sizes 1M,4M,16M --iters 5
 run dist-device $launch -n 2 -s 2 --env KVS_SIM_DEVICES=4 -- "$BUILD/kvs-bench" --store dist_sync_device \
     --devices 4 --sizes 256K,4M,64M
-KEYCOUNTS="$keycounts" sh bench/plot.sh
-echo "bench: results in $out, plots in bench/plots/"
+KEYCOUNTS="$keycounts" sh bench/plot.sh "$BENCH_OUT"
+echo "bench: results in $out, plots in $BENCH_OUT/plots/"

@@ -2,7 +2,7 @@
 # The socket path against the loopback TCP floor (no iperf3 needed): builds
 # bench/tcp-floor.c, measures 64 MiB in 1 MiB writes over 127.0.0.1, then a
 # kvsd 1x1 64 MiB push with every byte through the sockets (KVS_CMA=0) in
-# the same run, and prints the ratio (issue 10's target: >= 0.8 of the floor).
+# the same run, and prints the ratio (the target: >= 0.8 of the floor).
 # The floor reuses one 1 MiB buffer on each end (always in cache); the same
 # transfer from and into 64 MiB arrays (what kvsd moves) is printed beside
 # it, with the ratio against it, for reference only.

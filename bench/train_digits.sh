@@ -14,25 +14,52 @@ PY=${PYTHON3:-/usr/bin/python3}
 export KVS_BIN_DIR="$BUILD" KVS_LIBRARY="$PWD/$BUILD/libkvs.so" PYTHONPATH="$PWD/python"
 REPS=${1:-3}
 EPOCHS=${2:-12}
-shift 2 2>/dev/null || set --
+# (dash ends the script on a `shift` past the end: count first)
+if [ $# -gt 2 ]; then shift 2; else set --; fi
 WORKERS=${*:-2 4}
 SERVERS=${SERVERS:-1}
 BATCH=${BATCH:-32}
+for n in "$REPS" "$EPOCHS" $WORKERS; do
+    case $n in
+    ''|*[!0-9]*|0) echo "train_digits: '$n': expected a positive integer (usage: sh bench/train_digits.sh [REPS [EPOCHS [WORKERS...]]])" >&2; exit 2 ;;
+    esac
+done
+if ! "$PY" -c 'import numpy, torch, sklearn' 2>/dev/null; then
+    echo "train_digits: $PY cannot import numpy, torch and sklearn (python3-numpy, python3-torch, python3-sklearn: make deps)" >&2
+    exit 1
+fi
+for f in "$BUILD/libkvs.so" "$BUILD/kvs-scheduler" "$BUILD/kvs-server"; do
+    [ -e "$f" ] || { echo "train_digits: $f is missing (make all)" >&2; exit 1; }
+done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-median() { "$PY" -c 'import json,sys; r=json.loads(sys.stdin.read().split("RESULT ",1)[1]); print("%.4f" % r["median_epoch_s"])'; }
+# one run's output in $tmp/run: its median epoch time, or the run's last lines
+# and exit 1 (a run that fails must not pass unseen)
+median() {
+    if ! grep -q 'RESULT ' "$tmp/run"; then
+        echo "train_digits: a run ($1) printed no RESULT line; its last lines:" >&2
+        tail -n 20 "$tmp/run" >&2
+        exit 1
+    fi
+    grep 'RESULT ' "$tmp/run" | head -n 1 | "$PY" -c 'import json,sys; r=json.loads(sys.stdin.read().split("RESULT ",1)[1]); print("%.4f" % r["median_epoch_s"])'
+}
 echo "train_digits: $REPS runs x $EPOCHS epochs, batch $BATCH per worker, kvsd with $SERVERS server(s); $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 for w in $WORKERS; do
     : > "$tmp/kvsd-$w"; : > "$tmp/kvsd-bucket-$w"; : > "$tmp/ddp-$w"
     for r in $(seq "$REPS"); do
         bash deploy/kvs-launch -n "$w" -s "$SERVERS" -- "$PY" examples/train_digits.py \
-            --epochs "$EPOCHS" --batch "$BATCH" --json 2>/dev/null |
-            grep '^\[worker 0\] RESULT' | median >> "$tmp/kvsd-$w"
+            --epochs "$EPOCHS" --batch "$BATCH" --json > "$tmp/run" 2>&1 || true
+        grep -v '^\[worker [1-9]' "$tmp/run" > "$tmp/run0" || true
+        mv "$tmp/run0" "$tmp/run"
+        median "kvsd, W=$w" >> "$tmp/kvsd-$w"
         bash deploy/kvs-launch -n "$w" -s "$SERVERS" -- "$PY" examples/train_digits.py \
-            --epochs "$EPOCHS" --batch "$BATCH" --bucket 1000000 --json 2>/dev/null |
-            grep '^\[worker 0\] RESULT' | median >> "$tmp/kvsd-bucket-$w"
+            --epochs "$EPOCHS" --batch "$BATCH" --bucket 1000000 --json > "$tmp/run" 2>&1 || true
+        grep -v '^\[worker [1-9]' "$tmp/run" > "$tmp/run0" || true
+        mv "$tmp/run0" "$tmp/run"
+        median "kvsd-bucket, W=$w" >> "$tmp/kvsd-bucket-$w"
         "$PY" examples/train_digits.py --backend ddp --workers "$w" --epochs "$EPOCHS" \
-            --batch "$BATCH" --json 2>/dev/null | grep '^RESULT' | median >> "$tmp/ddp-$w"
+            --batch "$BATCH" --json > "$tmp/run" 2>&1 || true
+        median "ddp, W=$w" >> "$tmp/ddp-$w"
     done
 done
 printf '%-8s %-12s %-30s %s\n' workers backend "median s/epoch of each run" "median"

@@ -17,8 +17,8 @@
  * Below DP_FUSE_MAX such parts still leave fused, as records by reference
  * of a FUSED_REF: from 16 KiB on, one process_vm_readv/writev each costs
  * less than the four copies and the socket bytes of an inline record and
- * its answer (issue 10: with 64 KiB, the 16-64 KiB keys of a 200-key round
- * were a quarter of its socket traffic's CPU on 2x2). */
+ * its answer (with 64 KiB, the 16-64 KiB keys of a 200-key round were a
+ * quarter of its socket traffic's CPU on 2x2: docs/design/data-path.md). */
 #define DP_CMA_MIN (16u << 10)
 
 /* Server: the first push of a round at least this big becomes the round
@@ -75,6 +75,15 @@
  * raised to niceness PRIO_AUTO_NICE (10) while other processes starve them;
  * niceness 10 where the process may not leave SCHED_IDLE. */
 #define DP_JOB_NICE_DEFAULT PRIO_AUTO
+
+/* Worker, a local group that is the whole job: the bytes of group sums
+ * one member keeps in flight (summed and sent, not yet answered); at least
+ * one chunk always goes.  Each holds a buffer of its size, and on the
+ * sockets a pushpull's answer a message of its size too: this bounds what
+ * a member holds beyond its own arrays (two default chunks), while the
+ * next chunk's sum overlaps the previous one's trip.  (With other hosts in
+ * the job there is no bound: worker/group.c says why.) */
+#define DP_GROUP_INFLIGHT (8u << 20)
 
 /* Default of KVS_CHUNK_BYTES: parts above it travel as several messages. */
 #define DP_CHUNK_BYTES_DEFAULT (4u << 20)

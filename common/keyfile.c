@@ -184,14 +184,14 @@ out:
     return rc;
 }
 
-int keyfile_read_authorized(const char *var, const char *path, cfg *c, char *err,
+int keyfile_read_authorized(const char *var, const char *path, keyfile_keys *k, char *err,
                             size_t errlen)
 {
     char *buf = slurp(var, path, false, err, errlen);
     int lineno = 0, rc = KVS_ECONFIG;
     if (buf == NULL)
         return KVS_ECONFIG;
-    c->curve_nauth = 0;
+    k->nauth = 0;
     for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line;
          line = strtok_r(NULL, "\n", &save)) {
         char role[16], z[64];
@@ -206,18 +206,17 @@ int keyfile_read_authorized(const char *var, const char *path, cfg *c, char *err
                      "characters of a public key>'", var, path, lineno);
             goto out;
         }
-        if (c->curve_nauth >= CFG_CURVE_AUTH_MAX) {
-            snprintf(err, errlen, "%s='%s': more than %d keys", var, path, CFG_CURVE_AUTH_MAX);
+        if (k->nauth >= KEYFILE_AUTH_MAX) {
+            snprintf(err, errlen, "%s='%s': more than %d keys", var, path, KEYFILE_AUTH_MAX);
             goto out;
         }
-        if (keyfile_z85_decode(z, c->curve_auth_pk[c->curve_nauth]) != 0) {
+        if (keyfile_z85_decode(z, k->auth_pk[k->nauth]) != 0) {
             snprintf(err, errlen, "%s='%s': line %d: '%s' is not Z85", var, path, lineno, z);
             goto out;
         }
-        c->curve_auth_role[c->curve_nauth++] =
-            (uint8_t)(strcmp(role, "worker") == 0 ? CFG_ROLE_WORKER : CFG_ROLE_SERVER);
+        k->auth_worker[k->nauth++] = strcmp(role, "worker") == 0;
     }
-    if (c->curve_nauth == 0) {
+    if (k->nauth == 0) {
         snprintf(err, errlen, "%s='%s': no key in it: nobody could join", var, path);
         goto out;
     }
@@ -227,22 +226,18 @@ out:
     return rc;
 }
 
-static const char *env_set(const char *name)
+static const char *set_or_null(const char *path)
 {
-    const char *v = getenv(name);
-    return v && v[0] ? v : NULL;
+    return path && path[0] ? path : NULL;
 }
 
-int keyfile_load(cfg *c, char *err, size_t errlen)
+int keyfile_load(const keyfile_paths *paths, bool listens, bool connects, const char *who,
+                 keyfile_keys *k, char *err, size_t errlen)
 {
-    const char *server = env_set("KVS_CURVE_SERVER_KEY"),
-               *client = env_set("KVS_CURVE_CLIENT_KEY"),
-               *authorized = env_set("KVS_CURVE_AUTHORIZED");
-    bool listens = c->role == CFG_ROLE_SCHEDULER || c->role == CFG_ROLE_SERVER;
-    bool connects = c->role == CFG_ROLE_SERVER || c->role == CFG_ROLE_WORKER;
-    c->curve_files = false;
-    c->curve_nauth = 0;
-    c->curve_server_sk_set = c->curve_client_set = false;
+    const char *server = set_or_null(paths->server),
+               *client = set_or_null(paths->client),
+               *authorized = set_or_null(paths->authorized);
+    memset(k, 0, sizeof *k);
     if (server == NULL) {
         if (client || authorized) {
             snprintf(err, errlen, "%s is set without KVS_CURVE_SERVER_KEY: CURVE key files "
@@ -252,28 +247,28 @@ int keyfile_load(cfg *c, char *err, size_t errlen)
         }
         return 0;
     }
-    if (keyfile_read_key("KVS_CURVE_SERVER_KEY", server, listens, c->curve_server_pk,
-                         c->curve_server_sk, &c->curve_server_sk_set, err, errlen) != 0)
+    if (keyfile_read_key("KVS_CURVE_SERVER_KEY", server, listens, k->server_pk,
+                         k->server_sk, &k->server_sk_set, err, errlen) != 0)
         return KVS_ECONFIG;
     if (client) {
         bool has;
-        if (keyfile_read_key("KVS_CURVE_CLIENT_KEY", client, true, c->curve_client_pk,
-                             c->curve_client_sk, &has, err, errlen) != 0)
+        if (keyfile_read_key("KVS_CURVE_CLIENT_KEY", client, true, k->client_pk,
+                             k->client_sk, &has, err, errlen) != 0)
             return KVS_ECONFIG;
-        c->curve_client_set = true;
+        k->client_set = true;
     } else if (connects) {
         snprintf(err, errlen, "KVS_CURVE_CLIENT_KEY is not set: with KVS_CURVE_SERVER_KEY a "
-                 "%s needs its own key pair (kvs-keygen)", cfg_role_name(c->role));
+                 "%s needs its own key pair (kvs-keygen)", who);
         return KVS_ECONFIG;
     }
     if (authorized) {
-        if (keyfile_read_authorized("KVS_CURVE_AUTHORIZED", authorized, c, err, errlen) != 0)
+        if (keyfile_read_authorized("KVS_CURVE_AUTHORIZED", authorized, k, err, errlen) != 0)
             return KVS_ECONFIG;
     } else if (listens) {
         snprintf(err, errlen, "KVS_CURVE_AUTHORIZED is not set: with KVS_CURVE_SERVER_KEY the "
-                 "%s needs the list of client keys it lets in", cfg_role_name(c->role));
+                 "%s needs the list of client keys it lets in", who);
         return KVS_ECONFIG;
     }
-    c->curve_files = true;
+    k->files = true;
     return 0;
 }

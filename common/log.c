@@ -9,7 +9,21 @@
 #include "kvs.h"
 #include "log.h"
 
-int log_level = LOG_WARN;
+_Atomic int log_level = LOG_WARN;
+
+void log_set_level(int level)
+{
+    atomic_store_explicit(&log_level, level, memory_order_relaxed);
+}
+
+void log_raise_level(int level)
+{
+    int cur = atomic_load_explicit(&log_level, memory_order_relaxed);
+    while (cur < level &&
+           !atomic_compare_exchange_weak_explicit(&log_level, &cur, level, memory_order_relaxed,
+                                                  memory_order_relaxed))
+        ;
+}
 
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static log_handler_fn log_fn;      /* (log_mu) */
@@ -59,20 +73,21 @@ size_t log_format(char *buf, size_t len, long long now_ms, int level, const char
     return (size_t)n;
 }
 
-void log_line(int level, const char *who, const char *subsys, const char *fmt, ...)
+static long long now_ms(void)
 {
-    char text[1024], line[LOG_LINE_MAX + 2];
     struct timespec ts;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void emit(int level, const char *who, const char *subsys, char *text)
+{
+    char line[LOG_LINE_MAX + 2];
     /* one line per call: a newline in the text would forge a second one */
     for (char *p = text; *p; p++)
         if (*p == '\n' || *p == '\r')
             *p = ' ';
-    clock_gettime(CLOCK_REALTIME, &ts);
-    long long now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    long long now = now_ms();
     pthread_mutex_lock(&log_mu);
     size_t n = log_format(line, LOG_LINE_MAX, now, level, who ? who : default_who, subsys,
                           text);
@@ -85,6 +100,54 @@ void log_line(int level, const char *who, const char *subsys, const char *fmt, .
         (void)w;
     }
     pthread_mutex_unlock(&log_mu);
+}
+
+void log_line(int level, const char *who, const char *subsys, const char *fmt, ...)
+{
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    emit(level, who, subsys, text);
+}
+
+static pthread_mutex_t limit_mu = PTHREAD_MUTEX_INITIALIZER;
+
+long long log_limit_take(log_limit *l, long long now)
+{
+    long long r = -1;
+    pthread_mutex_lock(&limit_mu);
+    if (l->window_start == 0 || now - l->window_start >= LOG_WINDOW_MS || now < l->window_start) {
+        l->window_start = now;
+        l->in_window = 0;
+    }
+    if (l->in_window < LOG_BURST) {
+        l->in_window++;
+        r = (long long)l->suppressed;
+        l->suppressed = 0;
+    } else {
+        l->suppressed++;
+    }
+    pthread_mutex_unlock(&limit_mu);
+    return r;
+}
+
+void log_line_limited(log_limit *l, int level, const char *who, const char *subsys,
+                      const char *fmt, ...)
+{
+    char text[1024];
+    long long suppressed = log_limit_take(l, now_ms());
+    if (suppressed < 0)
+        return; /* counted; no formatting */
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    if (suppressed > 0 && n >= 0 && (size_t)n < sizeof text)
+        snprintf(text + n, sizeof text - (size_t)n, " (%lld similar lines suppressed)",
+                 suppressed);
+    emit(level, who, subsys, text);
 }
 
 void log_set_handler(log_handler_fn fn, void *ctx)

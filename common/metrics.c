@@ -480,5 +480,5 @@ void met_process_info(met_reg *r, const char *role)
             1);
     met_set(met_one(r, MET_GAUGE, "kvs_process_start_time_seconds",
                     "Start time of the process since the Unix epoch in seconds"),
-            (double)ts.tv_sec + ts.tv_nsec / 1e9);
+            (double)ts.tv_sec + (double)ts.tv_nsec / 1e9);
 }

@@ -1,4 +1,5 @@
 /* prio.c - see prio.h. */
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -32,6 +33,15 @@ static pid_t my_tid(void)
 #else
     return 0;
 #endif
+}
+
+/* The niceness of the process's main thread (what it was started with), 0
+ * when it cannot be read. */
+static int process_nice(void)
+{
+    errno = 0;
+    int n = getpriority(PRIO_PROCESS, (id_t)getpid());
+    return errno != 0 ? 0 : n;
 }
 
 /* Thread tid (0: the caller) under policy at niceness nice with slice
@@ -276,11 +286,14 @@ void prio_lower_self(int nice)
         }
         nice = PRIO_AUTO_NICE;
     }
+    /* never above the process's own priority (its main thread's niceness:
+     * the loop's), whatever niceness it was started with */
+    int base = process_nice(), at = nice < base ? base : nice;
 #ifdef SYS_gettid
     if (nice < PRIO_IDLE) /* the niceness first: it stays if the calls below fail */
-        setpriority(PRIO_PROCESS, (id_t)my_tid(), nice);
+        setpriority(PRIO_PROCESS, (id_t)my_tid(), at);
 #endif
-    if (set_attr(0, nice >= PRIO_IDLE ? SCHED_IDLE : SCHED_OTHER, nice >= PRIO_IDLE ? 19 : nice,
+    if (set_attr(0, nice >= PRIO_IDLE ? SCHED_IDLE : SCHED_OTHER, nice >= PRIO_IDLE ? 19 : at,
                  nice > 0 && nice < PRIO_IDLE ? PRIO_SLICE_NS : 0) == 0)
         return;
     struct sched_param sp = {0};

@@ -10,8 +10,8 @@
  * slice (100 us, sched_setattr's sched_runtime).  KVS_JOB_NICE=idle
  * (PRIO_IDLE): SCHED_IDLE, preempted by every wake-up of a normal thread
  * and given CPU time only when nothing else wants it (small keys fastest;
- * big sums starve while other processes keep the CPUs busy).  Measured:
- * docs/notes/issue-10-lat.md, issue-10-p99.md.
+ * big sums starve while other processes keep the CPUs busy).  Why, and
+ * what it measured: docs/design/threads-and-priorities.md.
  *
  * KVS_JOB_NICE=auto (PRIO_AUTO, the default): SCHED_IDLE with a starvation
  * guard.  The thread registers itself; prio_guard_poll, called every
@@ -59,7 +59,9 @@
 
 /* The calling thread (alone, Linux) at niceness nice (1..19, with a short
  * slice), SCHED_IDLE (PRIO_IDLE), SCHED_IDLE under the guard (PRIO_AUTO),
- * or back to the defaults (0: niceness 0, the default slice, SCHED_OTHER).
+ * or back to the defaults (0: the default slice, SCHED_OTHER).  Never at a
+ * niceness below the process's own (its main thread's, as started: `nice -n
+ * 5 kvs-server` keeps every thread at 5 or above, and 0 means 5 there).
  * Best effort: a kernel without per-task slices keeps the niceness; one
  * without sched_setattr gets setpriority and pthread_setschedparam.  A
  * thread lowered with PRIO_AUTO calls prio_forget_self before it exits

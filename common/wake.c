@@ -8,7 +8,7 @@
 
 static void on_poll(uv_poll_t *h, int status, int events)
 {
-    kvs_wake *w = (kvs_wake *)h; /* poll is the first member */
+    wake_fd *w = (wake_fd *)h; /* poll is the first member */
     uint64_t n;
     (void)status;
     (void)events;
@@ -23,7 +23,7 @@ static void on_poll(uv_poll_t *h, int status, int events)
     w->cb(w);
 }
 
-int kvs_wake_init(uv_loop_t *loop, kvs_wake *w, void (*cb)(kvs_wake *w))
+int wake_fd_init(uv_loop_t *loop, wake_fd *w, void (*cb)(wake_fd *w))
 {
     w->cb = cb;
     atomic_init(&w->pending, false);
@@ -41,7 +41,7 @@ int kvs_wake_init(uv_loop_t *loop, kvs_wake *w, void (*cb)(kvs_wake *w))
     return 0;
 }
 
-void kvs_wake_send(kvs_wake *w)
+void wake_fd_send(wake_fd *w)
 {
     if (atomic_exchange(&w->pending, true))
         return; /* the loop has not drained the last one yet: it will see ours */
@@ -52,12 +52,12 @@ void kvs_wake_send(kvs_wake *w)
      * drain */
 }
 
-uv_handle_t *kvs_wake_handle(kvs_wake *w)
+uv_handle_t *wake_fd_handle(wake_fd *w)
 {
     return (uv_handle_t *)&w->poll;
 }
 
-void kvs_wake_fini(kvs_wake *w)
+void wake_fd_fini(wake_fd *w)
 {
     if (w->fd >= 0)
         close(w->fd);

@@ -1,16 +1,35 @@
 #!/bin/sh
-# Install the Debian packages kvsd needs to build and test, if any is missing.
-# A quiet no-op when everything is present.  Needs root (or sudo) to install.
+# Install the Debian packages kvsd needs, if any is missing.  A quiet no-op
+# when everything is present.  Needs root (or sudo) to install.
+#   install-deps.sh run        building and running: a C compiler, make,
+#                              pkg-config and the three libraries (make demo)
+#   install-deps.sh run test   that plus what the tests, the benchmarks and
+#                              the Python examples add (make test, make bench)
 set -eu
+# build and run: cc and make (build-essential), the ZeroMQ, libuv and
+# libsodium headers and libraries, pkg-config
+RUN="build-essential pkg-config libzmq3-dev libuv1-dev libsodium-dev"
+# tests and benchmarks:
+# check: the unit tests; prometheus: promtool checks the /metrics text (tests/ops);
+# gnuplot-nox: make bench plots; python3-*: the kvsd package (NumPy), its
+# tests (pytest) and the PyTorch example; iproute2, iptables: the multi-host
+# tests (tests/netns/); clang, libfuzzer-14-dev: make fuzz (libFuzzer targets;
+# make test replays with cc); libgloo-dev: the Gloo allreduce the benchmarks
+# compare against (bench/gloo/)
+TEST="check prometheus gnuplot-nox python3 python3-numpy python3-pytest python3-torch \
+python3-sklearn iproute2 iptables clang libfuzzer-14-dev libgloo-dev"
+[ $# -gt 0 ] || set -- run test
+pkgs=""
+for set in "$@"; do
+    case $set in
+    run) pkgs="$pkgs $RUN" ;;
+    test) pkgs="$pkgs $TEST" ;;
+    *) echo "install-deps: '$set': expected run or test" >&2; exit 2 ;;
+    esac
+done
 need=""
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-# prometheus: promtool checks the /metrics text (tests/ops); gnuplot-nox: make bench plots
-# python3-*: the kvsd package (NumPy), its tests (pytest) and the PyTorch example
-# iproute2, iptables: the multi-host tests (tests/netns/)
-# clang, libfuzzer-14-dev: make fuzz (libFuzzer targets; make test replays with cc)
-for p in libzmq3-dev libuv1-dev libsodium-dev check pkg-config prometheus gnuplot-nox \
-         python3 python3-numpy python3-pytest python3-torch python3-sklearn iproute2 iptables \
-         clang libfuzzer-14-dev; do
+for p in $pkgs; do
     have "$p" || need="$need $p"
 done
 [ -z "$need" ] && exit 0

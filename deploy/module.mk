@@ -2,7 +2,7 @@
 # starts every local process (they die with the launcher, even on SIGKILL).
 
 GUARD_BIN := $(BUILD)/kvs-guard
-all: $(GUARD_BIN)
+bin: $(GUARD_BIN)
 BINS += $(GUARD_BIN)
 
 $(GUARD_BIN): $(call obj,deploy/kvs-guard.c)
@@ -29,7 +29,7 @@ MAN3 := $(wildcard man/*.3)
 INSTALLED_BINS = $(notdir $(BINS)) kvs-launch
 
 .PHONY: uninstall
-install: all
+install: bin
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) \
 	    $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3
 	install -m 755 $(BINS) $(DESTDIR)$(BINDIR)/

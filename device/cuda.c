@@ -10,6 +10,23 @@
  * directory of the object that holds libkvs (the .so, or the program it is
  * linked into) and its parent, then the dynamic linker's path.
  *
+ * Devices: kvsd device i is CUDA ordinal map[i] (select.c: KVS_DEVICES).  A
+ * device is opened on first use (cu_use): cudaSetDevice makes its primary
+ * context current, its event is created, and with p2p peer access is
+ * enabled between it and each device opened before it, in both directions.
+ * Every CUDA call is preceded by cudaSetDevice of the device it is for.
+ *
+ * Current device: cu_save/cu_restore (dev.c brackets every call) keep the
+ * caller's.  With the driver's cuCtxGetCurrent/cuCtxSetCurrent (looked up
+ * through the plugin, then libcuda.so.1) the exact context is restored,
+ * also "none" on a thread that never used CUDA.  Such a thread's runtime
+ * device (what cudaGetDevice says while no context is current) is put
+ * back only where that device's primary context exists
+ * (cuDevicePrimaryCtxGetState): restoring it elsewhere would create a
+ * context on a GPU the application never used; there it stays the last
+ * device the library used.  Without the driver functions the runtime's
+ * device is restored (cudaGetDevice / cudaSetDevice).
+ *
  * Streams: everything runs on the legacy default stream (NULL) of a device;
  * one event per device orders a peer copy after the source's earlier work;
  * two events guard the staging buffers. */
@@ -29,8 +46,12 @@ typedef int (*sum_fn)(kvs_dtype, void *, const void *const *, int, uint64_t, voi
 typedef const char *(*plugin_err_fn)(void);
 
 typedef struct cu {
-    void *lib, *plugin;
+    void *lib, *plugin, *drv;
+    dev_layer *L;
     int n;
+    int depth;          /* cu_save nesting */
+    void *saved_ctx;    /* the caller's context (driver functions present) */
+    int saved_dev;      /* the caller's device (cudaGetDevice), -1 unknown */
     void *ev[DEV_MAX];  /* "source ready" event per device */
     void *bev[DEV_MAX][2]; /* staging slots: an event per receiving device and slot */
     int bev_dev[2];        /* the device that last recorded slot */
@@ -38,7 +59,11 @@ typedef struct cu {
     plugin_err_fn sum_err;
     char plugin_msg[512];
     int (*GetDeviceCount)(int *);
+    int (*GetDevice)(int *);
     int (*SetDevice)(int);
+    int (*CtxGetCurrent)(void **);                       /* driver (optional) */
+    int (*CtxSetCurrent)(void *);
+    int (*DevicePrimaryCtxGetState)(int, unsigned *, int *);
     int (*Malloc)(void **, size_t);
     int (*Free)(void *);
     int (*MallocHost)(void **, size_t);
@@ -77,8 +102,65 @@ static int cerr(cu *c, int dev, const char *call, int e)
 
 static int set_dev(cu *c, int dev)
 {
-    CU(c, dev, SetDevice, (dev));
+    CU(c, dev, SetDevice, (c->L->map[dev]));
     return 0;
+}
+
+/* Any opened device (for host allocations), else device 0. */
+static int host_dev(cu *c)
+{
+    for (int i = 0; i < c->n; i++)
+        if (c->L->up[i])
+            return i;
+    return 0;
+}
+
+static bool no_device_opened(cu *c)
+{
+    for (int i = 0; i < c->n; i++)
+        if (c->L->up[i])
+            return false;
+    return true;
+}
+
+static void cu_save(void *b)
+{
+    cu *c = b;
+    if (c->depth++ > 0)
+        return;
+    c->saved_ctx = NULL;
+    c->saved_dev = -1;
+    if (c->CtxGetCurrent && c->CtxGetCurrent(&c->saved_ctx) != 0)
+        c->saved_ctx = NULL;
+    if (c->GetDevice(&c->saved_dev) != 0) {
+        c->saved_dev = -1;
+        c->GetLastError();
+    }
+}
+
+static void cu_restore(void *b)
+{
+    cu *c = b;
+    int now = -1;
+    if (c->depth == 0 || --c->depth > 0)
+        return;
+    if (c->CtxGetCurrent && c->CtxSetCurrent) {
+        void *cur = NULL;
+        unsigned flags = 0;
+        int active = 0;
+        /* no context was current: the runtime's device goes back where
+         * that creates nothing (its primary context exists), then "none" */
+        if (c->saved_ctx == NULL && c->saved_dev >= 0 && c->DevicePrimaryCtxGetState &&
+            c->DevicePrimaryCtxGetState(c->saved_dev, &flags, &active) == 0 && active)
+            c->SetDevice(c->saved_dev);
+        if (c->CtxGetCurrent(&cur) != 0 || cur != c->saved_ctx)
+            c->CtxSetCurrent(c->saved_ctx);
+        c->GetLastError();
+        return;
+    }
+    if (c->saved_dev >= 0 && (c->GetDevice(&now) != 0 || now != c->saved_dev))
+        c->SetDevice(c->saved_dev);
+    c->GetLastError();
 }
 
 static void *try_plugin(const char *path, char *msg, size_t len)
@@ -92,9 +174,8 @@ static void *try_plugin(const char *path, char *msg, size_t len)
 }
 
 /* The plugin, searched as the file comment says; msg collects the failures. */
-static void *load_plugin(char *msg, size_t len)
+static void *load_plugin(const char *env, char *msg, size_t len)
 {
-    const char *env = getenv("KVS_CUDA_PLUGIN");
     Dl_info info;
     char path[4096], dir[4096];
     void *h;
@@ -123,19 +204,57 @@ static void *sym(cu *c, const char *name)
 static void cu_close(void *b)
 {
     cu *c = b;
+    cu_save(c);
     for (int i = 0; i < c->n; i++)
         if (c->ev[i]) {
-            c->SetDevice(i);
+            c->SetDevice(c->L->map[i]);
             c->EventDestroy(c->ev[i]);
         }
-    for (int d = 0; d < DEV_MAX; d++)
+    for (int d = 0; d < c->n; d++)
         for (int i = 0; i < 2; i++)
             if (c->bev[d][i]) {
-                c->SetDevice(d);
+                c->SetDevice(c->L->map[d]);
                 c->EventDestroy(c->bev[d][i]);
             }
+    cu_restore(c);
     /* the runtime stays loaded: unloading it under live contexts is unsafe */
     free(c);
+}
+
+/* Open device d: context, event, peer access with the opened devices. */
+static int cu_use(void *b, int d)
+{
+    cu *c = b;
+    dev_layer *L = c->L;
+    int rc = set_dev(c, d), e;
+    if (rc)
+        return rc;
+    if (c->ev[d] == NULL)
+        CU(c, d, EventCreateWithFlags, (&c->ev[d], EVENT_DISABLE_TIMING));
+    /* peer access: with MXNET_ENABLE_GPU_P2P=1, enabled where the hardware
+     * allows (x reads y's memory); with 0 it is never enabled nor used */
+    for (int s = 0; s < c->n && L->p2p; s++) {
+        if (s == d || !L->up[s])
+            continue;
+        if (L->map[s] == L->map[d]) { /* one GPU named twice */
+            L->access[d][s] = L->access[s][d] = true;
+            continue;
+        }
+        for (int dir = 0; dir < 2; dir++) {
+            int x = dir ? s : d, y = dir ? d : s, can = 0;
+            if (c->DeviceCanAccessPeer(&can, L->map[x], L->map[y]) != 0 || !can) {
+                c->GetLastError();
+                continue;
+            }
+            if ((rc = set_dev(c, x)) != 0)
+                return rc;
+            e = c->DeviceEnablePeerAccess(L->map[y], 0);
+            if (e == 0 || e == 704 /* cudaErrorPeerAccessAlreadyEnabled */)
+                L->access[x][y] = true;
+            c->GetLastError();
+        }
+    }
+    return 0;
 }
 
 static int cu_alloc(void *b, int dev, size_t bytes, void **out)
@@ -143,6 +262,11 @@ static int cu_alloc(void *b, int dev, size_t bytes, void **out)
     cu *c = b;
     int rc;
     if (dev == DEV_HOST) {
+        /* pinned memory is portable (unified addressing): any context
+         * will do: an opened device's, else the caller's, else device 0's */
+        if (!no_device_opened(c) || c->saved_ctx == NULL)
+            if ((rc = set_dev(c, host_dev(c))) != 0)
+                return rc;
         CU(c, DEV_HOST, MallocHost, (out, bytes));
         return 0;
     }
@@ -155,12 +279,12 @@ static int cu_alloc(void *b, int dev, size_t bytes, void **out)
 static void cu_free(void *b, int dev, void *p)
 {
     cu *c = b;
-    if (dev == DEV_HOST) {
+    if (dev != DEV_HOST || !no_device_opened(c) || c->saved_ctx == NULL)
+        c->SetDevice(c->L->map[dev == DEV_HOST ? host_dev(c) : dev]);
+    if (dev == DEV_HOST)
         c->FreeHost(p);
-    } else {
-        c->SetDevice(dev);
+    else
         c->Free(p);
-    }
 }
 
 static int cu_copy(void *b, int kind, int d, void *dst, int s, const void *src, size_t bytes)
@@ -190,7 +314,7 @@ static int cu_copy(void *b, int kind, int d, void *dst, int s, const void *src, 
         if ((rc = set_dev(c, d)) != 0)
             return rc;
         CU(c, d, StreamWaitEvent, (NULL, c->ev[s], 0));
-        CU(c, d, MemcpyPeerAsync, (dst, d, src, s, bytes, NULL));
+        CU(c, d, MemcpyPeerAsync, (dst, c->L->map[d], src, c->L->map[s], bytes, NULL));
         return 0;
     }
 }
@@ -228,7 +352,7 @@ static int cu_sync(void *b, int dev)
     cu *c = b;
     int rc;
     for (int i = 0; i < c->n; i++) {
-        if (dev >= 0 && i != dev)
+        if ((dev >= 0 && i != dev) || !c->L->up[i])
             continue;
         if ((rc = set_dev(c, i)) != 0)
             return rc;
@@ -261,7 +385,23 @@ static int cu_event_wait(void *b, int slot)
 }
 
 static const dev_ops cu_ops = {"cuda",  cu_close, cu_alloc, cu_free,         cu_copy,
-                               cu_zero, cu_sum,   cu_sync,  cu_event_record, cu_event_wait};
+                               cu_zero, cu_sum,   cu_sync,  cu_event_record, cu_event_wait,
+                               cu_use,  cu_save,  cu_restore};
+
+/* The driver's context functions: through the plugin (or a runtime that
+ * exports them), else libcuda.so.1.  Optional. */
+static void load_driver(cu *c)
+{
+    *(void **)&c->CtxGetCurrent = sym(c, "cuCtxGetCurrent");
+    if (c->CtxGetCurrent == NULL && (c->drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)))
+        *(void **)&c->CtxGetCurrent = dlsym(c->drv, "cuCtxGetCurrent");
+    void *h = c->CtxGetCurrent && c->drv ? c->drv : NULL;
+    *(void **)&c->CtxSetCurrent = h ? dlsym(h, "cuCtxSetCurrent") : sym(c, "cuCtxSetCurrent");
+    *(void **)&c->DevicePrimaryCtxGetState = h ? dlsym(h, "cuDevicePrimaryCtxGetState")
+                                               : sym(c, "cuDevicePrimaryCtxGetState");
+    if (c->CtxSetCurrent == NULL)
+        c->CtxGetCurrent = NULL;
+}
 
 int dev_cuda_open(const dev_opts *o, dev_layer *L)
 {
@@ -271,7 +411,7 @@ int dev_cuda_open(const dev_opts *o, dev_layer *L)
     int rc = KVS_EDEVICE, e, n = 0;
     if (c == NULL)
         return err_set(KVS_ENOMEM, "out of memory");
-    c->plugin = load_plugin(c->plugin_msg, sizeof c->plugin_msg);
+    c->plugin = load_plugin(o->cuda_plugin, c->plugin_msg, sizeof c->plugin_msg);
     if (c->plugin == NULL)
         for (int i = 0; libs[i] != NULL && c->lib == NULL; i++)
             c->lib = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
@@ -285,7 +425,7 @@ int dev_cuda_open(const dev_opts *o, dev_layer *L)
         rc = err_set(KVS_EDEVICE, "the CUDA runtime lacks cuda" #f);                     \
         goto fail;                                                                       \
     }
-    LOAD(GetDeviceCount) LOAD(SetDevice) LOAD(Malloc) LOAD(Free) LOAD(MallocHost)
+    LOAD(GetDeviceCount) LOAD(GetDevice) LOAD(SetDevice) LOAD(Malloc) LOAD(Free) LOAD(MallocHost)
     LOAD(FreeHost) LOAD(MemcpyAsync) LOAD(MemcpyPeerAsync) LOAD(MemsetAsync)
     LOAD(StreamSynchronize) LOAD(DeviceCanAccessPeer) LOAD(DeviceEnablePeerAccess)
     LOAD(EventCreateWithFlags) LOAD(EventRecord) LOAD(EventSynchronize) LOAD(EventDestroy)
@@ -297,6 +437,7 @@ int dev_cuda_open(const dev_opts *o, dev_layer *L)
         if (c->sum == NULL)
             snprintf(c->plugin_msg, sizeof c->plugin_msg, "it lacks red_cuda_sum");
     }
+    load_driver(c);
     if ((e = c->GetDeviceCount(&n)) != 0 || n < 1) {
         rc = err_set(KVS_EDEVICE, "no devices: KVS_SIM_DEVICES is unset and the CUDA runtime "
                      "finds no GPU (cudaGetDeviceCount: %s, %d devices)",
@@ -304,39 +445,14 @@ int dev_cuda_open(const dev_opts *o, dev_layer *L)
         c->GetLastError();
         goto fail;
     }
-    if (n > DEV_MAX)
-        n = DEV_MAX;
-    c->n = n;
-    for (int i = 0; i < n; i++) {
-        if ((rc = set_dev(c, i)) != 0)
-            goto fail;
-        if ((e = c->EventCreateWithFlags(&c->ev[i], EVENT_DISABLE_TIMING)) != 0) {
-            rc = cerr(c, i, "cudaEventCreateWithFlags", e);
-            goto fail;
-        }
-    }
-    /* peer access: with MXNET_ENABLE_GPU_P2P=1, enable it where the hardware
-     * allows (d reads s's memory); with 0 it is never enabled nor used */
-    for (int d = 0; d < n && o->p2p; d++)
-        for (int s = 0; s < n; s++) {
-            int can = 0;
-            if (s == d || c->DeviceCanAccessPeer(&can, d, s) != 0 || !can)
-                continue;
-            c->SetDevice(d);
-            e = c->DeviceEnablePeerAccess(s, 0);
-            if (e == 0 || e == 704 /* cudaErrorPeerAccessAlreadyEnabled */)
-                L->access[d][s] = true;
-            c->GetLastError();
-        }
+    c->L = L;
+    if ((rc = dev_select(o, n, "the CUDA runtime sees", L)) != 0)
+        goto fail;
+    c->n = L->n;
     L->ops = &cu_ops;
     L->b = c;
-    L->n = n;
     return 0;
 fail:
-    c->n = c->GetDeviceCount && c->EventDestroy ? c->n : 0;
-    if (c->EventDestroy)
-        cu_close(c);
-    else
-        free(c);
+    free(c); /* nothing was created on any device */
     return rc;
 }

@@ -1,10 +1,12 @@
-/* dev.c - the device layer: argument checks, peer or staged copies,
- * counters; the backends (sim.c, cuda.c) do the work. */
+/* dev.c - the device layer: device selection, the current device kept,
+ * argument checks, peer or staged copies, counters; the backends (sim.c,
+ * cuda.c) do the work. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/err.h"
+#include "device/dev.h"
 #include "device/dev_int.h"
 
 int dev_open(const dev_opts *o, dev_layer **out)
@@ -26,15 +28,29 @@ int dev_open(const dev_opts *o, dev_layer **out)
     return 0;
 }
 
+void dev_enter(dev_layer *L)
+{
+    if (L->ops->save)
+        L->ops->save(L->b);
+}
+
+void dev_leave(dev_layer *L)
+{
+    if (L->ops->restore)
+        L->ops->restore(L->b);
+}
+
 void dev_close(dev_layer *L)
 {
     if (L == NULL)
         return;
+    dev_enter(L);
     L->ops->sync(L->b, -1);
     for (int i = 0; i < 2; i++)
         if (L->bounce[i])
             L->ops->free(L->b, DEV_HOST, L->bounce[i]);
-    L->ops->close(L->b);
+    dev_leave(L);
+    L->ops->close(L->b); /* (saves and restores on its own) */
     free(L);
 }
 
@@ -58,6 +74,16 @@ bool dev_peer(const dev_layer *L, int dst, int src)
     return L->p2p && L->access[dst][src];
 }
 
+int dev_ordinal(const dev_layer *L, int dev)
+{
+    return dev >= 0 && dev < L->n ? L->map[dev] : -1;
+}
+
+bool dev_opened(const dev_layer *L, int dev)
+{
+    return dev >= 0 && dev < L->n && L->up[dev];
+}
+
 static int bad_dev(const dev_layer *L, int dev, bool host_ok)
 {
     if ((dev == DEV_HOST && host_ok) || (dev >= 0 && dev < L->n))
@@ -66,17 +92,49 @@ static int bad_dev(const dev_layer *L, int dev, bool host_ok)
                    L->ops->name, L->n - 1);
 }
 
+/* Open dev if it is a device not opened yet (inside enter/leave). */
+static int use(dev_layer *L, int dev)
+{
+    int rc;
+    if (dev == DEV_HOST || L->up[dev])
+        return 0;
+    if ((rc = L->ops->use(L->b, dev)) != 0)
+        return rc;
+    L->up[dev] = true;
+    return 0;
+}
+
+int dev_use(dev_layer *L, int dev)
+{
+    int rc = bad_dev(L, dev, false);
+    if (rc)
+        return rc;
+    dev_enter(L);
+    rc = use(L, dev);
+    dev_leave(L);
+    return rc;
+}
+
 int dev_alloc(dev_layer *L, int dev, size_t bytes, void **out)
 {
     int rc = bad_dev(L, dev, true);
     *out = NULL;
-    return rc ? rc : L->ops->alloc(L->b, dev, bytes ? bytes : 1, out);
+    if (rc)
+        return rc;
+    dev_enter(L);
+    if ((rc = use(L, dev)) == 0)
+        rc = L->ops->alloc(L->b, dev, bytes ? bytes : 1, out);
+    dev_leave(L);
+    return rc;
 }
 
 void dev_free(dev_layer *L, int dev, void *p)
 {
-    if (p != NULL)
-        L->ops->free(L->b, dev, p);
+    if (p == NULL)
+        return;
+    dev_enter(L);
+    L->ops->free(L->b, dev, p);
+    dev_leave(L);
 }
 
 /* src (device s) -> dst (device d) through the pinned bounce buffers, in
@@ -104,17 +162,11 @@ static int staged(dev_layer *L, int d, char *dst, int s, const char *src, size_t
     return 0;
 }
 
-int dev_copy(dev_layer *L, int dst_dev, void *dst, int src_dev, const void *src, size_t bytes)
+static int copy(dev_layer *L, int dst_dev, void *dst, int src_dev, const void *src, size_t bytes)
 {
     int rc;
-    if ((rc = bad_dev(L, dst_dev, true)) != 0 || (rc = bad_dev(L, src_dev, true)) != 0)
+    if ((rc = use(L, dst_dev)) != 0 || (rc = use(L, src_dev)) != 0)
         return rc;
-    if (bytes == 0 || (dst == src && dst_dev == src_dev))
-        return 0;
-    if (dst_dev == DEV_HOST && src_dev == DEV_HOST) {
-        memcpy(dst, src, bytes);
-        return 0;
-    }
     if (dst_dev == DEV_HOST) {
         L->st.d2h_copies++;
         return L->ops->copy(L->b, DEV_D2H, dst_dev, dst, src_dev, src, bytes);
@@ -137,10 +189,33 @@ int dev_copy(dev_layer *L, int dst_dev, void *dst, int src_dev, const void *src,
     return staged(L, dst_dev, dst, src_dev, src, bytes);
 }
 
+int dev_copy(dev_layer *L, int dst_dev, void *dst, int src_dev, const void *src, size_t bytes)
+{
+    int rc;
+    if ((rc = bad_dev(L, dst_dev, true)) != 0 || (rc = bad_dev(L, src_dev, true)) != 0)
+        return rc;
+    if (bytes == 0 || (dst == src && dst_dev == src_dev))
+        return 0;
+    if (dst_dev == DEV_HOST && src_dev == DEV_HOST) {
+        memcpy(dst, src, bytes);
+        return 0;
+    }
+    dev_enter(L);
+    rc = copy(L, dst_dev, dst, src_dev, src, bytes);
+    dev_leave(L);
+    return rc;
+}
+
 int dev_zero(dev_layer *L, int dev, void *p, size_t bytes)
 {
     int rc = bad_dev(L, dev, false);
-    return rc ? rc : bytes ? L->ops->zero(L->b, dev, p, bytes) : 0;
+    if (rc || bytes == 0)
+        return rc;
+    dev_enter(L);
+    if ((rc = use(L, dev)) == 0)
+        rc = L->ops->zero(L->b, dev, p, bytes);
+    dev_leave(L);
+    return rc;
 }
 
 int dev_sum(dev_layer *L, int dev, kvs_dtype dtype, void *dst, const void *const *srcs, int k,
@@ -153,19 +228,30 @@ int dev_sum(dev_layer *L, int dev, kvs_dtype dtype, void *dst, const void *const
         return err_set(KVS_EINVAL, "device %d: sum of %d inputs of dtype %d", dev, k, (int)dtype);
     if (count == 0 || (k == 1 && dst == srcs[0]))
         return 0;
-    if (k == 1) {
+    dev_enter(L);
+    if ((rc = use(L, dev)) != 0) {
+    } else if (k == 1) {
         L->st.local_copies++;
-        return L->ops->copy(L->b, DEV_D2D, dev, dst, dev, srcs[0],
-                            count * kvs_dtype_size(dtype));
+        rc = L->ops->copy(L->b, DEV_D2D, dev, dst, dev, srcs[0], count * kvs_dtype_size(dtype));
+    } else {
+        L->st.sums++;
+        rc = L->ops->sum(L->b, dev, dtype, dst, srcs, k, count);
     }
-    L->st.sums++;
-    return L->ops->sum(L->b, dev, dtype, dst, srcs, k, count);
+    dev_leave(L);
+    return rc;
 }
 
 int dev_sync(dev_layer *L, int dev)
 {
     int rc = dev == -1 ? 0 : bad_dev(L, dev, false);
-    return rc ? rc : L->ops->sync(L->b, dev);
+    if (rc)
+        return rc;
+    if (dev >= 0 && !L->up[dev])
+        return 0; /* nothing was ever queued there */
+    dev_enter(L);
+    rc = L->ops->sync(L->b, dev);
+    dev_leave(L);
+    return rc;
 }
 
 void dev_stats(const dev_layer *L, kvs_device_stats *out)

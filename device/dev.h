@@ -22,6 +22,20 @@
  * after the source device's earlier work (event).  Nothing is complete until
  * dev_sync(): call it before the host reads or reuses any buffer.
  *
+ * Device selection.  The layer's devices are numbered 0..n-1 ("kvsd
+ * devices").  Without KVS_DEVICES they are the backend's devices (CUDA: the
+ * ordinals the runtime reports, after CUDA_VISIBLE_DEVICES); with
+ * KVS_DEVICES=a,b,... kvsd device i is backend device entry i (entries may
+ * repeat: several kvsd devices then share one GPU).  Opening the layer
+ * creates nothing on any device: a device is opened (CUDA: its primary
+ * context made current, its event created, peer access enabled with the
+ * devices opened before it) the first time a call names it, so a process
+ * that only names GPU 3 creates one context, on GPU 3.
+ *
+ * Current device.  Every call saves the calling thread's current CUDA
+ * context (and device) on entry and restores it before it returns; the
+ * layer's own work sets the device explicitly before each CUDA call.
+ *
  * Copies between two devices go peer to peer when the layer was opened with
  * p2p (MXNET_ENABLE_GPU_P2P=1) and the backend can access the pair (CUDA:
  * cudaDeviceCanAccessPeer + cudaDeviceEnablePeerAccess; sim: both directions
@@ -44,22 +58,7 @@
 #include <stdint.h>
 
 #include "kvs.h"
-#include "tree/tree.h"
-
-#define DEV_HOST (-1)
-#define DEV_MAX TREE_MAX_N          /* devices per layer */
-#define DEV_STAGE_CHUNK (4u << 20)  /* bytes per staged chunk */
-#define DEV_SUM_MAX 64              /* inputs of one dev_sum (= RED_CUDA_MAX_INPUTS) */
-
-typedef struct dev_layer dev_layer;
-
-typedef struct dev_opts {
-    int sim_devices;        /* KVS_SIM_DEVICES: > 0 selects the simulated backend */
-    bool p2p;               /* MXNET_ENABLE_GPU_P2P */
-    const tree_topo *topo;  /* sim: which pairs can access each other (NULL: all) */
-    double sim_gbps;        /* KVS_SIM_LINK_GBPS: sim pacing, GB/s per unit of link weight
-                               (0: no pacing) */
-} dev_opts;
+#include "device/dev_opts.h"
 
 /* Open the sim backend (o->sim_devices > 0) or the CUDA backend.  On success
  * *out owns the layer (dev_close).  KVS_EDEVICE when there is no CUDA
@@ -71,10 +70,18 @@ void dev_close(dev_layer *L);
 const char *dev_backend(const dev_layer *L); /* "sim" or "cuda" */
 int dev_count(const dev_layer *L);
 bool dev_is_cuda(const dev_layer *L);
-/* Copies src -> dst (two devices) go peer to peer. */
+/* Copies src -> dst (two devices) go peer to peer (both must be opened). */
 bool dev_peer(const dev_layer *L, int dst, int src);
+/* The backend device (CUDA ordinal) of kvsd device dev. */
+int dev_ordinal(const dev_layer *L, int dev);
+/* Whether dev has been opened (named by a call) since dev_open. */
+bool dev_opened(const dev_layer *L, int dev);
+/* Open dev now (what any call naming it does first).  KVS_EDEVICE. */
+int dev_use(dev_layer *L, int dev);
 
-/* bytes on dev (DEV_HOST: pinned host memory).  0 bytes gives a valid
+/* bytes on dev (DEV_HOST: pinned host memory, allocated in the context of
+ * the first opened device, else the caller's current one, else device 0's:
+ * open the device it is for first, dev_use).  0 bytes gives a valid
  * pointer.  KVS_EDEVICE / KVS_ENOMEM. */
 int dev_alloc(dev_layer *L, int dev, size_t bytes, void **out);
 void dev_free(dev_layer *L, int dev, void *p);
@@ -100,7 +107,7 @@ void dev_count_nccl(dev_layer *L);
 
 typedef struct dev_nccl dev_nccl;
 
-/* One communicator over all devices of L (a cuda layer): libnccl is loaded
+/* One communicator over all devices of L (a cuda layer; opens them all): libnccl is loaded
  * with dlopen.  KVS_EDEVICE "NCCL needs CUDA devices" on a sim layer, or
  * naming the missing library / the NCCL error. */
 int dev_nccl_open(dev_layer *L, dev_nccl **out);

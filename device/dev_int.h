@@ -6,7 +6,12 @@
 #ifndef KVS_DEVICE_INT_H
 #define KVS_DEVICE_INT_H
 
-#include "device/dev.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device/dev_opts.h"
+#include "kvs.h"
 
 enum dev_kind { DEV_H2D = 1, DEV_D2H = 2, DEV_D2D = 3, DEV_PEER = 4 };
 
@@ -27,6 +32,13 @@ typedef struct dev_ops {
      * waits for the last record of slot. */
     int (*event_record)(void *b, int dev, int slot);
     int (*event_wait)(void *b, int slot);
+    /* Open dev (its context, event, peer access with the opened devices:
+     * the backend sets L->access for those pairs). */
+    int (*use)(void *b, int dev);
+    /* Save the calling thread's current device (outermost call of a
+     * nesting) / restore it. */
+    void (*save)(void *b);
+    void (*restore)(void *b);
 } dev_ops;
 
 struct dev_layer {
@@ -34,14 +46,26 @@ struct dev_layer {
     void *b;
     int n;
     bool p2p;
+    int map[DEV_MAX];              /* backend device of kvsd device i */
+    bool up[DEV_MAX];              /* opened (dev_use) */
     bool access[DEV_MAX][DEV_MAX]; /* [dst][src]: the backend can copy src -> dst directly */
     void *bounce[2];               /* pinned, DEV_STAGE_CHUNK each; allocated on first use */
     bool bounce_busy[2];
     kvs_device_stats st;
 };
 
-/* Backends fill ops, b, n and access (and return KVS_* after err_set). */
+/* Backends fill ops, b, n, map and access (and return KVS_* after
+ * err_set); what names the backend's devices in messages ("the CUDA
+ * runtime sees"). */
 int dev_sim_open(const dev_opts *o, dev_layer *L);
 int dev_cuda_open(const dev_opts *o, dev_layer *L);
+/* L->map and L->n from o's KVS_DEVICES over the backend's nback devices.
+ * KVS_ECONFIG naming the entry that does not exist. */
+int dev_select(const dev_opts *o, int nback, const char *what, dev_layer *L);
+
+/* Bracket a public call: save the thread's current device on the
+ * outermost entry, restore it on the matching leave. */
+void dev_enter(dev_layer *L);
+void dev_leave(dev_layer *L);
 
 #endif

@@ -8,7 +8,7 @@ $(CUDA_PLUGIN): reduce/reduce_cuda.cu reduce/reduce_cuda.h include/kvs.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) -shared -cudart shared -o $@ reduce/reduce_cuda.cu \
 	    -Xlinker -rpath -Xlinker $(CUDA_HOME)/lib64
-all: $(CUDA_PLUGIN)
+bin: $(CUDA_PLUGIN)
 endif
 ifneq ($(NVCC),)
 install: install-cuda-plugin

@@ -1,12 +1,14 @@
-/* nccl.c - NCCL collectives over all devices of a cuda layer: libnccl is
- * loaded with dlopen (libnccl.so.2, then libnccl.so), one communicator per
- * device from ncclCommInitAll, collectives grouped (ncclGroupStart/End) on
+/* nccl.c - NCCL collectives over all devices of a cuda layer (its kvsd
+ * devices: KVS_DEVICES narrows them; a GPU named twice is an NCCL error):
+ * libnccl is loaded with dlopen (libnccl.so.2, then libnccl.so), one
+ * communicator per device from ncclCommInitAll, collectives grouped (ncclGroupStart/End) on
  * the legacy default stream of each device. */
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/err.h"
+#include "device/dev.h"
 #include "device/dev_int.h"
 
 enum { NCCL_SUM = 0 };
@@ -50,9 +52,11 @@ void dev_nccl_close(dev_nccl *c)
 {
     if (c == NULL)
         return;
+    dev_enter(c->L);
     for (int i = 0; i < c->n; i++)
         if (c->comm[i])
             c->CommDestroy(c->comm[i]);
+    dev_leave(c->L);
     free(c);
 }
 
@@ -85,9 +89,15 @@ int dev_nccl_open(dev_layer *L, dev_nccl **out)
     LOAD(CommInitAll) LOAD(CommDestroy) LOAD(GroupStart) LOAD(GroupEnd) LOAD(AllReduce)
     LOAD(Reduce) LOAD(Broadcast) LOAD(GetErrorString)
 #undef LOAD
-    for (int i = 0; i < c->n; i++)
-        devs[i] = i;
-    if ((e = c->CommInitAll(c->comm, c->n, devs)) != 0) {
+    for (int i = 0; i < c->n; i++) {
+        devs[i] = dev_ordinal(L, i);
+        if ((rc = dev_use(L, i)) != 0)
+            goto fail;
+    }
+    dev_enter(L);
+    e = c->CommInitAll(c->comm, c->n, devs);
+    dev_leave(L);
+    if (e != 0) {
         memset(c->comm, 0, sizeof c->comm);
         rc = nerr(c, "ncclCommInitAll", e);
         goto fail;
@@ -109,8 +119,11 @@ static int run(dev_nccl *c, int what, int root, kvs_dtype dtype, void *const *bu
         return err_set(KVS_EINVAL, "NCCL: dtype %d", (int)dtype);
     if (count == 0)
         return 0;
-    if ((e = c->GroupStart()) != 0)
+    dev_enter(c->L);
+    if ((e = c->GroupStart()) != 0) {
+        dev_leave(c->L);
         return nerr(c, "ncclGroupStart", e);
+    }
     for (int i = 0; i < c->n && e == 0; i++) {
         if (what == ALLREDUCE)
             e = c->AllReduce(bufs[i], bufs[i], count, t, NCCL_SUM, c->comm[i], NULL);
@@ -120,6 +133,7 @@ static int run(dev_nccl *c, int what, int root, kvs_dtype dtype, void *const *bu
             e = c->Broadcast(bufs[i], bufs[i], count, t, root, c->comm[i], NULL);
     }
     e2 = c->GroupEnd();
+    dev_leave(c->L);
     dev_count_nccl(c->L);
     if (e != 0)
         return nerr(c, what == ALLREDUCE ? "ncclAllReduce" : what == REDUCE ? "ncclReduce"

@@ -2,7 +2,8 @@
  * memory, copies are memcpy, sums are reduce/'s CPU kernels (the same order
  * and rounding as the CUDA kernels).  A pair of devices can access each
  * other when the topology (KVS_TOPOLOGY) links them in both directions, or
- * always when there is no topology.
+ * always when there is no topology, or when KVS_DEVICES names one simulated
+ * device twice.
  *
  * Pacing (KVS_SIM_LINK_GBPS > 0): every device has a virtual stream clock.
  * A copy into device d starts when d's stream and the source are free and
@@ -131,8 +132,16 @@ static int sim_event_wait(void *b, int slot)
     return 0;
 }
 
+static int sim_use(void *b, int dev)
+{
+    (void)b;
+    (void)dev;
+    return 0; /* access was set for every pair at open */
+}
+
 static const dev_ops sim_ops = {"sim",     sim_close, sim_alloc, sim_free,         sim_copy,
-                                sim_zero,  sim_sum,   sim_sync,  sim_event_record, sim_event_wait};
+                                sim_zero,  sim_sum,   sim_sync,  sim_event_record, sim_event_wait,
+                                sim_use,   NULL,      NULL};
 
 int dev_sim_open(const dev_opts *o, dev_layer *L)
 {
@@ -140,18 +149,22 @@ int dev_sim_open(const dev_opts *o, dev_layer *L)
     if (o->sim_devices > DEV_MAX)
         return err_set(KVS_ECONFIG, "KVS_SIM_DEVICES=%d: at most %d devices", o->sim_devices,
                        DEV_MAX);
-    if (o->topo && o->topo->n != o->sim_devices)
-        return err_set(KVS_ECONFIG, "KVS_TOPOLOGY has %d devices but KVS_SIM_DEVICES=%d",
-                       o->topo->n, o->sim_devices);
+    int rc = dev_select(o, o->sim_devices, "KVS_SIM_DEVICES makes", L);
+    if (rc)
+        return rc;
+    if (o->topo && o->topo->n != L->n)
+        return err_set(KVS_ECONFIG, "KVS_TOPOLOGY has %d devices but KVS_SIM_DEVICES=%d%s",
+                       o->topo->n, o->sim_devices, o->ndevices ? " with KVS_DEVICES" : "");
     m = calloc(1, sizeof *m);
     if (m == NULL)
         return err_set(KVS_ENOMEM, "out of memory");
-    m->n = o->sim_devices;
+    m->n = L->n;
     m->gbps = o->sim_gbps;
     for (int s = 0; s < m->n; s++)
         for (int d = 0; d < m->n; d++) {
             m->w[s][d] = o->topo ? tree_w(o->topo, s, d) : 1.0;
-            L->access[d][s] = s != d && (o->topo == NULL || tree_link(o->topo, s, d));
+            L->access[d][s] = s != d && (o->topo == NULL || tree_link(o->topo, s, d) ||
+                                         L->map[s] == L->map[d]);
         }
     L->ops = &sim_ops;
     L->b = m;

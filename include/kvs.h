@@ -6,7 +6,7 @@
  * a store with kvs_create() and pushes gradients / pulls parameters by 64-bit
  * key.  Configuration comes from the environment (DMLC_ROLE, DMLC_PS_ROOT_URI,
  * DMLC_PS_ROOT_PORT, DMLC_NUM_SERVER, DMLC_NUM_WORKER, PS_*, MXNET_KVSTORE_*),
- * exactly as for MXNet's kvstore / ps-lite; see README.md.
+ * exactly as for MXNet's kvstore / ps-lite; every variable: docs/ref/env.md.
  *
  * Conventions
  *  - Every int-returning function returns 0 (KVS_OK) on success or a negative
@@ -111,7 +111,8 @@ typedef struct kvs_store kvs_store;
     X(KVS_EDEVICE, -14, "device (GPU) error or device memory not supported")  \
     X(KVS_EINTERNAL, -15, "internal error")                                    \
     X(KVS_EAUTH, -20, "authentication failed (job secret) or refused by a peer")   \
-    X(KVS_EFULL, -21, "a server holds too much for this worker (KVS_MAX_QUEUED_*)")
+    X(KVS_EFULL, -21, "a server holds too much for this worker (KVS_MAX_QUEUED_*)") \
+    X(KVS_EMEMBERSHIP, -22, "the job's workers changed (KVS_ELASTIC): redo the step")
 
 typedef enum kvs_err {
 #define KVS_ERR_ENUM_(name, val, msg) name = (val),
@@ -170,13 +171,193 @@ int kvs_wait(kvs_store *s, uint64_t key);
  * error not yet reported by a wait. */
 int kvs_wait_all(kvs_store *s);
 
+/* A completion callback: key, the error kvs_wait(key) would have returned
+ * (0 or a KVS_E* code), and the arg given to kvs_on_complete. */
+typedef void (*kvs_complete_fn)(uint64_t key, int err, void *arg);
+
+/* Call fn(key, err, arg) once no operation on key is unfinished: the
+ * non-blocking form of kvs_wait(key), with the same meaning (every
+ * operation issued on key before the call has then completed; err is the
+ * first error of those not yet reported, which counts as reported, or the
+ * job's failure).  fn is called exactly once, also when the job fails
+ * (with KVS_EPEERDEAD, ...) and at kvs_close (which runs every callback
+ * still registered, each once its key is done, before it returns).  A key
+ * with nothing unfinished gets its call promptly.  Several registrations
+ * (of one key or many) each get their own call.
+ * Threads: fn runs on the store's completion thread (one per store,
+ * started by the first kvs_on_complete), never inside kvs_on_complete;
+ * calls are serialised, so fn must return promptly: every other callback
+ * of the store waits behind it.  During fn, kvs_last_error() on that
+ * thread describes err.  fn may call kvs_push, kvs_pull, kvs_pushpull,
+ * kvs_on_complete, kvs_wait on its own key (which then does not block),
+ * kvs_rank and the other queries; it must not call kvs_close, kvs_barrier,
+ * kvs_wait_all, the collectives, or kvs_wait on another key.  The arrays
+ * of the completed operations may be read, reused or freed in fn.
+ * Errors: KVS_EINVAL (s or fn NULL), KVS_ENOMEM (no memory or no thread),
+ * KVS_ECLOSED (kvs_close has begun); fn is then never called. */
+int kvs_on_complete(kvs_store *s, uint64_t key, kvs_complete_fn fn, void *arg);
+
 /* Block until every worker of the job has entered the barrier. */
 int kvs_barrier(kvs_store *s);
 
-/* This worker's rank (0..W-1), the number of workers and of servers. */
+/* This worker's rank (0..W-1), the number of workers and of servers.
+ * KVS_ELASTIC=1: the rank among the members of the membership epoch the
+ * program has seen, and their number; both change when a call of this
+ * store returns KVS_EMEMBERSHIP (the workers changed: that call takes up
+ * the new epoch), and nowhere else.  Ranks stay dense: a worker's rank is
+ * the position of its slot among the members' (docs/design.md "Elastic
+ * workers"). */
 int kvs_rank(const kvs_store *s);
 int kvs_num_workers(const kvs_store *s);
 int kvs_num_servers(const kvs_store *s);
+
+/* Initialise n keys and pull them into outs in one call: MXNet's
+ * kv.broadcast(key, value, out).  kvs_init(s, n, keys, vals) (synchronous,
+ * rank 0's values win) followed by kvs_pull(s, n, keys, outs, priority)
+ * (asynchronous: outs hold rank 0's values once kvs_wait(key) or
+ * kvs_wait_all returns).  outs may alias vals.  Every worker calls it with
+ * the same keys, like kvs_init.  vals are read during the call; outs must
+ * stay valid until the wait.  Threads: as kvs_init and kvs_pull.
+ * Errors: those of kvs_init (then nothing is pulled) and of kvs_pull. */
+int kvs_broadcast(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals,
+                  const kvs_array *outs, int priority);
+
+/* What a store supports, for kvs_is_capable (MXNet's kv.is_capable). */
+typedef enum kvs_capability {
+    KVS_CAP_OPTIMIZER = 1,  /* kvs_set_optimizer: "dist_*" stores (servers apply it) */
+    KVS_CAP_PUSHPULL = 2,   /* kvs_pushpull: every store */
+    KVS_CAP_BROADCAST = 3,  /* kvs_broadcast: every store */
+    KVS_CAP_DEVICE_STORE = 4, /* values summed on devices: "device", "nccl", "dist_*_device" */
+    KVS_CAP_ASYNC = 5,      /* dist_async semantics (no rounds): "dist_async*" */
+    KVS_CAP_COMPRESSION = 6, /* kvs_set_gradient_compression: "dist_sync", "dist_async" */
+    KVS_CAP_ROW_SPARSE = 7, /* row-sparse arrays (kvs_rsp): "dist_*" stores */
+} kvs_capability;
+
+/* 1 when the store supports cap, 0 when it does not.
+ * Errors: KVS_EINVAL (s NULL, or cap not a kvs_capability value). */
+int kvs_is_capable(const kvs_store *s, int cap);
+
+/* Compress this worker's pushes to the servers (MXNet's
+ * kv.set_gradient_compression).  spec: "2bit threshold=T" (T > 0, default
+ * 0.5: each element of residual + gradient sends +T when it reaches T, -T
+ * when it reaches -T, else 0, 2 bits each, and keeps the rest in its
+ * residual), "1bit" (the sign of residual + gradient, scaled by its mean
+ * absolute value; the error stays in the residual), "topk ratio=R" (the
+ * ceil(R * n) largest magnitudes of each key part, 0 < R <= 1, the rest
+ * stays in the residual), "fp16" (values cast to float16 on the wire), or
+ * "none"/NULL.  The residuals are per key part, kept by this worker; the
+ * servers decode and sum in float32.  Each codec takes "pull=1" (the
+ * default) or "pull=0": with pull=1, in a dist_sync store whose servers run
+ * no optimizer, a server encodes each round's sum once with the same codec
+ * and a residual of its own, and every pull of that round's value returns
+ * its decoding (the same bits on every worker; only the encoded bytes
+ * cross the network); with pull=0, an optimizer, or dist_async, pulls
+ * return the float32 value.  Only float32 gradients of host arrays: a push of
+ * another dtype fails with KVS_EINVAL.  Call before the first push, with
+ * the same spec on every worker: a server refuses (KVS_EINVAL, naming both
+ * specs) a push whose codec differs from the first push of that key.
+ * Threads: a user thread, with no push in flight.
+ * Errors: KVS_EINVAL (s NULL, a bad spec, naming the word; called after a
+ * push; a store that is not "dist_sync"/"dist_async"), KVS_ENOMEM. */
+int kvs_set_gradient_compression(kvs_store *s, const char *spec);
+
+/* Node groups for kvs_num_dead_node, MXNet's (ps-lite's) values; OR them. */
+enum { KVS_GROUP_SERVER = 2, KVS_GROUP_WORKER = 4 };
+
+/* How many nodes of the groups in mask (KVS_GROUP_SERVER, KVS_GROUP_WORKER
+ * or both) the scheduler has declared dead so far, as this worker has been
+ * told (MXNet's kv.num_dead_node).  Any death fails the job (see
+ * KVS_EPEERDEAD), so a nonzero count means the job is over; the count lets
+ * the application say which side failed.  A local store counts 0.
+ * Threads: any thread.
+ * Errors: KVS_EINVAL (s NULL, mask 0 or with other bits). */
+int kvs_num_dead_node(const kvs_store *s, int mask);
+
+/* This worker's place in its local group: the workers of the job on its
+ * host (the same registered address and pid namespace; or as given by
+ * KVS_LOCAL_RANK/KVS_LOCAL_SIZE or torchrun's LOCAL_RANK/LOCAL_WORLD_SIZE,
+ * which the scheduler checks).  Rank 0..size-1; 0 and 1 for a "local" store
+ * or a worker alone on its host.  Use it to pick this process's GPU.  With
+ * KVS_LOCAL_AGG (default for dist_sync) the group sums its host arrays
+ * before the network; results are the same.  Any thread.  Errors:
+ * KVS_EINVAL (NULL). */
+int kvs_local_rank(const kvs_store *s);
+int kvs_local_size(const kvs_store *s);
+
+/* ---- Row-sparse arrays (embedding tables) ----
+ *
+ * A row-sparse key is a dense table of rows x row_len elements (its dense
+ * shape, declared by kvs_init_row_sparse) of which a step touches a few
+ * rows.  Pushes carry only the touched rows (kvs_rsp: row ids and a dense
+ * block of those rows), pulls ask for rows by id.  The servers store the
+ * table by row ranges: a key of at least MXNET_KVSTORE_BIGARRAY_BOUND
+ * elements is cut into S parts at row boundaries (part i: rows
+ * [round(rows*i/S), round(rows*(i+1)/S)) on server i), a smaller one lives
+ * whole on its home server; each part travels and is stored as chunks of
+ * whole rows of at most KVS_RSP_CHUNK_BYTES (256 MiB; at least one row).  P3 slicing
+ * does not apply to row-sparse keys.
+ *
+ * dist_sync: a round's sum is row-sparse: the union of the rows present in
+ * any worker's push, each row the sum of the pushes that carry it (a row a
+ * worker did not send counts as zero).  Without an optimizer those rows of
+ * the stored table become their sums and every other row keeps its value;
+ * with one (kvs_set_optimizer) only those rows are updated, with the sum as
+ * their gradient: MXNet's lazy update.  Rows that received no gradient are
+ * not touched at all: their weight, momentum, Adam m and v and weight decay
+ * stay as they were (the update count t that Adam and the schedules use
+ * counts the key part's rounds).  lamb, whose step needs norms of the whole
+ * key, fails such rounds (KVS_EINVAL).  dist_async: each push is applied on
+ * arrival: its rows are added to the stored rows (with an optimizer, one
+ * lazy update of its rows).
+ *
+ * Row-sparse keys take only the calls of this section (and kvs_wait,
+ * kvs_wait_all, the optimizer and checkpoint calls); kvs_push, kvs_pull and
+ * kvs_pushpull of such a key are KVS_EINVAL.  "local" and the device-only
+ * store types do not support them (KVS_ENOTSUP); arrays are host memory. */
+
+/* Row ids and the rows they name: rows.count == nrows * the key's row_len
+ * elements, row i of the block (elements [i*row_len, (i+1)*row_len)) is
+ * table row row_ids[i].  Ids may come in any order; each must be distinct
+ * and in [0, rows of the key). */
+typedef struct kvs_rsp {
+    const int64_t *row_ids;
+    uint64_t nrows;
+    kvs_array rows;
+} kvs_rsp;
+
+/* Initialise n row-sparse keys: vals[i] is key i's whole dense table
+ * (count a multiple of row_len[i] > 0) and rank 0's values become the
+ * initial values, as kvs_init.  Synchronous.  Every worker calls it with
+ * the same keys and row lengths.  Errors: those of kvs_init; KVS_EINVAL
+ * (row_len 0 or not dividing count, a key repeated in the call, a key
+ * already initialised dense or with another row length); KVS_ENOTSUP (a
+ * store that is not "dist_*"). */
+int kvs_init_row_sparse(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals,
+                        const uint64_t *row_len);
+
+/* Push n row-sparse gradients (one per key; a key repeated in one call is
+ * KVS_EINVAL).  Every row id is checked before anything is sent: a
+ * duplicate id or one outside [0, rows) is KVS_EINVAL naming the key, the
+ * id and its place; rows.count != nrows * row_len or another dtype than
+ * the key's is KVS_ESHAPE.  nrows may be 0 (the worker touched no row: it
+ * still takes part in the round).  Asynchronous, like kvs_push: ids and
+ * rows must stay valid until the wait. */
+int kvs_push_rsp(kvs_store *s, size_t n, const uint64_t *keys, const kvs_rsp *vals,
+                 int priority);
+
+/* Push vals and pull back the same rows (as the round left them) into
+ * outs[i], an array of vals[i].nrows * row_len elements (outs[i].data may
+ * be vals[i].rows.data).  Asynchronous. */
+int kvs_pushpull_rsp(kvs_store *s, size_t n, const uint64_t *keys, const kvs_rsp *vals,
+                     const kvs_array *outs, int priority);
+
+/* Pull rows row_ids[0..nrows) of key into out (nrows * row_len elements of
+ * the key's dtype; row i of out is table row row_ids[i]), after the round
+ * of this worker's last push to key, like kvs_pull.  Ids: distinct, in
+ * [0, rows), any order (checked before anything is sent: KVS_EINVAL).
+ * Asynchronous: row_ids and out must stay valid until kvs_wait(key). */
+int kvs_row_sparse_pull(kvs_store *s, uint64_t key, const int64_t *row_ids, uint64_t nrows,
+                        const kvs_array *out);
 
 /* ---- Server-side optimizers (update_on_kvstore) ----
  *
@@ -188,8 +369,8 @@ int kvs_num_servers(const kvs_store *s);
  *   "sgd learning_rate=0.1 momentum=0.9 wd=0.0001 rescale_grad=0.5 clip_gradient=5"
  *
  * Settings every optimizer takes:
- *   learning_rate  (0.01; adam and rmsprop 0.001), >= 0
- *   wd             weight decay (0)
+ *   learning_rate  (0.01; adam, adamw, lamb and rmsprop 0.001), >= 0
+ *   wd             weight decay (0; adamw 0.01)
  *   rescale_grad   multiplies g first (1)
  *   clip_gradient  > 0: clip(x) clips to [-clip_gradient, clip_gradient]; <= 0 off (off)
  *   multi_precision=0|1 (0): float16/bfloat16 keys keep a float32 master copy
@@ -198,6 +379,14 @@ int kvs_num_servers(const kvs_store *s);
  *                  FactorScheduler over the key part's update count t:
  *                  lr = learning_rate * F^floor((t-1)/S), never below L
  *                  (F in (0,1], default 1; L default 1e-8)
+ *   lr_scheduler=warmup_cosine | warmup_linear | poly  total_steps=T (required)
+ *                  warmup_steps=W (0, < T) warmup_begin_lr=B (0) final_lr=F (0)
+ *                  power=P (poly only, 2): MXNet's CosineScheduler /
+ *                  PolyScheduler with linear warmup, over the part's update count t:
+ *                  t < W:  lr = B + (learning_rate - B)*t/W;   t >= T: lr = F;  else
+ *                  x = (t-W)/(T-W) and lr = F + (learning_rate - F)*s with
+ *                  s = (1 + cos(pi*x))/2 (warmup_cosine), 1 - x (warmup_linear),
+ *                  (1 - x)^P (poly)
  * lr below is learning_rate after the schedule, times the key's lr_mult;
  * wd is times the key's wd_mult.  The rules (MXNet 1.x; optim/optim_kern.c
  * cites each kernel):
@@ -220,6 +409,23 @@ int kvs_num_servers(const kvs_store *s);
  *     centered=1:    also s = (1-gamma1)*g' + gamma1*s;
  *                    d = gamma2*d - lr*g'/sqrt(n - s^2 + epsilon);  w = w + d
  *     clip_weights > 0 clips w to [-clip_weights, clip_weights] after each step.
+ *   adamw beta1=0.9 beta2=0.999 epsilon=1e-8 (wd 0.01): torch.optim.AdamW,
+ *                    decoupled weight decay (Loshchilov & Hutter):
+ *                    g' = clip(rescale_grad*g);  m = beta1*m + (1-beta1)*g';
+ *                    v = beta2*v + (1-beta2)*g'^2;
+ *                    w = w*(1 - lr*wd) - (lr/(1-beta1^t)) * m/(sqrt(v)/sqrt(1-beta2^t) + epsilon)
+ *   lamb beta1=0.9 beta2=0.999 epsilon=1e-6 bias_correction=1 lower_bound=-1
+ *        upper_bound=-1 (You et al.; MXNet's two phases):
+ *                    g' = clip(rescale_grad*g);  m, v as adamw;
+ *                    r = (m/c1)/(sqrt(v/c2) + epsilon) + wd*w  (c1 = 1-beta1^t,
+ *                    c2 = 1-beta2^t; both 1 with bias_correction=0);
+ *                    r1 = ||w||, r2 = ||r|| over the whole key (every part of a
+ *                    key split over servers or P3 slices: the servers exchange
+ *                    their parts' sums); r1 clamped to [lower_bound, upper_bound]
+ *                    where those are > 0; ratio = r1/r2 (1 if r1 or r2 is 0);
+ *                    w = w - lr*ratio*r.  Sums of squares in float64.  A
+ *                    dist_async key split over servers cannot use lamb:
+ *                    KVS_ENOTSUP naming the key.
  * State (m, v, h, n, s, d) starts at zero.
  *
  * Arithmetic: float64 keys update in float64; float32 keys in float32;
@@ -288,7 +494,7 @@ int kvs_set_optimizer_key(kvs_store *s, uint64_t key, const char *settings);
  * between rounds: call them after kvs_wait_all() on every worker; a round in
  * progress on a server is KVS_EINVAL naming the key.  The local store:
  * KVS_ENOTSUP.  The file and manifest formats are documented in
- * server/ckpt.h and README.
+ * server/ckpt.h and docs/design/checkpoints.md.
  *
  * Automatic checkpoints: with KVS_CHECKPOINT_DIR and KVS_CHECKPOINT_EVERY=N
  * set for the servers, a server writes generation r of KVS_CHECKPOINT_DIR
@@ -316,6 +522,8 @@ typedef struct kvs_device_stats {
     uint64_t peer_bytes, staged_bytes;
     uint64_t sums;          /* device sum kernels (simulated: CPU sums) */
     uint64_t nccl_calls;    /* NCCL collectives */
+    uint64_t pinned_bytes;  /* the store's pinned host staging pool (reused, freed at close) */
+    uint64_t pinned_buffers;
 } kvs_device_stats;
 
 /* Fill *out with s's device counters (all zero while no device was used).

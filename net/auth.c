@@ -402,6 +402,21 @@ int net_auth_listen(net_auth *a, void *zsock, const char *target)
      * or closing pipe: seen under blast_2x2's flood of raw greetings. */
     if (zmq_setsockopt(zsock, ZMQ_ZAP_DOMAIN, "kvsd", 4) != 0)
         return KVS_ENET;
+    /* Open jobs: no receive high-water mark on a listening socket.  When a
+     * connection's queue is full libzmq stops reading it; if the peer then
+     * resets the connection and its unread input holds a PING, libzmq
+     * 4.3.4 answers that PING on a dead connection and aborts
+     * (stream_engine_base.cpp:331, `!_io_error`): anyone who can reach an
+     * open job's port could kill it with a stream of empty frames.  Without
+     * a mark, input never stops and the loop drains what an outsider
+     * sends as fast as it comes (no answer to an unidentified connection's
+     * garbage, rate-limited warnings).  With a secret only peers that
+     * proved it get a queue, and the mark stays. */
+    if (a->c->security == CFG_SEC_NONE) {
+        int zero = 0;
+        if (zmq_setsockopt(zsock, ZMQ_RCVHWM, &zero, sizeof zero) != 0)
+            return KVS_ENET;
+    }
     return 0;
 }
 

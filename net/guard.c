@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "net/guard.h"
+#include "net/tcpinfo.h"
 
 enum { ENT_NONE = 0, ENT_PENDING, ENT_TRUSTED, ENT_CLOSING };
 
@@ -32,8 +33,10 @@ struct net_guard {
     int cap;
     int head, tail; /* pending list */
     uint64_t npending, ntrusted, nclosing;
-    uint64_t closed, closed_timeout, closed_cap, closed_fds;
+    uint64_t closed, closed_timeout, closed_cap, closed_fds, closed_refused;
     uint64_t episode_closed;
+    uint64_t *ring; /* routing ids (hashed) of connections shut for a refusal */
+    size_t ring_at;
     bool episode;
     bool logged_full; /* the limit is reached by the job's own connections */
     uint64_t last_verify;
@@ -157,18 +160,20 @@ static const char *reason_text(int why)
     switch (why) {
     case 0: return "older than KVS_HANDSHAKE_TIMEOUT";
     case 1: return "more than KVS_MAX_PENDING_CONN pending";
-    default: return "descriptors close to RLIMIT_NOFILE";
+    case 2: return "descriptors close to RLIMIT_NOFILE";
+    default: return "sent a message this node refused before identifying itself";
     }
 }
 
-/* Shut down the pending connection on fd (why: 0 timeout, 1 cap, 2 fds). */
+/* Shut down the pending connection on fd (why: 0 timeout, 1 cap, 2 fds,
+ * 3 refused). */
 static void shut(net_guard *g, int fd, int why, uint64_t in_use, uint64_t limit)
 {
     guard_ent *e = &g->ent[fd];
     uint64_t ino = net_sock_ino(fd);
     list_del(g, fd);
     g->npending--;
-    if (ino != e->ino) { /* libzmq closed it already (and may have reused fd) */
+    if (ino != e->ino || ino == 0) { /* libzmq closed it already (and may have reused fd) */
         e->state = ENT_NONE;
         e->ino = 0;
         return;
@@ -182,8 +187,10 @@ static void shut(net_guard *g, int fd, int why, uint64_t in_use, uint64_t limit)
         g->closed_timeout++;
     else if (why == 1)
         g->closed_cap++;
-    else
+    else if (why == 2)
         g->closed_fds++;
+    else
+        g->closed_refused++;
     if (!g->episode) {
         g->episode = true;
         LOG(LOG_WARN, g->who, "net", "closing connections that did not identify themselves: "
@@ -308,6 +315,62 @@ void net_guard_trust(net_guard *g, int fd)
     g->ntrusted++;
 }
 
+bool net_guard_trusted(net_guard *g, int fd)
+{
+    guard_ent *e;
+    if (g == NULL)
+        return true;
+    e = fd < 0 ? NULL : ent_at(g, fd, false);
+    return e != NULL && e->state == ENT_TRUSTED;
+}
+
+static uint64_t ident_hash(const void *ident, size_t len)
+{
+    const uint8_t *p = ident;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h | 1; /* 0 marks a free slot */
+}
+
+bool net_guard_refused(net_guard *g, int fd, const void *ident, size_t ident_len)
+{
+    guard_ent *e;
+    uint64_t h, ino;
+    if (g == NULL)
+        return true;
+    e = fd < 0 ? NULL : ent_at(g, fd, false);
+    if (e && e->state == ENT_TRUSTED)
+        return true;
+    if (fd < 0 || (e && e->state == ENT_CLOSING && net_sock_ino(fd) == e->ino))
+        return false; /* shut already: the rest of its queue */
+    h = ident_hash(ident, ident_len);
+    for (size_t i = 0; g->ring && i < NET_GUARD_RING; i++)
+        if (g->ring[i] == h)
+            return false; /* a connection shut before (fd may be another's now) */
+    ino = net_sock_ino(fd);
+    if (ino == 0 || net_tcp_received(fd) < NET_GUARD_REFUSE_MIN)
+        return false; /* gone, or too new to be the one that sent it: not yet */
+    if (g->ring == NULL && (g->ring = calloc(NET_GUARD_RING, sizeof *g->ring)) == NULL)
+        return false;
+    g->ring[g->ring_at] = h;
+    g->ring_at = (g->ring_at + 1) % NET_GUARD_RING;
+    e = ent_at(g, fd, true);
+    if (e == NULL)
+        return false;
+    if (e->state != ENT_PENDING || e->ino != ino) {
+        /* its ACCEPTED has not reached the loop yet: pending from now on */
+        ent_clear(g, fd);
+        e->state = ENT_PENDING;
+        e->ino = ino;
+        e->since = clock_ms();
+        list_add(g, fd);
+        g->npending++;
+    }
+    shut(g, fd, 3, g->episode ? 0 : fds_in_use(g), nofile_limit());
+    return false;
+}
+
 void net_guard_event(net_guard *g, int event, int value)
 {
     if (g == NULL)
@@ -399,6 +462,7 @@ static void on_closed(uv_handle_t *h)
     if (g->fd_dir)
         closedir(g->fd_dir);
     free(g->ent);
+    free(g->ring);
     free(g);
 }
 
@@ -429,4 +493,5 @@ void net_guard_get_stats(const net_guard *g, net_guard_stats *st)
     st->closed_timeout = g->closed_timeout;
     st->closed_cap = g->closed_cap;
     st->closed_fds = g->closed_fds;
+    st->closed_refused = g->closed_refused;
 }

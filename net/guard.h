@@ -23,7 +23,9 @@
  * first (NET_GUARD_GRACE_MS, at most a tenth of the handshake timeout): a
  * node connecting in the middle of a flood has the time to say who it is;
  * meanwhile the cap may be exceeded and libzmq may retry accept() (EMFILE)
- * for that long.  Trusted connections are never touched.  Closing
+ * for that long.  A pending connection that sends a message the daemon
+ * refuses is shut down at once (net_guard_refused).  Trusted connections
+ * are never touched.  Closing
  * is shutdown(fd, SHUT_RDWR), never close(): libzmq owns the descriptor and
  * tears the session down itself when it sees the end of the stream.  One
  * WARN line per episode (from the first closing until no connection is
@@ -82,13 +84,38 @@ void net_guard_event(net_guard *g, int event, int value);
  * of the job: never close it.  fd < 0 or g NULL: no-op. */
 void net_guard_trust(net_guard *g, int fd);
 
+/* Whether the connection on fd (net_msg_fd of a message) is trusted: a
+ * daemon answers a malformed message only on a trusted connection, so an
+ * outsider's stream of garbage costs it no answers (and no send queue).
+ * A descriptor may have been reused since the message arrived: use the
+ * answer for nothing but that choice.  g NULL: true. */
+bool net_guard_trusted(net_guard *g, int fd);
+
+/* The daemon refused a message (malformed, or from no node of the job)
+ * that came on fd (net_msg_fd) from the peer with routing id ident.  A
+ * trusted connection is kept: returns true, answer it.  Otherwise returns
+ * false (no answer), and the connection now on fd is shut down at once: a
+ * node identifies itself with its first message, and in an open job the
+ * listening sockets read without a high-water mark (net/auth.c), so every
+ * further message of a stranger would queue in memory faster than the loop
+ * drops it.  A descriptor may hold another connection by the time the
+ * message is read, so the guard leaves alone a connection on fd that is
+ * trusted, or has received fewer than NET_GUARD_REFUSE_MIN bytes (TCP: a
+ * node's new connection before it could say who it is), and it remembers
+ * the routing ids it shut (the last NET_GUARD_RING): the rest of such a
+ * connection's queue, read later, costs no further shutdowns.  g NULL:
+ * true. */
+#define NET_GUARD_REFUSE_MIN 16384
+#define NET_GUARD_RING 1024
+bool net_guard_refused(net_guard *g, int fd, const void *ident, size_t ident_len);
+
 /* Counters: connections pending now, trusted now, and closed by the guard
- * so far (all reasons). */
+ * so far (all reasons; closed_refused: net_guard_refused). */
 typedef struct net_guard_stats {
     uint64_t pending;
     uint64_t trusted;
     uint64_t closed;
-    uint64_t closed_timeout, closed_cap, closed_fds;
+    uint64_t closed_timeout, closed_cap, closed_fds, closed_refused;
 } net_guard_stats;
 void net_guard_get_stats(const net_guard *g, net_guard_stats *st);
 

@@ -387,6 +387,11 @@ int net_http_metrics(uv_loop_t *loop, const cfg *c, met_reg *r, const char *who,
     if (rc == 0)
         LOG(LOG_INFO, who, "metrics", "serving Prometheus metrics at http://%s:%d/metrics",
             c->metrics_addr, net_http_port(*out));
+    if (rc == 0 && (c->secret_len > 0 || c->curve_files) &&
+        strncmp(c->metrics_addr, "127.", 4) != 0)
+        LOG(LOG_WARN, who, "metrics", "KVS_METRICS_ADDR=%s: the metrics endpoint needs no job "
+            "secret; anyone who reaches it reads the job's nodes, size, state and traffic "
+            "(127.0.0.1, the default, keeps it to this host)", c->metrics_addr);
     else
         snprintf(why + strlen(why), whylen - strlen(why), " (KVS_METRICS_PORT=%d)",
                  c->metrics_port);

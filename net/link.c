@@ -72,13 +72,13 @@ static void on_timer(uv_timer_t *t)
                      "could not register with the scheduler at %s within %.1f s "
                      "(KVS_START_TIMEOUT): is it running, and are DMLC_PS_ROOT_URI/"
                      "DMLC_PS_ROOT_PORT right?",
-                     l->root, l->start_timeout_ms / 1000.0);
+                     l->root, (double)l->start_timeout_ms / 1000.0);
             link_fail(l, KVS_ETIMEDOUT, why);
         } else if (now >= l->next_note_ms) {
             /* at the default verbosity: a silent wait looks like a hang */
             LOG(LOG_WARN, l->who, "net", "still waiting for the scheduler at %s: %.0f s of "
-                "KVS_START_TIMEOUT=%.0f s", l->root, (now - l->start_ms) / 1000.0,
-                l->start_timeout_ms / 1000.0);
+                "KVS_START_TIMEOUT=%.0f s", l->root, (double)(now - l->start_ms) / 1000.0,
+                (double)l->start_timeout_ms / 1000.0);
             l->next_note_ms += LINK_NOTE_MS;
         }
         return;
@@ -87,7 +87,7 @@ static void on_timer(uv_timer_t *t)
         uint64_t quiet = now - l->last_ack_ms;
         if (quiet + 500 >= l->timeout_ms)
             snprintf(why, sizeof why, "scheduler at %s silent for %.1f s (PS_HEARTBEAT_TIMEOUT)",
-                     l->root, quiet / 1000.0);
+                     l->root, (double)quiet / 1000.0);
         else
             snprintf(why, sizeof why, "the scheduler at %s closed the connection: it exited or "
                      "crashed, or the connection was reset", l->root);
@@ -96,7 +96,7 @@ static void on_timer(uv_timer_t *t)
     }
     if (now - l->last_ack_ms > l->timeout_ms) {
         snprintf(why, sizeof why, "scheduler at %s silent for %.1f s (PS_HEARTBEAT_TIMEOUT)",
-                 l->root, (now - l->last_ack_ms) / 1000.0);
+                 l->root, (double)(now - l->last_ack_ms) / 1000.0);
         link_fail(l, KVS_EPEERDEAD, why);
         return;
     }
@@ -145,11 +145,11 @@ static void on_recv(net_sock *s, net_msg *m, void *arg)
 }
 
 int net_link_new(uv_loop_t *loop, void *zctx, const cfg *c, int role, const char *host,
-                 const char *endpoint, int pref_rank, const char *who,
+                 const char *endpoint, int pref_rank, const char *extra, const char *who,
                  const net_link_cbs *cbs, void *arg, net_link **out)
 {
     net_link *l = calloc(1, sizeof *l);
-    char ident[128], addr[CFG_HOST_MAX + 32], body[600];
+    char ident[128], addr[CFG_HOST_MAX + 32], body[1000];
     int rc;
     if (l == NULL)
         return KVS_ENOMEM;
@@ -176,6 +176,7 @@ int net_link_new(uv_loop_t *loop, void *zctx, const cfg *c, int role, const char
              (int)getpid(), tag[0], tag[1], tag[2], tag[3], tag[4], tag[5], tag[6], tag[7]);
     zmq_setsockopt(net_sock_zmq(l->sock), ZMQ_ROUTING_ID, ident, strlen(ident));
     net_live_low_delay(net_sock_zmq(l->sock)); /* heartbeats pass bulk data in the qdisc */
+    net_live_heartbeats(net_sock_zmq(l->sock), c);
     snprintf(addr, sizeof addr, "tcp://%s:%d", c->root_uri, c->root_port);
     snprintf(l->root, sizeof l->root, "%s", addr);
     rc = net_auth_connect(c, net_sock_zmq(l->sock), cfg_role_name(role), -1, "scheduler", why,
@@ -212,8 +213,9 @@ int net_link_new(uv_loop_t *loop, void *zctx, const cfg *c, int role, const char
     l->next_note_ms = l->start_ms + LINK_NOTE_MS;
     uint64_t tick = l->interval_ms < 200 ? l->interval_ms : 200;
     uv_timer_start(&l->timer, on_timer, tick, tick);
-    snprintf(body, sizeof body, "role=%s endpoint=%s rank=%d host=%s servers=%d workers=%d",
-             cfg_role_name(role), endpoint, pref_rank, host, c->num_server, c->num_worker);
+    snprintf(body, sizeof body, "role=%s endpoint=%s rank=%d host=%s servers=%d workers=%d%s%s",
+             cfg_role_name(role), endpoint, pref_rank, host, c->num_server, c->num_worker,
+             extra ? " " : "", extra ? extra : "");
     proto_hdr h = {.type = PROTO_REGISTER};
     net_link_send(l, &h, body);
     *out = l;

@@ -25,9 +25,11 @@ typedef struct net_link_cbs {
 
 /* Connect to the scheduler of c and register as role with the given
  * endpoint (servers: their data address; workers: "-") and preferred rank
- * (-1: none).  who is the log prefix, kept by pointer (must outlive link). */
+ * (-1: none); extra (NULL: none) is appended to the REGISTER body ("k=v"
+ * fields, e.g. a worker's proto_local).  who is the log prefix, kept by
+ * pointer (must outlive link). */
 int net_link_new(uv_loop_t *loop, void *zctx, const cfg *c, int role, const char *host,
-                 const char *endpoint, int pref_rank, const char *who,
+                 const char *endpoint, int pref_rank, const char *extra, const char *who,
                  const net_link_cbs *cbs, void *arg, net_link **out);
 
 /* Call after REGISTER_ACK: sets the node id and starts heartbeats. */

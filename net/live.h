@@ -39,7 +39,12 @@ void net_mon_free(net_mon *m);
 
 /* ZMTP heartbeats on zsock from c: a PING every PS_HEARTBEAT_INTERVAL, the
  * connection closed after PS_HEARTBEAT_TIMEOUT without any traffic from the
- * peer.  Set before bind/connect. */
+ * peer; each PING asks the peer to close after the same time without one
+ * (its TTL), so the listening side drops a silent peer too.  Set before
+ * connect, on connecting sockets only: libzmq 4.3.4 aborts when its
+ * heartbeat timer fires on a connection whose input stopped and then failed
+ * (stream_engine_base.cpp:331, `!_io_error`), which a peer of a listening
+ * socket can bring about. */
 void net_live_heartbeats(void *zsock, const cfg *c);
 
 /* Mark zsock's traffic as interactive (IP TOS low delay): under a priority

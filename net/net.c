@@ -243,7 +243,7 @@ static void flush_queue(net_sock *s)
         if (rc == EAGAIN)
             return;
         if (rc != 0)
-            LOG(LOG_WARN, NULL, "net", "queued message dropped: %s", zmq_strerror(rc));
+            LOG_LIMITED(LOG_WARN, NULL, "net", "queued message dropped: %s", zmq_strerror(rc));
         s->q_head = o->next;
         if (s->q_head == NULL)
             s->q_tail = NULL;
@@ -309,7 +309,7 @@ static void flush_heap(net_sock *s)
         if (rc == EAGAIN)
             return;
         if (rc != 0)
-            LOG(LOG_WARN, NULL, "net", "queued message dropped: %s", zmq_strerror(rc));
+            LOG_LIMITED(LOG_WARN, NULL, "net", "queued message dropped: %s", zmq_strerror(rc));
         heap_pop(s);
         s->queued--;
         out_free(o);
@@ -465,14 +465,22 @@ int net_send(net_sock *s, const void *ident, size_t ident_len, const proto_hdr *
         return KVS_ENOMEM;
     }
     o->next = NULL;
-    if (ident) {
-        zmq_msg_init_size(&o->frames[n], ident_len);
+    bool made = true;
+    if (ident && (made = zmq_msg_init_size(&o->frames[n], ident_len) == 0)) {
         memcpy(zmq_msg_data(&o->frames[n]), ident, ident_len);
         n++;
     }
-    zmq_msg_init_size(&o->frames[n], PROTO_HDR_SIZE);
-    proto_encode(h, zmq_msg_data(&o->frames[n]));
-    n++;
+    if (made && (made = zmq_msg_init_size(&o->frames[n], PROTO_HDR_SIZE) == 0)) {
+        proto_encode(h, zmq_msg_data(&o->frames[n]));
+        n++;
+    }
+    if (!made) {
+        o->nframes = n; /* the frames made before the one that failed */
+        out_free(o);
+        if (body)
+            zmq_msg_close(body);
+        return KVS_ENOMEM;
+    }
     if (body && pieces > 1) {
         /* frames of at most piece bytes that point into the body */
         struct net_whole *w = malloc(sizeof *w);
@@ -551,7 +559,8 @@ int net_send_text(net_sock *s, const void *ident, size_t ident_len, proto_hdr *h
     h->body_len = len;
     if (len == 0)
         return net_send(s, ident, ident_len, h, NULL);
-    zmq_msg_init_size(&body, len);
+    if (zmq_msg_init_size(&body, len) != 0)
+        return KVS_ENOMEM;
     memcpy(zmq_msg_data(&body), text, len);
     return net_send(s, ident, ident_len, h, &body);
 }

@@ -29,7 +29,12 @@
 #include "kvs.h"
 
 enum optim_kind { OPTIM_NONE = 0, OPTIM_SGD, OPTIM_NAG, OPTIM_ADAM, OPTIM_ADAGRAD,
-                  OPTIM_RMSPROP };
+                  OPTIM_RMSPROP, OPTIM_ADAMW, OPTIM_LAMB };
+#define OPTIM_KIND_MAX OPTIM_LAMB
+
+/* Learning-rate schedules (lr_scheduler=...). */
+enum optim_sched { OPTIM_SCHED_NONE = 0, OPTIM_SCHED_FACTOR, OPTIM_SCHED_WARMUP_COSINE,
+                   OPTIM_SCHED_WARMUP_LINEAR, OPTIM_SCHED_POLY };
 
 #define OPTIM_TEXT_MAX 1024   /* canonical text, NUL included */
 #define OPTIM_SPEC_MAX 4096   /* longest spec a caller may pass */
@@ -42,16 +47,24 @@ typedef struct optim_spec {
     double rescale_grad;
     double clip_gradient;   /* > 0: clip to [-c, c]; <= 0: off */
     double momentum;        /* sgd, nag */
-    double beta1, beta2;    /* adam */
-    double epsilon;         /* adam, rmsprop (added to the root), adagrad (under it) */
+    double beta1, beta2;    /* adam, adamw, lamb */
+    double epsilon;         /* adam, adamw, lamb, rmsprop (added to the root), adagrad (under it) */
     double gamma1, gamma2;  /* rmsprop */
     bool centered;          /* rmsprop: Graves' centred variant */
     double clip_weights;    /* rmsprop: > 0 clips weights to [-c, c] */
     bool multi_precision;   /* float16/bfloat16: float32 master copy */
-    bool factor_sched;      /* lr_scheduler=factor */
+    double lower_bound;     /* lamb: > 0 clamps ||w|| from below; <= 0: off */
+    double upper_bound;     /* lamb: > 0 clamps ||w|| from above; <= 0: off */
+    bool bias_correction;   /* lamb: divide m, v by 1 - beta^t (default 1) */
+    int sched;              /* enum optim_sched */
     uint64_t step;          /* FactorScheduler step (updates) */
     double factor;          /* FactorScheduler factor, (0, 1] */
     double stop_factor_lr;  /* FactorScheduler floor */
+    uint64_t warmup_steps;  /* warmup_*, poly: linear warmup over t < warmup_steps */
+    uint64_t total_steps;   /* warmup_*, poly: the decay ends at t = total_steps */
+    double final_lr;        /* warmup_*, poly: lr from t = total_steps on */
+    double warmup_begin_lr; /* warmup_*, poly: lr the warmup starts from (at t = 0) */
+    double power;           /* poly: exponent of the decay (2) */
 } optim_spec;
 
 /* Per-key multipliers (kvs_set_optimizer_key). */
@@ -74,6 +87,7 @@ const char *optim_diff(const char *a, const char *b, char *why, size_t whylen);
 int optim_parse_mult(const char *text, optim_mult *out, char *why, size_t whylen);
 
 /* "sgd", ... ("none" for OPTIM_NONE). */
+const char *optim_sched_name(int sched);
 const char *optim_name(int kind);
 
 /* True if dtype can be updated (float types). */
@@ -92,11 +106,15 @@ bool optim_has_master(const optim_spec *o, kvs_dtype dtype);
 typedef struct optim_step {
     const optim_spec *o;
     double lr, wd;   /* after schedule and multipliers */
-    double lr_t;     /* adam: lr * sqrt(1 - beta2^t) / (1 - beta1^t) */
+    double lr_t;     /* adam: lr * sqrt(1 - beta2^t) / (1 - beta1^t); adamw: lr / (1 - beta1^t) */
+    double bc1, bc2; /* adamw: 1, sqrt(1 - beta2^t); lamb: 1 - beta1^t, 1 - beta2^t (1, 1
+                      * with bias_correction=0) */
 } optim_step;
 void optim_step_init(optim_step *s, const optim_spec *o, uint64_t t, const optim_mult *m);
 
-/* MXNet's FactorScheduler after t updates (base = learning_rate). */
+/* The scheduled learning rate of update t (base = learning_rate): MXNet's
+ * FactorScheduler, or its CosineScheduler / PolyScheduler with linear
+ * warmup (optim.c has the formulas). */
 double optim_sched_lr(const optim_spec *o, uint64_t t);
 
 /* Update elements [lo, hi) of a key part of dtype, in place: g holds the
@@ -107,5 +125,27 @@ double optim_sched_lr(const optim_spec *o, uint64_t t);
  * ignored, and g gets the new master rounded to dtype. */
 void optim_update(const optim_step *s, kvs_dtype dtype, const void *w, void *g,
                   void *const *state, uint64_t lo, uint64_t hi);
+
+/* True if the optimizer needs norms over the whole key (lamb): it updates in
+ * two phases instead of optim_update.  optim_update does nothing for it. */
+bool optim_two_phase(const optim_spec *o);
+
+/* LAMB (optim/lamb.c).  Phase 1 updates m and v of elements [lo, hi) from
+ * the gradient g (not written) and accumulates sum(w^2) and sum(r^2), r the
+ * element's update direction, in float64: element order within blocks of
+ * OPTIM_NORM_BLOCK elements of the part, one block's sums in
+ * sums[2*b], sums[2*b+1] (b = i / OPTIM_NORM_BLOCK).  lo must be a multiple
+ * of OPTIM_NORM_BLOCK.  optim_lamb_sums() adds the block sums in block order.
+ * optim_lamb_ratio() is the trust ratio from the whole key's sums.  Phase 2
+ * writes the new weight into g from w, m and v (r computed again, the same
+ * bits) and the ratio.  Ranges may run concurrently; any split into whole
+ * blocks gives the same bits. */
+#define OPTIM_NORM_BLOCK 32768u
+void optim_lamb_phase1(const optim_step *s, kvs_dtype dtype, const void *w, const void *g,
+                       void *const *state, uint64_t lo, uint64_t hi, double *sums);
+void optim_lamb_sums(const double *blocks, uint64_t count, double out[2]);
+double optim_lamb_ratio(const optim_step *s, double wsq, double rsq);
+void optim_lamb_phase2(const optim_step *s, double ratio, kvs_dtype dtype, const void *w,
+                       void *g, void *const *state, uint64_t lo, uint64_t hi);
 
 #endif

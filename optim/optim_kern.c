@@ -31,6 +31,13 @@
  *                                 d  = gamma2*d - lr*g'/sqrt(n - s^2 + epsilon)
  *                                 w  = w + d
  *  rmsprop clip_weights c > 0:    w = clip(w) to [-c, c] after the step.
+ *  adamw (torch.optim.AdamW, Loshchilov & Hutter's decoupled weight decay):
+ *                                 g' = clip(rescale_grad*g)
+ *                                 m  = beta1*m + (1-beta1)*g'
+ *                                 v  = beta2*v + (1-beta2)*g'^2
+ *                                 step = lr/(1-beta1^t), d = sqrt(v)/sqrt(1-beta2^t) + epsilon
+ *                                 w  = w*(1 - lr*wd) - step*(m/d)
+ *  lamb: two phases over the whole key, optim/lamb.c.
  *
  * (MXNet 1.x's fused adam kernel clips rescale_grad*g + wd*w as a whole;
  * its Python Adam and the formula kvsd documents clip before adding wd*w.
@@ -49,7 +56,7 @@
 
 #define DEFINE_KERNELS(T, S)                                                            \
     typedef struct kp_##S {                                                            \
-        T lr, wd, rg, clip, mom, b1, b2, eps, lr_t, g1, g2, cw;                        \
+        T lr, wd, rg, clip, mom, b1, b2, eps, lr_t, g1, g2, cw, bc2, decay;            \
         int do_clip, do_cw;                                                            \
     } kp_##S;                                                                          \
                                                                                        \
@@ -108,6 +115,23 @@
             m[i] = mm;                                                                 \
             v[i] = vv;                                                                 \
             g[i] = w[i] - p->lr_t * mm / (sqrt_##S(vv) + p->eps);                      \
+        }                                                                              \
+    }                                                                                  \
+                                                                                       \
+    static void adamw_##S(const kp_##S *p, T *restrict g, const T *restrict w,           \
+                          T *restrict m, T *restrict v, uint64_t n)                     \
+    {                                                                                  \
+        const T c1 = (T)1 - p->b1, c2 = (T)1 - p->b2;                                  \
+        for (uint64_t i = 0; i < n; i++) {                                             \
+            T gr = p->rg * g[i];                                                       \
+            if (p->do_clip)                                                            \
+                gr = clip_##S(gr, p->clip);                                            \
+            T mm = p->b1 * m[i] + c1 * gr;                                             \
+            T vv = p->b2 * v[i] + c2 * (gr * gr);                                      \
+            m[i] = mm;                                                                 \
+            v[i] = vv;                                                                 \
+            T den = sqrt_##S(vv) / p->bc2 + p->eps;                                    \
+            g[i] = w[i] * p->decay - p->lr_t * (mm / den);                             \
         }                                                                              \
     }                                                                                  \
                                                                                        \
@@ -175,6 +199,8 @@
         p->b2 = (T)o->beta2;                                                           \
         p->eps = (T)o->epsilon;                                                        \
         p->lr_t = (T)s->lr_t;                                                          \
+        p->bc2 = (T)s->bc2;                                                            \
+        p->decay = (T)(1.0 - s->lr * s->wd);                                           \
         p->g1 = (T)o->gamma1;                                                          \
         p->g2 = (T)o->gamma2;                                                          \
         p->cw = (T)o->clip_weights;                                                    \
@@ -195,6 +221,8 @@
             break;                                                                     \
         case OPTIM_NAG: nag_##S(&p, g, w, st[0], n); break;                            \
         case OPTIM_ADAM: adam_##S(&p, g, w, st[0], st[1], n); break;                   \
+        case OPTIM_ADAMW: adamw_##S(&p, g, w, st[0], st[1], n); break;                 \
+        case OPTIM_LAMB: break; /* two phases: optim/lamb.c */                         \
         case OPTIM_ADAGRAD: adagrad_##S(&p, g, w, st[0], n); break;                    \
         case OPTIM_RMSPROP:                                                            \
             if (s->o->centered)                                                        \

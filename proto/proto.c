@@ -1,4 +1,5 @@
 /* proto.c - wire format; see proto.h. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,7 @@ void proto_encode(const proto_hdr *h, uint8_t out[PROTO_HDR_SIZE])
     le_put16(out + 4, PROTO_VERSION);
     le_put16(out + 6, h->type);
     le_put16(out + 8, h->flags);
-    le_put16(out + 10, 0);
+    le_put16(out + 10, h->contrib);
     le_put32(out + 12, (uint32_t)h->sender);
     le_put32(out + 16, (uint32_t)h->status);
     le_put32(out + 20, (uint32_t)h->priority);
@@ -72,6 +73,7 @@ int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
                     le_get16(p + 4), PROTO_VERSION);
     h.type = le_get16(p + 6);
     h.flags = le_get16(p + 8);
+    h.contrib = le_get16(p + 10);
     h.sender = (int32_t)le_get32(p + 12);
     h.status = (int32_t)le_get32(p + 16);
     h.priority = (int32_t)le_get32(p + 20);
@@ -95,6 +97,9 @@ int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
                     body_len);
     if (h.status > 0 || h.status < -1000)
         return err_why(why, whylen, KVS_EPROTO, "status %d out of range", h.status);
+    if ((h.type == PROTO_PUSH || h.type == PROTO_PUSHPULL) && h.contrib == 0)
+        return err_why(why, whylen, KVS_EPROTO, "%s with a contribution count of 0",
+                       proto_type_name(h.type));
 
     if (is_data_request(h.type) || h.type == PROTO_REPLY) {
         if (h.dtype >= KVS_NUM_DTYPES && (h.type != PROTO_REPLY || h.status == 0))
@@ -109,6 +114,37 @@ int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
     h.t_arrive_ns = h.sum_ns = h.t_round_ns = 0;
     h.fuse = 0;
     h.cma_done = 0;
+    if ((h.flags & PROTO_F_CODEC) &&
+        ((h.flags & (PROTO_F_CMA | PROTO_F_RSP)) ||
+         !(is_data_request(h.type) || (h.type == PROTO_REPLY && h.status == 0))))
+        return err_why(why, whylen, KVS_EPROTO, "%s: a compressed body %s",
+                       proto_type_name(h.type),
+                       (h.flags & PROTO_F_CMA)   ? "cannot go by reference"
+                       : (h.flags & PROTO_F_RSP) ? "cannot be row-sparse"
+                                                 : "is only for pushes and value replies");
+    if ((h.flags & PROTO_F_ZPULL) &&
+        (!(h.flags & PROTO_F_CODEC) || (h.type != PROTO_PUSH && h.type != PROTO_PUSHPULL)))
+        return err_why(why, whylen, KVS_EPROTO, "%s: compressed replies asked for without a "
+                       "compressed push", proto_type_name(h.type));
+    if ((h.flags & PROTO_F_RSP) &&
+        (h.type == PROTO_PUSH || h.type == PROTO_PUSHPULL || h.type == PROTO_PULL)) {
+        /* a row-sparse body: its inside is checked by proto_rsp_parse */
+        if (h.flags & PROTO_F_CMA)
+            return err_why(why, whylen, KVS_EPROTO, "row-sparse %s by reference",
+                           proto_type_name(h.type));
+        if (h.body_len < PROTO_RSP_HDR)
+            return err_why(why, whylen, KVS_EPROTO, "row-sparse %s of %llu bytes (at least %d)",
+                           proto_type_name(h.type), (unsigned long long)h.body_len,
+                           PROTO_RSP_HDR);
+        if (h.body_len > lim->max_message)
+            return err_why(why, whylen, KVS_ETOOBIG, "body of %llu bytes > KVS_MAX_MESSAGE (%llu)",
+                           (unsigned long long)h.body_len, (unsigned long long)lim->max_message);
+        *out = h;
+        return 0;
+    }
+    if (h.flags & PROTO_F_RSP)
+        return err_why(why, whylen, KVS_EPROTO, "%s cannot be row-sparse",
+                       proto_type_name(h.type));
     if (h.flags & PROTO_F_CMA) {
         bool req = is_data_request(h.type);
         if (!req && h.type != PROTO_REPLY)
@@ -128,6 +164,31 @@ int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
         if (bytes > lim->max_message)
             return err_why(why, whylen, KVS_ETOOBIG, "%llu bytes > KVS_MAX_MESSAGE (%llu)",
                         (unsigned long long)bytes, (unsigned long long)lim->max_message);
+    } else if (h.type == PROTO_NORM_PART) {
+        if (h.body_len == 0 || h.body_len > PROTO_NORM_TEXT_MAX)
+            return err_why(why, whylen, KVS_EPROTO, "NORM_PART of %llu bytes (1 to %u)",
+                        (unsigned long long)h.body_len, PROTO_NORM_TEXT_MAX);
+        if (h.count == 0 || !size_add(h.offset, h.count, &end) || end > h.total)
+            return err_why(why, whylen, KVS_EPROTO,
+                        "NORM_PART part [%llu, +%llu) is empty or outside the key's %llu "
+                        "elements", (unsigned long long)h.offset, (unsigned long long)h.count,
+                        (unsigned long long)h.total);
+    } else if (h.type == PROTO_REPL_VALUE) {
+        if (h.dtype >= KVS_NUM_DTYPES)
+            return err_why(why, whylen, KVS_EPROTO, "REPL_VALUE of unknown dtype %u", h.dtype);
+        if (!size_add(h.offset, h.count, &end) || end > h.total)
+            return err_why(why, whylen, KVS_EPROTO,
+                        "REPL_VALUE part [%llu, +%llu) does not fit in the key's %llu elements",
+                        (unsigned long long)h.offset, (unsigned long long)h.count,
+                        (unsigned long long)h.total);
+        if (!size_mul(h.count, kvs_dtype_size((kvs_dtype)h.dtype), &bytes) ||
+            bytes > h.body_len)
+            return err_why(why, whylen, KVS_EPROTO, "REPL_VALUE of %llu %s elements in %llu "
+                        "bytes", (unsigned long long)h.count,
+                        kvs_dtype_name((kvs_dtype)h.dtype), (unsigned long long)h.body_len);
+        if (h.body_len > lim->max_message)
+            return err_why(why, whylen, KVS_ETOOBIG, "body of %llu bytes > KVS_MAX_MESSAGE (%llu)",
+                        (unsigned long long)h.body_len, (unsigned long long)lim->max_message);
     } else if (h.type == PROTO_TIMING) {
         if (h.body_len != PROTO_TIMING_LEN)
             return err_why(why, whylen, KVS_EPROTO, "TIMING of %llu bytes",
@@ -140,6 +201,22 @@ int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
         if (h.body_len != PROTO_NONCE_LEN)
             return err_why(why, whylen, KVS_EPROTO, "CHALLENGE of %llu bytes",
                         (unsigned long long)h.body_len);
+    } else if (proto_has_data(&h) && PROTO_CODEC(h.flags)) {
+        /* a compressed part: its receiver checks the exact size for its codec */
+        if (h.type != PROTO_PUSH && h.type != PROTO_PUSHPULL && h.type != PROTO_REPLY)
+            return err_why(why, whylen, KVS_EPROTO, "%s with a compressed body",
+                        proto_type_name(h.type));
+        if (h.dtype != KVS_FLOAT32)
+            return err_why(why, whylen, KVS_EPROTO, "compressed %s of %s (float32 only)",
+                        proto_type_name(h.type), kvs_dtype_name((kvs_dtype)h.dtype));
+        if (!size_mul(h.count, 8, &bytes) || h.body_len > bytes + 8)
+            return err_why(why, whylen, KVS_EPROTO, "compressed body of %llu bytes for %llu "
+                        "elements", (unsigned long long)h.body_len,
+                        (unsigned long long)h.count);
+        if (h.body_len > lim->max_message)
+            return err_why(why, whylen, KVS_ETOOBIG,
+                        "body of %llu bytes > KVS_MAX_MESSAGE (%llu)",
+                        (unsigned long long)h.body_len, (unsigned long long)lim->max_message);
     } else if (proto_has_data(&h)) {
         if (!size_mul(h.count, kvs_dtype_size((kvs_dtype)h.dtype), &bytes))
             return err_why(why, whylen, KVS_ETOOBIG, "count %llu overflows a byte size",
@@ -248,6 +325,8 @@ const char *proto_type_name(int type)
         [PROTO_HELLO] = "HELLO",
         [PROTO_NODE_LEFT] = "NODE_LEFT",
         [PROTO_PEER_LOST] = "PEER_LOST",
+        [PROTO_EPOCH] = "EPOCH",
+        [PROTO_EPOCH_ACK] = "EPOCH_ACK",
         [PROTO_REFUSED] = "REFUSED",
         [PROTO_CHALLENGE] = "CHALLENGE",
         [PROTO_PROOF] = "PROOF",
@@ -264,6 +343,11 @@ const char *proto_type_name(int type)
         [PROTO_FUSED] = "FUSED",
         [PROTO_FUSED_REPLY] = "FUSED_REPLY",
         [PROTO_FUSED_REF] = "FUSED_REF",
+        [PROTO_NORM_PART] = "NORM_PART",
+        [PROTO_REPL_VALUE] = "REPL_VALUE",
+        [PROTO_REPL_ACK] = "REPL_ACK",
+        [PROTO_PROMOTE] = "PROMOTE",
+        [PROTO_REPL_SYNCED] = "REPL_SYNCED",
     };
     if (type < 0 || type >= PROTO_TYPE_MAX || !names[type])
         return "?";
@@ -316,6 +400,93 @@ static bool parse_int(const char *s, long min, long max, long *out)
     return true;
 }
 
+static bool parse_hex64(const char *s, uint64_t *out)
+{
+    char *e;
+    if (s[0] == '\0' || s[0] == '-' || s[0] == '+' || s[0] == ' ')
+        return false;
+    errno = 0;
+    unsigned long long v = strtoull(s, &e, 16);
+    if (*e != '\0' || errno)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_hexbytes(const char *s, uint8_t *out, size_t n)
+{
+    if (strlen(s) != 2 * n)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned v = 0;
+        for (int k = 0; k < 2; k++) {
+            char c = s[2 * i + (size_t)k];
+            int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+            if (d < 0)
+                return false;
+            v = v * 16 + (unsigned)d;
+        }
+        out[i] = (uint8_t)v;
+    }
+    return true;
+}
+
+static void fmt_hexbytes(char *out, const uint8_t *b, size_t n)
+{
+    static const char hx[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = hx[b[i] >> 4];
+        out[2 * i + 1] = hx[b[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+int proto_node_local_fmt(char *buf, size_t len, int group, int lrank, int lsize,
+                         const proto_local *l)
+{
+    char nh[2 * PROTO_NONCE_LEN + 1];
+    fmt_hexbytes(nh, l->nonce, PROTO_NONCE_LEN);
+    return snprintf(buf, len, " %d %d %d %d %llx %s", group, lrank, lsize, l->pid,
+                    (unsigned long long)l->nonce_addr, nh);
+}
+
+int proto_register_local(const char *body, size_t len, proto_local *out)
+{
+    const char *p = body, *end = body + len;
+    char tok[300];
+    long v;
+    int got = 0;
+    memset(out, 0, sizeof *out);
+    out->lrank = out->lsize = -1;
+    for (;;) {
+        while (p < end && *p == '\n')
+            p++;
+        if (!next_token(&p, end, tok, sizeof tok))
+            break;
+        if (!strncmp(tok, "pidns=", 6) && parse_hex64(tok + 6, &out->pidns)) {
+            got |= 1;
+        } else if (!strncmp(tok, "pid=", 4) && parse_int(tok + 4, 1, 1L << 31, &v)) {
+            out->pid = (int)v;
+            got |= 2;
+        } else if (!strncmp(tok, "lrank=", 6) && parse_int(tok + 6, -1, 1 << 16, &v)) {
+            out->lrank = (int)v;
+            got |= 4;
+        } else if (!strncmp(tok, "lsize=", 6) && parse_int(tok + 6, -1, 1 << 16, &v) && v != 0) {
+            out->lsize = (int)v;
+            got |= 8;
+        } else if (!strncmp(tok, "agg=", 4) && parse_int(tok + 4, 0, 1, &v)) {
+            out->agg = (int)v;
+            got |= 16;
+        } else if (!strncmp(tok, "nonce_addr=", 11) && parse_hex64(tok + 11, &out->nonce_addr)) {
+            got |= 32;
+        } else if (!strncmp(tok, "nonce=", 6) &&
+                   parse_hexbytes(tok + 6, out->nonce, PROTO_NONCE_LEN)) {
+            got |= 64;
+        }
+    }
+    return got == 127 ? 0 : -1;
+}
+
 static int parse_role(const char *s)
 {
     if (!strcmp(s, "server"))
@@ -345,6 +516,29 @@ int proto_parse_nodes(const char *body, size_t len, proto_node *nodes, int max, 
             return err_why(why, whylen, KVS_EPROTO, "node table line %d: bad role", n + 1);
         if (!next_token(&p, eol, nodes[n].endpoint, sizeof nodes[n].endpoint))
             return err_why(why, whylen, KVS_EPROTO, "node table line %d: bad endpoint", n + 1);
+        nodes[n].group = -1;
+        nodes[n].lrank = 0;
+        nodes[n].lsize = 1;
+        nodes[n].pid = 0;
+        nodes[n].nonce_addr = 0;
+        memset(nodes[n].nonce, 0, sizeof nodes[n].nonce);
+        if (next_token(&p, eol, tok, sizeof tok)) {
+            long g, r, l, pid;
+            char a[32], nh[64];
+            if (nodes[n].role != CFG_ROLE_WORKER || !parse_int(tok, 0, 1 << 20, &g) ||
+                !next_token(&p, eol, tok, sizeof tok) || !parse_int(tok, 0, 1 << 16, &r) ||
+                !next_token(&p, eol, tok, sizeof tok) || !parse_int(tok, 1, 1 << 16, &l) ||
+                r >= l || !next_token(&p, eol, tok, sizeof tok) ||
+                !parse_int(tok, 1, 1L << 31, &pid) || !next_token(&p, eol, a, sizeof a) ||
+                !parse_hex64(a, &nodes[n].nonce_addr) || !next_token(&p, eol, nh, sizeof nh) ||
+                !parse_hexbytes(nh, nodes[n].nonce, PROTO_NONCE_LEN))
+                return err_why(why, whylen, KVS_EPROTO, "node table line %d: bad local group "
+                               "fields", n + 1);
+            nodes[n].group = (int)g;
+            nodes[n].lrank = (int)r;
+            nodes[n].lsize = (int)l;
+            nodes[n].pid = (int)pid;
+        }
         if (next_token(&p, eol, tok, sizeof tok))
             return err_why(why, whylen, KVS_EPROTO, "node table line %d: extra fields", n + 1);
         p = eol + 1;
@@ -427,4 +621,46 @@ int proto_register_job_size(const char *body, size_t len, int *servers, int *wor
         }
     }
     return got == 3 ? 0 : -1;
+}
+
+int proto_parse_epoch(const char *body, size_t len, uint8_t *member, int nslots, int find,
+                      int *pos, char *why, size_t whylen)
+{
+    int n = 0;
+    size_t i = 0;
+    memset(member, 0, (size_t)nslots);
+    if (pos)
+        *pos = -1;
+    if (len > PROTO_EPOCH_TEXT_MAX) {
+        snprintf(why, whylen, "EPOCH body of %zu bytes (at most %u)", len, PROTO_EPOCH_TEXT_MAX);
+        return -1;
+    }
+    while (i < len) {
+        if (body[i] == ' ') {
+            i++;
+            continue;
+        }
+        long v = 0;
+        size_t start = i;
+        while (i < len && body[i] >= '0' && body[i] <= '9' && i - start < 7)
+            v = v * 10 + (body[i++] - '0');
+        if (i == start || (i < len && body[i] != ' ')) {
+            snprintf(why, whylen, "EPOCH body: '%.*s' is not a slot number",
+                     (int)(len - start < 20 ? len - start : 20), body + start);
+            return -1;
+        }
+        if (v >= nslots || member[v]) {
+            snprintf(why, whylen, "EPOCH body: slot %ld named twice or not below %d", v, nslots);
+            return -1;
+        }
+        member[v] = 1;
+        if (pos && v == find)
+            *pos = n;
+        n++;
+    }
+    if (n == 0) {
+        snprintf(why, whylen, "EPOCH body names no member");
+        return -1;
+    }
+    return n;
 }

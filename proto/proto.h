@@ -10,11 +10,15 @@
  *
  * Header layout (offsets in bytes):
  *    0 u32 magic 'KVS1'     4 u16 version        6 u16 type
- *    8 u16 flags           10 u16 reserved (0)  12 i32 sender node id
+ *    8 u16 flags           10 u16 contrib        12 i32 sender node id
  *   16 i32 status          20 i32 priority      24 u64 req_id
  *   32 u64 key             40 u64 offset        48 u64 count
  *   56 u64 total           64 u64 round         72 u32 dtype
  *   76 u32 part            80 u64 body_len      (88 bytes)
+ *
+ * contrib: how many workers a PUSH or PUSHPULL stands for (1 for one worker's
+ * own push; a local group's sum stands for its whole group, see
+ * server/store.h).  0 in a push is refused by proto_decode; other types send 0.
  *
  * Node ids (ps-lite): scheduler 1, server rank r = 8 + 2r, worker rank r = 9 + 2r.
  */
@@ -32,6 +36,16 @@
 #define PROTO_HDR_SIZE 88
 #define PROTO_TEXT_MAX (16u << 20) /* largest text body (node tables) */
 #define PROTO_ERRTEXT_MAX 4096u    /* largest error text in a reply */
+#define PROTO_NORM_TEXT_MAX 128u   /* largest NORM_PART body */
+#define PROTO_EPOCH_TEXT_MAX (8u << 16) /* largest EPOCH body (65536 slots of 7 bytes) */
+
+/* The round of a data request of an elastic job (KVS_ELASTIC) carries the
+ * sender's membership epoch in its top bits; the rest is the round counted
+ * in that epoch (docs/design.md "Elastic workers").  Jobs that are not
+ * elastic send epoch 0, so their rounds are unchanged. */
+#define PROTO_EPOCH_SHIFT 40
+#define PROTO_ROUND_MASK ((UINT64_C(1) << PROTO_EPOCH_SHIFT) - 1)
+#define PROTO_ROUND_EPOCH(round) ((round) >> PROTO_EPOCH_SHIFT)
 
 #define PROTO_SCHEDULER_ID 1
 
@@ -71,6 +85,9 @@ enum proto_type {
      *   48-55 server updates (optimizers, checkpoints)
      *   56-63 operations (metrics, traces)
      *   64-71 workloads (fused batches, credits)
+     *   72-79 membership (elastic workers)
+     *   80-87 servers to servers through the scheduler (lamb's norms)
+     *   88-95 replicated servers (KVS_REPLICAS; docs/design.md "Replicated servers")
      * A type is known when proto_type_name() has a name for it. */
     /* 32-39: security */
     PROTO_REFUSED = 32,   /* scheduler -> node: registration refused; status = the error
@@ -120,6 +137,36 @@ enum proto_type {
                              * same-host key parts in one message.  Refused whole
                              * (PROTO_ERROR, KVS_EPROTO) unless the sender proved its memory
                              * (HELLO/PROOF) on this connection. */
+    /* 72-79: membership (KVS_ELASTIC; docs/design.md "Elastic workers") */
+    PROTO_EPOCH = 72,     /* scheduler -> every live server, then (once every server
+                           * answered) every member worker: a new membership epoch.
+                           * round = the epoch; text body = its member slots in rank
+                           * order ("1 3 0": the workers the job started with first, then
+                           * by admission; at most PROTO_EPOCH_TEXT_MAX bytes) */
+    PROTO_EPOCH_ACK = 73, /* server -> scheduler: round = the epoch it switched to */
+    /* 80-87: servers to servers, relayed by the scheduler (small scalars,
+     * never array data) */
+    PROTO_NORM_PART = 80, /* server -> scheduler -> every other server: lamb's sums of
+                           * squares of one part of a split key for a round.  key,
+                           * round (the round being completed), offset, count, total:
+                           * the part; text body "WSQ RSQ" (sum(w^2) and sum(r^2) as C99
+                           * hex floats, "%a"; at most PROTO_NORM_TEXT_MAX bytes).  No
+                           * answer (server/norms.h) */
+    /* 88-95: replicated servers (KVS_REPLICAS=1) */
+    PROTO_REPL_VALUE = 88, /* owner server -> its backup, on a direct connection: an entry's
+                            * value changed.  key, part, offset, count, total, dtype: the
+                            * entry; round: its completed rounds; req_id: the owner's
+                            * forward sequence; flags PROTO_F_ASYNC: a dist_async key.
+                            * Body: the value (count elements of dtype), then the optimizer
+                            * state (server/update.h) when body_len is larger.  Answer:
+                            * REPL_ACK */
+    PROTO_REPL_ACK = 89,   /* backup -> owner: req_id, key, part echo the REPL_VALUE;
+                            * status: 0, or why the copy was not kept */
+    PROTO_PROMOTE = 90,    /* scheduler -> every live node: server key (node id) died and
+                            * server round (node id) owns its key ranges now; text body
+                            * "owners=O0,O1,..." (the owner rank of every range) */
+    PROTO_REPL_SYNCED = 91, /* server -> scheduler: every entry it owns is acknowledged by
+                             * its backup, server key (node id) */
     PROTO_TYPE_MAX = 96 /* every type is below this */
 };
 
@@ -127,9 +174,24 @@ enum proto_flags {
     PROTO_F_ASYNC = 1u << 0, /* INIT: the key runs dist_async */
     PROTO_F_CMA = 1u << 1,   /* data by reference: the body is a proto_cma descriptor (a
                               * request) or empty (a reply: the value was written there) */
+    PROTO_F_ZPULL = 1u << 2, /* PUSH/PUSHPULL with a codec: the worker asks for the
+                              * key part's round sums compressed in the replies too
+                              * (its spec's pull=1; every push must say the same) */
+    PROTO_F_RSP = 1u << 4,   /* PUSH, PUSHPULL, PULL of a row-sparse key: the body is
+                              * row-sparse (proto/rsp.h); never with PROTO_F_CMA or a
+                              * codec.  (Bits 3 and 5-7 are free.) */
+    PROTO_F_CODEC = 0xFu << 8, /* PUSH/PUSHPULL of dense float32, or the REPLY to a
+                                * PULL/PUSHPULL of one: bits 8-11 name the gradient codec
+                                * of the body (reduce/codec.h ids; 0: plain data).  The
+                                * body is then the encoded part (its length is the
+                                * codec's, checked by its receiver), never by reference */
     PROTO_F_TRACE = 1u << 15, /* data request: the worker traces it (KVS_TRACE); the server
                                * sends a PROTO_TIMING before the reply */
 };
+
+/* The codec id in flags (0: none). */
+#define PROTO_CODEC_SHIFT 8
+#define PROTO_CODEC(flags) (((unsigned)(flags) >> PROTO_CODEC_SHIFT) & 0xFu)
 
 /* Same-host data path ("cross-memory attach").  A worker on the server's
  * host may send, instead of the data, the addresses of its buffers; the server
@@ -144,10 +206,14 @@ enum proto_flags {
  * reply), u64 ns summing its data, u64 ns from its arrival to the round's
  * completion (0 when it waited for no round). */
 #define PROTO_TIMING_LEN 24
+/* A row-sparse body (PROTO_F_RSP) starts with u64 nrows, u64 row_len
+ * (proto/rsp.h). */
+#define PROTO_RSP_HDR 16
 
 typedef struct proto_hdr {
     uint16_t type;
     uint16_t flags;
+    uint16_t contrib; /* PUSH/PUSHPULL: workers this push stands for (>= 1) */
     int32_t sender;
     int32_t status;
     int32_t priority;
@@ -240,10 +306,48 @@ typedef struct proto_node {
     int id;
     int role; /* enum cfg_role */
     char endpoint[128];
+    /* workers: "<group> <lrank> <lsize> <pid> <nonce_addr> <nonce>" follow the
+     * endpoint (all or none; none: group -1, a group of one): the worker's
+     * local group (an id its members share), its rank in it and the group's
+     * size, and what proves that a process is that worker (proto_local) */
+    int group, lrank, lsize, pid;
+    uint64_t nonce_addr;
+    uint8_t nonce[PROTO_NONCE_LEN];
 } proto_node;
+
+/* What a worker tells the scheduler about its host in its REGISTER body
+ * ("pidns=N pid=P lrank=R lsize=L agg=A nonce_addr=X nonce=HEX"): the
+ * scheduler forms local groups from it (server/..., DESIGN "Host identity"),
+ * and the members of a group read each other's memory after checking that
+ * reading nonce_addr in pid gives nonce (the ownership proof). */
+typedef struct proto_local {
+    uint64_t pidns;     /* inode of the worker's /proc/self/ns/pid */
+    int pid;            /* its pid in that namespace */
+    int lrank, lsize;   /* KVS_LOCAL_RANK / KVS_LOCAL_SIZE (or LOCAL_RANK /
+                         * LOCAL_WORLD_SIZE) as given; -1: not given */
+    int agg;            /* KVS_LOCAL_AGG in effect: 0 or 1 */
+    uint64_t nonce_addr;
+    uint8_t nonce[PROTO_NONCE_LEN];
+} proto_local;
+
+/* Fill *out from a REGISTER body.  Returns 0, or -1 when the fields are
+ * missing or malformed (a worker of an older build: it stays alone). */
+int proto_register_local(const char *body, size_t len, proto_local *out);
+
+/* Write a worker's node table fields (after its endpoint) into buf: " G R L P
+ * X HEX".  Returns what snprintf returns. */
+int proto_node_local_fmt(char *buf, size_t len, int group, int lrank, int lsize,
+                         const proto_local *l);
 
 /* Parse a node table body of len bytes into at most max entries.
  * Returns the number of entries (>= 0) or KVS_EPROTO with why. */
+/* An EPOCH body (len bytes, not NUL-terminated): the member slots in rank
+ * order, each below nslots and named once.  Sets member[0..nslots) to 0/1
+ * and *pos (if pos) to the rank of slot find (-1: not a member); returns the
+ * number of members (>= 1), or -1 with why. */
+int proto_parse_epoch(const char *body, size_t len, uint8_t *member, int nslots, int find,
+                      int *pos, char *why, size_t whylen);
+
 int proto_parse_nodes(const char *body, size_t len, proto_node *nodes, int max, char *why,
                       size_t whylen);
 

@@ -15,7 +15,7 @@ install-python:
 	    > $(DESTDIR)$(PREFIX)/$(PY_SITE)/kvsd/_installed.py
 
 # A small CNN trained data-parallel by 2 workers through kvsd (a few epochs).
-demo-python: deps all
+demo-python: deps bin
 	@BUILD=$(BUILD) PYTHON3=$(PYTHON3) sh examples/demo-python.sh
 
 .PHONY: uninstall-python
@@ -25,7 +25,13 @@ uninstall-python:
 	rm -rf $(DESTDIR)$(PREFIX)/$(PY_SITE)/kvsd/__pycache__
 	-rmdir $(DESTDIR)$(PREFIX)/$(PY_SITE)/kvsd $(DESTDIR)$(PREFIX)/$(PY_SITE) \
 	    $(DESTDIR)$(PREFIX)/lib/python3 2>/dev/null || true
-# Time per epoch, kvsd vs PyTorch DDP (gloo), W = 2 and 4 (bench/RESULTS.md).
+# kvsd.torch vs PyTorch DDP (gloo): a 25 M-parameter MLP, samples/s on one
+# host and on two namespace hosts at 10 and 1 Gbit/s (raw output in
+# bench/results/); then time per epoch of examples/train_digits.py, W = 2
+# and 4 (bench/RESULTS.md).
 .PHONY: bench-python
-bench-python: deps all
+bench-python: deps bin
+	@BUILD=$(BUILD) PYTHON3=$(PYTHON3) \
+	    OUT=bench/results/$$(date -u +%Y-%m-%dT%H%MZ)-bench-python-$$(git rev-parse --short HEAD 2>/dev/null || echo src).txt \
+	    bash bench/torch-vs-gloo.sh
 	@BUILD=$(BUILD) PYTHON3=$(PYTHON3) sh bench/train_digits.sh

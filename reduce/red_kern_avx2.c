@@ -1,7 +1,7 @@
 /* red_kern_avx2.c - the kernels for x86-64 with AVX2, FMA and F16C.
  * float16 conversions use F16C (the compiler does not vectorise _Float16
  * conversions); everything else is compiler-vectorised C. */
-#include "reduce/reduce_int.h"
+#include "reduce/red_kern.h"
 
 #ifdef RED_HAVE_X86
 #include <immintrin.h>

@@ -1,6 +1,6 @@
 /* red_kern_avx512.c - the kernels for x86-64 with AVX-512 (F, VL, BW), 512-bit
  * vectors.  float16 conversions use the AVX-512F forms of vcvtph2ps/vcvtps2ph. */
-#include "reduce/reduce_int.h"
+#include "reduce/red_kern.h"
 
 #ifdef RED_HAVE_X86
 #include <immintrin.h>

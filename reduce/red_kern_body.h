@@ -7,7 +7,7 @@
  * and then includes this file, which defines red_kern_<KSFX>.
  *
  * The loops are plain restrict loops that the compiler vectorises (built at
- * -O3 by reduce/module.mk; see bench/RESULTS-reduce.md for the proof).
+ * -O3 by reduce/module.mk; see docs/design/reduce.md for the proof).
  */
 #define RK_CAT2(a, b) a##_##b
 #define RK_CAT(a, b) RK_CAT2(a, b)
@@ -270,7 +270,7 @@
  * (an aligned 64-byte line with AVX-512), ADD adds.  The conversions make
  * these loops long enough that the out-of-order window alone keeps too few
  * lines in flight, so each input is prefetched RK_HNT_PFD bytes ahead into
- * L2 (measured in bench/RESULTS-reduce.md; no gain for the plain types). */
+ * L2 (measured in docs/design/reduce.md; no gain for the plain types). */
 #define RK_HNT_PFD 1024
 #define RK_HNT_PF(p) _mm_prefetch((const char *)((p) + i) + RK_HNT_PFD, _MM_HINT_T1)
 #define RK_HALF_NT(tn, W, LDH, ADD, STNT2)                                           \

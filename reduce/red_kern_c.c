@@ -1,5 +1,5 @@
 /* red_kern_c.c - the kernels in portable C (baseline ISA of the target). */
-#include "reduce/reduce_int.h"
+#include "reduce/red_kern.h"
 
 #define KSFX c
 #define KATTR

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/prio.h"
+#include "kvs.h"
 #include "reduce/reduce_int.h"
 
 /* ---- CPU features: detected once, never written afterwards ---- */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reduce/reduce.h"
 #include "reduce/reduce_int.h"
 
 /* Elements per pool chunk: 32 blocks (256 KiB of float32 output). */

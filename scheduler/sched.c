@@ -11,12 +11,14 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/memtune.h"
 #include "common/metrics.h"
 #include "net/http.h"
 #include "net/auth.h"
 #include "net/guard.h"
 #include "net/live.h"
 #include "net/net.h"
+#include "scheduler/promote.h"
 #include "scheduler/sched.h"
 
 #define WHO "scheduler"
@@ -39,6 +41,17 @@ typedef struct sched_node {
     bool exited;
     bool in_barrier;
     uint64_t barrier_req;
+    /* workers: what it said about its host (proto_local); have_local false:
+     * it said nothing (it stays alone) */
+    bool have_local;
+    proto_local local;
+    int group, lrank, lsize; /* its local group (start_job) */
+    /* KVS_ELASTIC (docs/design.md "Elastic workers"): a worker that
+     * registered while the job ran and waits for the epoch that admits it;
+     * the epoch whose announcement named it (0: none yet) */
+    bool joining;
+    uint64_t in_epoch;
+    uint64_t since; /* the epoch that admitted it (1: the job started with it) */
 } sched_node;
 
 typedef struct sched {
@@ -66,6 +79,14 @@ typedef struct sched {
     int fail_status;      /* != 0: the job failed before it started; refuse everyone */
     uint64_t linger_until; /* then exit (fail_status set) */
     char dead_text[700];  /* the first failure: what every node is told */
+    /* KVS_ELASTIC: the membership epoch the workers know, the one being
+     * announced to the servers (acks still missing), and whether another
+     * change came meanwhile */
+    uint64_t epoch, ann_epoch;
+    uint64_t job_id;
+    int acks_left;
+    bool again;
+    sched_owners owners;  /* KVS_REPLICAS=1: who owns each key range (promote.h) */
 } sched;
 
 static sched_node *find_node(sched *s, const void *ident, size_t len)
@@ -227,7 +248,7 @@ static void assign_ranks(sched *s, int role, int count)
             n->rank = n->pref_rank;
         } else {
             if (n->pref_rank >= 0)
-                LOG(LOG_WARN, WHO, "rank", "%s %s asked for rank %d, which is taken or out "
+                LOG_LIMITED(LOG_WARN, WHO, "rank", "%s %s asked for rank %d, which is taken or out "
                     "of range; assigning another", cfg_role_name(role), n->host, n->pref_rank);
             rest[nrest++] = n;
         }
@@ -249,9 +270,102 @@ static void assign_ranks(sched *s, int role, int count)
     free(rest);
 }
 
+/* ---- local groups ----
+ * Workers that registered with the same host address and the same pid
+ * namespace form a local group (DESIGN "Host identity"); local ranks follow
+ * the global ranks unless every member gave its own (KVS_LOCAL_RANK /
+ * LOCAL_RANK), and a size given (KVS_LOCAL_SIZE / LOCAL_WORLD_SIZE) must be
+ * the group's.  A layout that contradicts itself fails the whole job. */
+
+static bool same_host(const sched_node *a, const sched_node *b)
+{
+    return a->have_local && b->have_local && !strcmp(a->host, b->host) &&
+           a->local.pidns == b->local.pidns;
+}
+
+/* Assign n->group/lrank/lsize for every worker.  0, or KVS_ECONFIG with the
+ * reason in why. */
+static int form_groups(sched *s, char *why, size_t whylen)
+{
+    int ngroups = 0, nw = 0;
+    sched_node **w = calloc((size_t)s->nnodes + 1, sizeof *w);
+    if (w == NULL) {
+        snprintf(why, whylen, "out of memory forming local groups");
+        return KVS_ENOMEM;
+    }
+    for (int i = 0; i < s->nnodes; i++)
+        if (s->nodes[i].role == CFG_ROLE_WORKER) {
+            s->nodes[i].group = -1;
+            w[nw++] = &s->nodes[i];
+        }
+    /* by global rank, so that default local ranks follow it */
+    for (int i = 1; i < nw; i++)
+        for (int j = i; j > 0 && w[j - 1]->rank > w[j]->rank; j--) {
+            sched_node *t = w[j];
+            w[j] = w[j - 1];
+            w[j - 1] = t;
+        }
+    int rc = 0;
+    for (int i = 0; i < nw && rc == 0; i++) {
+        sched_node *a = w[i];
+        if (a->have_local && w[0]->have_local && a->local.agg != w[0]->local.agg) {
+            snprintf(why, whylen, "inconsistent KVS_LOCAL_AGG: worker %d (%.64s) has %d, worker "
+                     "%d (%.64s) has %d; every worker must use the same", w[0]->rank, w[0]->host,
+                     w[0]->local.agg, a->rank, a->host, a->local.agg);
+            rc = KVS_ECONFIG;
+            break;
+        }
+        if (a->group >= 0)
+            continue;
+        int g = ngroups++, size = 0, given = 0;
+        for (int j = i; j < nw; j++)
+            if (w[j] == a || (w[j]->group < 0 && same_host(a, w[j]))) {
+                w[j]->group = g;
+                w[j]->lrank = size++;
+                given += w[j]->have_local && (w[j]->local.lrank >= 0 || w[j]->local.lsize >= 0);
+            }
+        for (int j = i; j < nw; j++)
+            w[j]->lsize = w[j]->group == g ? size : w[j]->lsize;
+        if (given == 0)
+            continue;
+        /* the layout was given: check it, take its local ranks */
+        uint8_t *seen = calloc((size_t)size, 1);
+        for (int j = i; j < nw && rc == 0; j++) {
+            sched_node *b = w[j];
+            if (b->group != g)
+                continue;
+            if (b->local.lrank < 0 || b->local.lsize < 0) {
+                snprintf(why, whylen, "inconsistent local layout on %.64s: worker %d gave no "
+                         "local rank and size (KVS_LOCAL_RANK/KVS_LOCAL_SIZE or LOCAL_RANK/"
+                         "LOCAL_WORLD_SIZE) while others on that host did", b->host, b->rank);
+                rc = KVS_ECONFIG;
+            } else if (b->local.lsize != size) {
+                snprintf(why, whylen, "inconsistent local layout on %.64s: worker %d says its "
+                         "local size is %d, but %d workers registered from that host", b->host,
+                         b->rank, b->local.lsize, size);
+                rc = KVS_ECONFIG;
+            } else if (b->local.lrank >= size) {
+                snprintf(why, whylen, "inconsistent local layout on %.64s: worker %d says local "
+                         "rank %d, but the local size is %d", b->host, b->rank, b->local.lrank,
+                         size);
+                rc = KVS_ECONFIG;
+            } else if (seen == NULL || seen[b->local.lrank]++) {
+                snprintf(why, whylen, "inconsistent local layout on %.64s: two workers claim "
+                         "local rank %d (worker %d is one)", b->host, b->local.lrank, b->rank);
+                rc = KVS_ECONFIG;
+            } else {
+                b->lrank = b->local.lrank;
+            }
+        }
+        free(seen);
+    }
+    free(w);
+    return rc;
+}
+
 static void start_job(sched *s)
 {
-    size_t cap = (size_t)s->nnodes * 200 + 1, len = 0;
+    size_t cap = (size_t)s->nnodes * 320 + 1, len = 0;
     char *table = malloc(cap);
     if (table == NULL) {
         LOG(LOG_ERROR, WHO, "rank", "out of memory building the node table");
@@ -260,16 +374,32 @@ static void start_job(sched *s)
     }
     assign_ranks(s, CFG_ROLE_SERVER, s->c->num_server);
     assign_ranks(s, CFG_ROLE_WORKER, s->c->num_worker);
+    for (int i = 0; s->c->elastic && i < s->nnodes; i++) {
+        s->nodes[i].have_local = false; /* elastic jobs form no local groups */
+        s->nodes[i].in_epoch = s->nodes[i].since = 1;
+    }
+    s->epoch = 1;
+    char why[600];
+    if (form_groups(s, why, sizeof why) != 0) {
+        free(table);
+        fail_start(s, KVS_ECONFIG, why);
+        return;
+    }
     table[0] = '\0';
     for (int i = 0; i < s->nnodes; i++) {
         sched_node *n = &s->nodes[i];
-        len += (size_t)snprintf(table + len, cap - len, "%d %s %s\n", n->id,
+        len += (size_t)snprintf(table + len, cap - len, "%d %s %s", n->id,
                                 cfg_role_name(n->role), n->endpoint);
+        if (n->role == CFG_ROLE_WORKER && n->have_local)
+            len += (size_t)proto_node_local_fmt(table + len, cap - len, n->group, n->lrank,
+                                                n->lsize, &n->local);
+        len += (size_t)snprintf(table + len, cap - len, "\n");
     }
     uint64_t now = clock_ms(), job_id;
     /* a random id of this job (servers tag their automatic checkpoints with it) */
     if (getrandom(&job_id, sizeof job_id, 0) != (ssize_t)sizeof job_id)
         job_id = clock_ns() ^ ((uint64_t)getpid() << 32);
+    s->job_id = job_id;
     for (int i = 0; i < s->nnodes; i++) {
         sched_node *n = &s->nodes[i];
         proto_hdr h = {.type = PROTO_REGISTER_ACK, .key = (uint64_t)n->id, .round = job_id};
@@ -281,7 +411,7 @@ static void start_job(sched *s)
     free(table);
     s->started = true;
     LOG(LOG_INFO, WHO, "job", "all %d servers and %d workers registered in %.2f s",
-        s->c->num_server, s->c->num_worker, (clock_ms() - s->start_ms) / 1000.0);
+        s->c->num_server, s->c->num_worker, (double)(clock_ms() - s->start_ms) / 1000.0);
 }
 
 /* Tell a node that it cannot join, with the reason; it exits at once. */
@@ -289,9 +419,12 @@ static void refuse(sched *s, const void *ident, size_t ident_len, int status, co
                    const char *host, const char *why)
 {
     proto_hdr e = {.type = PROTO_REFUSED, .status = status, .sender = PROTO_SCHEDULER_ID};
-    LOG(LOG_WARN, WHO, "job", "refused a %s at %s: %s", role, host, why);
+    LOG_LIMITED(LOG_WARN, WHO, "job", "refused a %s at %s: %s", role, host, why);
     net_send_text(s->sock, ident, ident_len, &e, why);
 }
+
+static void admit_joiner(sched *s, const void *ident, size_t ident_len, const proto_hdr *h,
+                         const char *body, int fd, const char *endpoint, const char *host);
 
 static void on_register(sched *s, const void *ident, size_t ident_len, const proto_hdr *h,
                         const char *body, int fd, const char *peer)
@@ -332,6 +465,11 @@ static void on_register(sched *s, const void *ident, size_t ident_len, const pro
             fail_start(s, KVS_ECONFIG, text);
         return;
     }
+    if (s->started && s->c->elastic && role == CFG_ROLE_WORKER && !s->done &&
+        s->dead_count == 0) { /* (a failed job admits nobody) */
+        admit_joiner(s, ident, ident_len, h, body, fd, endpoint, host);
+        return;
+    }
     if (s->started) {
         refuse(s, ident, ident_len, KVS_ECONFIG, rname, host,
                "job full: the job has already started (all nodes registered)");
@@ -367,6 +505,8 @@ static void on_register(sched *s, const void *ident, size_t ident_len, const pro
     n->last_seen = clock_ms();
     snprintf(n->endpoint, sizeof n->endpoint, "%s", endpoint);
     snprintf(n->host, sizeof n->host, "%s", host);
+    n->have_local = role == CFG_ROLE_WORKER &&
+                    proto_register_local(body ? body : "", h->body_len, &n->local) == 0;
     (*count)++;
     LOG(LOG_INFO, WHO, "job", "registered %s at %s (%d/%d servers, %d/%d workers)",
         cfg_role_name(role), host, s->nserver_reg, s->c->num_server, s->nworker_reg,
@@ -414,14 +554,58 @@ static void check_done(sched *s)
     }
 }
 
+static bool worker_departs(sched *s, sched_node *d, const char *why);
+
+/* Replicated servers: server d died; its backup takes its key ranges and
+ * every live node is told (PROMOTE).  False when a range is lost (lost
+ * says which): the job fails as without replicas. */
+static bool promote(sched *s, sched_node *d, const char *why, char *lost, size_t lostlen)
+{
+    char name[64], text[900], owners[400];
+    if (s->c->replicas == 0 || d->role != CFG_ROLE_SERVER || s->dead_count > 0 ||
+        s->owners.owner == NULL)
+        return false;
+    int heir = sched_owners_promote(&s->owners, d->rank, lost, lostlen);
+    if (heir < 0)
+        return false;
+    d->alive = false;
+    d->in_barrier = false;
+    sched_owners_fmt(&s->owners, owners, sizeof owners);
+    proto_node_name(d->id, name, sizeof name);
+    snprintf(text, sizeof text, "%s", owners);
+    LOG(LOG_WARN, WHO, "job", "%s (%s) %s; server %d owns its keys now (%s)", name, d->host,
+        why, heir, owners);
+    for (int i = 0; i < s->nnodes; i++) {
+        sched_node *n = &s->nodes[i];
+        if (!n->alive || (n->exited && n->role == CFG_ROLE_WORKER))
+            continue;
+        proto_hdr h = {.type = PROTO_PROMOTE, .key = (uint64_t)d->id,
+                       .round = (uint64_t)proto_server_id(heir)};
+        send_to(s, n, &h, text);
+    }
+    proto_hdr bye = {.type = PROTO_SHUTDOWN, .status = KVS_EPEERDEAD};
+    send_to(s, d, &bye, "declared dead: its keys moved to its backup"); /* if it still runs */
+    return true;
+}
+
 static void declare_dead(sched *s, sched_node *d, const char *why)
 {
-    char name[64], text[600];
+    char name[64], text[600], lost[300] = "";
+    if (worker_departs(s, d, why))
+        return; /* an elastic job goes on without it */
+    if (promote(s, d, why, lost, sizeof lost))
+        return;
     d->alive = false;
     d->in_barrier = false;
     s->dead_count++;
     proto_node_name(d->id, name, sizeof name);
-    snprintf(text, sizeof text, "%s (%s) %s", name, d->host, why);
+    if (lost[0]) /* first: the text may be cut where it is kept */
+        snprintf(text, sizeof text, "%s; %s (%s) %s", lost, name, d->host, why);
+    else
+        snprintf(text, sizeof text, "%s (%s) %s", name, d->host, why);
+    if (s->c->elastic && d->role == CFG_ROLE_WORKER && s->dead_count == 1)
+        snprintf(text + strlen(text), sizeof text - strlen(text), "; fewer than "
+                 "KVS_MIN_WORKERS=%d workers would remain", cfg_min_workers(s->c));
     if (s->dead_text[0] == '\0')
         snprintf(s->dead_text, sizeof s->dead_text, "%s", text);
     LOG(LOG_ERROR, WHO, "job", "%s; telling every node", text);
@@ -451,6 +635,233 @@ static void announce_left(sched *s, sched_node *d)
     }
 }
 
+/* ---- elastic membership (KVS_ELASTIC; docs/design.md "Elastic workers") ----
+ * One change at a time: a new epoch goes to every live server first; once
+ * each has answered EPOCH_ACK, to its member workers (and a joiner gets its
+ * REGISTER_ACK then).  A change that comes meanwhile makes one more epoch. */
+
+static bool is_member(const sched_node *n)
+{
+    return n->role == CFG_ROLE_WORKER && n->alive && !n->exited;
+}
+
+/* The node of live worker slot w, or NULL. */
+static sched_node *slot_node(sched *s, int w)
+{
+    for (int i = 0; i < s->nnodes; i++)
+        if (is_member(&s->nodes[i]) && s->nodes[i].rank == w)
+            return &s->nodes[i];
+    return NULL;
+}
+
+static int count_members(sched *s)
+{
+    int n = 0;
+    for (int i = 0; i < s->nnodes; i++)
+        n += is_member(&s->nodes[i]);
+    return n;
+}
+
+/* Ranks: the workers the job started with first, then by admission; slot
+ * order among equals (docs/design.md "Elastic workers"). */
+static int cmp_members(const void *a, const void *b)
+{
+    const sched_node *x = *(sched_node *const *)a, *y = *(sched_node *const *)b;
+    if (x->since != y->since)
+        return x->since < y->since ? -1 : 1;
+    return x->rank - y->rank;
+}
+
+/* The members named by epoch ep (in_epoch == ep), in rank order, as an
+ * EPOCH body in text (cap bytes); fills m (room for every node).  Returns
+ * their number. */
+static int member_list(sched *s, uint64_t ep, sched_node **m, char *text, size_t cap)
+{
+    int n = 0;
+    size_t len = 0;
+    for (int i = 0; i < s->nnodes; i++)
+        if (is_member(&s->nodes[i]) && s->nodes[i].in_epoch == ep)
+            m[n++] = &s->nodes[i];
+    qsort(m, (size_t)n, sizeof *m, cmp_members);
+    text[0] = '\0';
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(text + len, cap - len, i ? " %d" : "%d", m[i]->rank);
+    return n;
+}
+
+static void membership_change(sched *s)
+{
+    if (s->done || !s->c->elastic)
+        return;
+    if (s->acks_left > 0) {
+        s->again = true;
+        return;
+    }
+    size_t cap = (size_t)s->cap * 8 + 1;
+    char *text = malloc(cap);
+    sched_node **m = calloc((size_t)s->cap, sizeof *m);
+    if (text == NULL || m == NULL) {
+        free(text);
+        free(m);
+        LOG(LOG_ERROR, WHO, "job", "out of memory announcing a membership epoch");
+        finish(s, 1);
+        return;
+    }
+    s->ann_epoch = s->epoch + 1;
+    for (int i = 0; i < s->nnodes; i++) {
+        sched_node *v = &s->nodes[i];
+        if (is_member(v)) {
+            v->in_epoch = s->ann_epoch;
+            if (v->since == 0)
+                v->since = s->ann_epoch;
+        }
+    }
+    int n = member_list(s, s->ann_epoch, m, text, cap);
+    if (n > 0) {
+        LOG(LOG_INFO, WHO, "job", "membership epoch %llu: %d workers (slots %s)",
+            (unsigned long long)s->ann_epoch, n, text);
+        for (int i = 0; i < s->nnodes; i++) {
+            sched_node *v = &s->nodes[i];
+            if (v->role == CFG_ROLE_SERVER && v->alive) {
+                proto_hdr h = {.type = PROTO_EPOCH, .round = s->ann_epoch};
+                send_to(s, v, &h, text);
+                s->acks_left++;
+            }
+        }
+    } /* else everyone left: check_done ends the job */
+    free(text);
+    free(m);
+}
+
+/* The table a joiner gets: the servers and itself. */
+static char *joiner_table(sched *s, const sched_node *j)
+{
+    size_t cap = (size_t)(s->c->num_server + 1) * 320 + 1, len = 0;
+    char *table = malloc(cap);
+    if (table == NULL)
+        return NULL;
+    table[0] = '\0';
+    for (int i = 0; i < s->nnodes; i++) {
+        const sched_node *n = &s->nodes[i];
+        if (n->role == CFG_ROLE_SERVER || n == j)
+            len += (size_t)snprintf(table + len, cap - len, "%d %s %s\n", n->id,
+                                    cfg_role_name(n->role), n->endpoint);
+    }
+    return table;
+}
+
+static void on_epoch_ack(sched *s, const proto_hdr *h)
+{
+    if (h->round != s->ann_epoch || s->acks_left <= 0)
+        return;
+    if (--s->acks_left > 0)
+        return;
+    s->epoch = s->ann_epoch;
+    size_t cap = (size_t)s->cap * 8 + 1;
+    char *text = malloc(cap);
+    sched_node **m = calloc((size_t)s->cap, sizeof *m);
+    if (text == NULL || m == NULL) {
+        free(text);
+        free(m);
+        finish(s, 1);
+        return;
+    }
+    int n = member_list(s, s->epoch, m, text, cap);
+    for (int i = 0; i < n; i++) {
+        if (m[i]->joining) {
+            char *table = joiner_table(s, m[i]);
+            proto_hdr a = {.type = PROTO_REGISTER_ACK, .key = (uint64_t)m[i]->id,
+                           .round = s->job_id, .offset = 1};
+            m[i]->joining = false;
+            m[i]->last_seen = clock_ms();
+            send_to(s, m[i], &a, table ? table : "");
+            free(table);
+        }
+        proto_hdr e = {.type = PROTO_EPOCH, .round = s->epoch};
+        send_to(s, m[i], &e, text);
+    }
+    free(text);
+    free(m);
+    if (s->again) {
+        s->again = false;
+        membership_change(s);
+    }
+}
+
+/* Worker d died (why) in an elastic job: true if the job goes on without
+ * it (a new epoch), false if it must fail (fewer than KVS_MIN_WORKERS). */
+static bool worker_departs(sched *s, sched_node *d, const char *why)
+{
+    char name[64];
+    if (!s->c->elastic || d->role != CFG_ROLE_WORKER || !s->started || s->dead_count > 0)
+        return false;
+    int left = count_members(s) - is_member(d), min = cfg_min_workers(s->c);
+    if (left < min) {
+        LOG(LOG_ERROR, WHO, "job", "worker %d's death leaves %d workers, fewer than "
+            "KVS_MIN_WORKERS=%d", d->rank, left, min);
+        return false;
+    }
+    proto_node_name(d->id, name, sizeof name);
+    LOG(LOG_WARN, WHO, "job", "%s (%s) %s; the job goes on with %d workers", name, d->host, why,
+        left);
+    proto_hdr h = {.type = PROTO_SHUTDOWN, .status = KVS_EPEERDEAD};
+    send_to(s, d, &h, "this worker was removed from the job (declared dead)");
+    d->alive = false;
+    d->in_barrier = false;
+    d->joining = false;
+    membership_change(s);
+    check_barrier(s);
+    check_done(s);
+    return true;
+}
+
+/* A worker registers while an elastic job runs: it takes the lowest free
+ * slot and is admitted at the next epoch (REGISTER_ACK and EPOCH come when
+ * every server knows it). */
+static void admit_joiner(sched *s, const void *ident, size_t ident_len, const proto_hdr *h,
+                         const char *body, int fd, const char *endpoint, const char *host)
+{
+    int slots = cfg_worker_slots(s->c), w = 0;
+    char why[300];
+    (void)h;
+    (void)body;
+    while (w < slots && slot_node(s, w) != NULL)
+        w++;
+    if (w == slots || ident_len > IDENT_MAX - 1) {
+        snprintf(why, sizeof why, "job full: the job already has its %d workers "
+                 "(KVS_MAX_WORKERS=%d)", slots, slots);
+        refuse(s, ident, ident_len, KVS_ECONFIG, "worker", host, why);
+        return;
+    }
+    sched_node *n = NULL;
+    for (int i = 0; i < s->nnodes && n == NULL; i++) /* the slot's old entry */
+        if (s->nodes[i].role == CFG_ROLE_WORKER && s->nodes[i].rank == w)
+            n = &s->nodes[i];
+    if (n == NULL && s->nnodes < s->cap)
+        n = &s->nodes[s->nnodes++];
+    if (n == NULL) {
+        refuse(s, ident, ident_len, KVS_ECONFIG, "worker", host, "job full: no room in the "
+               "node table");
+        return;
+    }
+    memset(n, 0, sizeof *n);
+    memcpy(n->ident, ident, ident_len);
+    n->ident_len = ident_len;
+    n->role = CFG_ROLE_WORKER;
+    n->pref_rank = -1;
+    n->rank = w;
+    n->id = proto_worker_id(w);
+    n->alive = true;
+    n->joining = true;
+    n->fd = fd;
+    n->ino = net_sock_ino(fd);
+    n->last_seen = clock_ms();
+    snprintf(n->endpoint, sizeof n->endpoint, "%s", endpoint);
+    snprintf(n->host, sizeof n->host, "%s", host);
+    LOG(LOG_INFO, WHO, "job", "worker at %s joins the running job in slot %d", host, w);
+    membership_change(s);
+}
+
 /* Node n lost its data connection to peer h->key: the job fails, and every
  * node is told which two ends lost each other. */
 static void on_peer_lost(sched *s, sched_node *n, const proto_hdr *h, const char *body)
@@ -461,12 +872,20 @@ static void on_peer_lost(sched *s, sched_node *n, const proto_hdr *h, const char
         if ((uint64_t)s->nodes[i].id == h->key)
             p = &s->nodes[i];
     if (p == NULL || p == n) {
-        LOG(LOG_WARN, WHO, "net", "dropped PEER_LOST about unknown node %llu",
+        LOG_LIMITED(LOG_WARN, WHO, "net", "dropped PEER_LOST about unknown node %llu",
             (unsigned long long)h->key);
         return;
     }
     if (!p->alive)
         return; /* already known dead: every node has been told */
+    if (s->c->replicas > 0 && p->role == CFG_ROLE_SERVER && s->dead_count == 0) {
+        /* its keys move to its backup (or the job fails, naming the lost range) */
+        proto_node_name(n->id, a, sizeof a);
+        snprintf(text, sizeof text, "was lost by %s (%s): %.*s", a, n->host,
+                 (int)(h->body_len < 300 ? h->body_len : 300), body ? body : "");
+        declare_dead(s, p, text);
+        return;
+    }
     proto_node_name(n->id, a, sizeof a);
     proto_node_name(p->id, b, sizeof b);
     snprintf(text, sizeof text, "%s (%s) lost its connection to %s (%s): %.*s", a, n->host, b,
@@ -547,7 +966,7 @@ static void node_gone(sched *s, int i)
         if (quiet + 500 >= (uint64_t)(s->c->hb_timeout_s * 1000)) {
             char why[160];
             snprintf(why, sizeof why, "was silent for %.1f s (PS_HEARTBEAT_TIMEOUT=%g): its "
-                     "connection to the scheduler was closed", quiet / 1000.0,
+                     "connection to the scheduler was closed", (double)quiet / 1000.0,
                      s->c->hb_timeout_s);
             declare_dead(s, n, why);
         } else {
@@ -557,6 +976,27 @@ static void node_gone(sched *s, int i)
         return;
     }
 }
+
+/* lamb's sums of squares of one part of a split key (proto.h NORM_PART,
+ * at most PROTO_NORM_TEXT_MAX bytes, checked by the decoder): to every other
+ * live server.  Scalars only: no array data passes here. */
+static void relay_norms(sched *s, const sched_node *from, const proto_hdr *h, const char *body)
+{
+    char text[PROTO_NORM_TEXT_MAX + 1];
+    snprintf(text, sizeof text, "%.*s", (int)h->body_len, body ? body : "");
+    for (int i = 0; i < s->nnodes; i++) {
+        sched_node *n = &s->nodes[i];
+        if (n->role != CFG_ROLE_SERVER || n == from || !n->alive)
+            continue;
+        proto_hdr f = {.type = PROTO_NORM_PART, .key = h->key, .round = h->round,
+                       .offset = h->offset, .count = h->count, .total = h->total,
+                       .dtype = h->dtype, .part = h->part};
+        send_to(s, n, &f, text);
+    }
+}
+
+static void membership_change(sched *s);
+static void on_epoch_ack(sched *s, const proto_hdr *h);
 
 static void on_recv(net_sock *sock, net_msg *m, void *arg)
 {
@@ -571,7 +1011,9 @@ static void on_recv(net_sock *sock, net_msg *m, void *arg)
     int drc = net_msg_decode(m, true, &lim, &h, &bodymsg, why, sizeof why);
     if (drc != 0) {
         met_error(s->met, drc);
-        LOG(LOG_WARN, WHO, "net", "dropped a malformed message: %s", why);
+        LOG_LIMITED(LOG_WARN, WHO, "net", "dropped a malformed message: %s", why);
+        if (!net_guard_refused(s->guard, net_msg_fd(m), ident, ident_len))
+            return; /* not (yet) a node of the job: no answer, the connection shut */
         proto_hdr e = {.type = PROTO_ERROR, .status = KVS_EPROTO, .sender = PROTO_SCHEDULER_ID};
         if (m->total >= 1)
             net_send_text(s->sock, ident, ident_len, &e, why);
@@ -587,8 +1029,10 @@ static void on_recv(net_sock *sock, net_msg *m, void *arg)
     }
     sched_node *n = find_node(s, ident, ident_len);
     if (n == NULL || !s->started || h.sender != n->id) {
-        LOG(LOG_WARN, WHO, "net", "dropped %s from an unregistered or mismatched sender %d",
+        LOG_LIMITED(LOG_WARN, WHO, "net", "dropped %s from an unregistered or mismatched sender %d",
             proto_type_name(h.type), h.sender);
+        if (n == NULL)
+            net_guard_refused(s->guard, fd, ident, ident_len); /* a stranger: shut */
         return;
     }
     if (!n->alive)
@@ -620,7 +1064,10 @@ static void on_recv(net_sock *sock, net_msg *m, void *arg)
             n->exited = true;
             n->in_barrier = false;
             LOG(LOG_INFO, WHO, "job", "worker %d left", n->rank);
-            announce_left(s, n);
+            if (s->c->elastic)
+                membership_change(s);
+            else
+                announce_left(s, n);
             check_barrier(s);
             check_done(s);
         }
@@ -629,8 +1076,26 @@ static void on_recv(net_sock *sock, net_msg *m, void *arg)
     case PROTO_PEER_LOST:
         on_peer_lost(s, n, &h, body);
         break;
+    case PROTO_EPOCH_ACK:
+        if (n->role == CFG_ROLE_SERVER)
+            on_epoch_ack(s, &h);
+        break;
+    case PROTO_REPL_SYNCED:
+        if (n->role == CFG_ROLE_SERVER && s->owners.owner && h.key >= 8 && h.key % 2 == 0) {
+            sched_owners_synced(&s->owners, n->rank, (int)((h.key - 8) / 2));
+            LOG(LOG_INFO, WHO, "job", "server %d's keys are on server %d again", n->rank,
+                (int)((h.key - 8) / 2));
+        }
+        break;
+    case PROTO_NORM_PART:
+        if (n->role == CFG_ROLE_SERVER)
+            relay_norms(s, n, &h, body);
+        else
+            LOG_LIMITED(LOG_WARN, WHO, "net", "dropped NORM_PART from node %d: only servers "
+                        "send it", n->id);
+        break;
     default:
-        LOG(LOG_WARN, WHO, "net", "dropped unexpected %s from node %d",
+        LOG_LIMITED(LOG_WARN, WHO, "net", "dropped unexpected %s from node %d",
             proto_type_name(h.type), n->id);
     }
 }
@@ -676,7 +1141,7 @@ static void on_timer(uv_timer_t *t)
         if (now - n->last_seen > limit) {
             char why[128];
             snprintf(why, sizeof why, "sent no heartbeat for %.1f s (PS_HEARTBEAT_TIMEOUT=%g)",
-                     (now - n->last_seen) / 1000.0, s->c->hb_timeout_s);
+                     (double)(now - n->last_seen) / 1000.0, s->c->hb_timeout_s);
             declare_dead(s, n, why);
         }
     }
@@ -710,9 +1175,10 @@ static int sched_open(sched *s, const cfg *c, void *zctx)
     s->zctx = zctx;
     s->start_ms = clock_ms();
     uv_loop_init(&s->loop);
-    s->cap = c->num_server + c->num_worker;
+    s->cap = c->num_server + cfg_worker_slots(c);
     s->nodes = calloc((size_t)s->cap, sizeof *s->nodes);
-    if (s->nodes == NULL) {
+    if (s->nodes == NULL ||
+        (c->replicas > 0 && sched_owners_init(&s->owners, c->num_server) != 0)) {
         LOG(LOG_ERROR, WHO, "job", "out of memory");
         return 1;
     }
@@ -729,7 +1195,6 @@ static int sched_open(sched *s, const cfg *c, void *zctx)
             cfg_security_name(c->security));
         return 1;
     }
-    net_live_heartbeats(net_sock_zmq(s->sock), c);
     net_live_low_delay(net_sock_zmq(s->sock));
     snprintf(addr, sizeof addr, "tcp://*:%d", c->root_port);
     if (zmq_bind(net_sock_zmq(s->sock), addr) != 0) {
@@ -784,6 +1249,7 @@ static void sched_close(sched *s)
     uv_loop_close(&s->loop);
     met_reg_free(s->met);
     free(s->nodes);
+    sched_owners_fini(&s->owners);
 }
 
 int sched_run(const cfg *c)
@@ -809,6 +1275,7 @@ int sched_run(const cfg *c)
     zmq_setsockopt(net_sock_zmq(s.sock), ZMQ_LINGER, &linger, sizeof linger);
     sched_close(&s);
     zmq_ctx_term(zctx);
-    LOG(LOG_INFO, WHO, "job", "exiting with status %d", s.exit_code);
+    LOG(LOG_INFO, WHO, "job", "exiting with status %d, peak memory (VmHWM) %llu KiB",
+        s.exit_code, mem_peak_kib());
     return s.exit_code;
 }

@@ -127,6 +127,74 @@ static void parent_of(const char *path, char *buf, size_t len)
         *slash = '\0';
 }
 
+/* A directory the server writes checkpoint files in must be one nobody
+ * else can plant links in: a real directory (not a symbolic link, when
+ * nofollow), owned by this process's user, writable by nobody else.  Files
+ * are then created with O_EXCL | O_NOFOLLOW after removing a stale one, so
+ * even a link left there earlier is never followed. */
+static int dir_check(const char *dir, bool nofollow, char *why, size_t whylen)
+{
+    struct stat st;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (nofollow ? O_NOFOLLOW : 0));
+    if (fd < 0) {
+        if (errno == ELOOP || errno == ENOTDIR)
+            return err_why(why, whylen, KVS_EINVAL, "checkpoint directory %s is not a directory "
+                           "(a symbolic link there is refused: another user may have planted "
+                           "it)", dir);
+        return err_why(why, whylen, KVS_EINVAL, "cannot open checkpoint directory %s: %s", dir,
+                       strerror(errno));
+    }
+    int rc = fstat(fd, &st);
+    int e = errno;
+    close(fd);
+    if (rc != 0)
+        return err_why(why, whylen, KVS_EINVAL, "cannot stat checkpoint directory %s: %s", dir,
+                       strerror(e));
+    if (st.st_uid != geteuid())
+        return err_why(why, whylen, KVS_EINVAL, "checkpoint directory %s is owned by uid %u, "
+                       "not by this server's user (uid %u): its owner could plant links that "
+                       "make the server overwrite other files; use a directory of your own",
+                       dir, (unsigned)st.st_uid, (unsigned)geteuid());
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+        return err_why(why, whylen, KVS_EINVAL, "checkpoint directory %s is writable by other "
+                       "users (mode %03o): they could plant links that make the server overwrite "
+                       "other files; chmod go-w it", dir, (unsigned)(st.st_mode & 0777));
+    return 0;
+}
+
+/* Create path (its directory passed dir_check) for writing: a stale file or
+ * link of that name is removed first, and the new one is made with O_EXCL
+ * and O_NOFOLLOW (never through a link).  fd, or -1 with errno. */
+static int create_excl(const char *path, mode_t mode)
+{
+    if (unlink(path) != 0 && errno != ENOENT)
+        return -1;
+    return open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+}
+
+/* Open path for reading: a regular file only (a FIFO, device or socket
+ * would block or never end; a link is not followed).  fd, or -1 with why. */
+static int open_regular(const char *path, const char *what, char *why, size_t whylen, int *rc)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        *rc = err_why(why, whylen, KVS_EPROTO, "cannot open %s %s: %s", what, path,
+                      errno == ELOOP ? "a symbolic link (refused)" : strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        *rc = err_why(why, whylen, KVS_EPROTO, "%s %s is not a regular file (refused)", what,
+                      path);
+        close(fd);
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
 /* "gen-<digits>" (nothing after): its G, else 0. */
 static uint64_t gen_of_name(const char *name)
 {
@@ -152,11 +220,13 @@ int srv_ckpt_man_read(const char *dir, uint32_t rank, srv_ckpt_man *m, char *why
     char path[4200], text[MAN_TEXT_MAX + 1];
     memset(m, 0, sizeof *m);
     man_path(dir, rank, false, path, sizeof path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT)
+    struct stat lst;
+    if (lstat(path, &lst) != 0 && errno == ENOENT)
         return 0;
+    int rc = 0;
+    int fd = open_regular(path, "manifest", why, whylen, &rc);
     if (fd < 0)
-        return err_why(why, whylen, KVS_EPROTO, "cannot open %s: %s", path, strerror(errno));
+        return rc;
     size_t len = 0;
     for (;;) {
         ssize_t r = read(fd, text + len, MAN_TEXT_MAX + 1 - len);
@@ -233,7 +303,10 @@ int srv_ckpt_man_write(const char *dir, uint32_t rank, const srv_ckpt_man *m, ch
     if (mkdirs(dir) != 0)
         return err_why(why, whylen, KVS_EINVAL, "cannot create checkpoint directory %s: %s", dir,
                        strerror(errno));
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int rc = dir_check(dir, false, why, whylen);
+    if (rc != 0)
+        return rc;
+    fd = create_excl(tmp, 0644);
     if (fd < 0)
         return err_why(why, whylen, KVS_EINVAL, "cannot create %s: %s", tmp, strerror(errno));
     if (write(fd, text, (size_t)len) != len || fsync(fd) != 0) {
@@ -281,8 +354,10 @@ void srv_ckpt_prune(const char *dir, uint32_t rank, const uint64_t *keep, int nk
         bool kept = g == 0 || g >= below;
         for (int i = 0; i < nkeep && !kept; i++)
             kept = keep[i] == g;
-        if (kept)
-            continue;
+        struct stat st;
+        if (kept || fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISDIR(st.st_mode))
+            continue; /* a link or a file named like a generation: not ours to touch */
         char sub[4300], path[4400];
         snprintf(sub, sizeof sub, "%s/%s", dir, de->d_name);
         srv_ckpt_path(sub, rank, path, sizeof path);
@@ -385,14 +460,23 @@ int srv_ckpt_write(const char *dir, const srv_ckpt_meta *meta, const srv_entry_v
     tmp_path(dir, meta->rank, tmp, sizeof tmp);
     char parent[4200];
     parent_of(dir, parent, sizeof parent);
-    if (mkdirs(dir) != 0 || fsync_dir(parent) != 0)
+    /* dir is a generation's directory in the job's checkpoint directory:
+     * that one is checked before anything is made in it */
+    if (mkdirs(parent) != 0)
+        return err_why(why, whylen, KVS_EINVAL, "cannot create checkpoint directory %s: %s",
+                       parent, strerror(errno));
+    if ((rc = dir_check(parent, false, why, whylen)) != 0)
+        return rc;
+    if ((mkdir(dir, 0755) != 0 && errno != EEXIST) || fsync_dir(parent) != 0)
         return err_why(why, whylen, KVS_EINVAL, "cannot create checkpoint directory %s: %s", dir,
                     strerror(errno));
+    if ((rc = dir_check(dir, true, why, whylen)) != 0)
+        return rc;
     uint64_t total = HDR_LEN + spec_len + nmults * MULT_LEN + TRAILER_LEN;
     for (size_t i = 0; i < n; i++)
         total += entry_len(&v[i]);
 
-    w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    w.fd = create_excl(tmp, 0644);
     if (w.fd < 0)
         return err_why(why, whylen, KVS_EINVAL, "cannot create %s: %s", tmp, strerror(errno));
     memcpy(h, MAGIC, 8);
@@ -478,6 +562,7 @@ typedef struct rfile {
     const char *path;
     uint64_t size, pos;
     uint32_t crc;
+    uint64_t values_left; /* bytes of values the job's keys can still take */
 } rfile;
 
 static int rget(rfile *r, void *buf, uint64_t len, const char *what, char *why, size_t whylen)
@@ -545,6 +630,12 @@ static int read_entry(rfile *r, srv_ckpt_part *p, uint64_t idx, char *why, size_
                     (unsigned long long)p->key);
     p->dtype = (kvs_dtype)dtype;
     p->async = flags & 1u;
+    if (vbytes > r->values_left)
+        return err_why(why, whylen, KVS_ESHAPE, "%s: entry %llu (key %llu) declares %llu bytes "
+                       "of value, more than this job's keys at this server hold (the file does "
+                       "not belong to this job)", r->path, (unsigned long long)idx,
+                       (unsigned long long)p->key, (unsigned long long)vbytes);
+    r->values_left -= vbytes;
     if (vbytes > r->size - r->pos)
         return rget(r, NULL, vbytes, "a value", why, whylen);
     p->value = srv_buf_new_value(vbytes);
@@ -577,19 +668,25 @@ static int read_entry(rfile *r, srv_ckpt_part *p, uint64_t idx, char *why, size_
     return 0;
 }
 
-int srv_ckpt_read(const char *dir, uint32_t rank, srv_ckpt *out, char *why, size_t whylen)
+int srv_ckpt_read(const char *dir, uint32_t rank, uint64_t max_parts, uint64_t max_bytes,
+                  srv_ckpt *out, char *why, size_t whylen)
 {
     uint8_t h[HDR_LEN], t[TRAILER_LEN];
-    rfile r = {0};
+    rfile r = {.values_left = max_bytes};
     struct stat stt;
     int rc = 0;
     memset(out, 0, sizeof *out);
     srv_ckpt_path(dir, rank, out->path, sizeof out->path);
     r.path = out->path;
-    r.f = fopen(out->path, "rb");
-    if (r.f == NULL)
-        return err_why(why, whylen, KVS_EPROTO, "cannot open checkpoint %s: %s", out->path,
-                    strerror(errno));
+    int fd = open_regular(out->path, "checkpoint", why, whylen, &rc);
+    if (fd < 0)
+        return rc;
+    r.f = fdopen(fd, "rb");
+    if (r.f == NULL) {
+        close(fd);
+        return err_why(why, whylen, KVS_ENOMEM, "cannot open checkpoint %s: %s", out->path,
+                       strerror(errno));
+    }
     if (fstat(fileno(r.f), &stt) != 0) {
         rc = err_why(why, whylen, KVS_EPROTO, "%s: %s", out->path, strerror(errno));
         goto out;
@@ -622,6 +719,12 @@ int srv_ckpt_read(const char *dir, uint32_t rank, srv_ckpt *out, char *why, size
         nmults > r.size / MULT_LEN || out->meta.rank != rank) {
         rc = err_why(why, whylen, KVS_EPROTO, "%s: corrupted header (rank %u, %llu entries, "
                   "spec of %u bytes)", r.path, out->meta.rank, (unsigned long long)n, spec_len);
+        goto out;
+    }
+    if (n > max_parts) {
+        rc = err_why(why, whylen, KVS_ESHAPE, "%s: %llu key parts in the checkpoint, %llu in "
+                     "this job at this server", r.path, (unsigned long long)n,
+                     (unsigned long long)max_parts);
         goto out;
     }
     out->spec_set = flags & 1u;

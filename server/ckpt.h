@@ -60,7 +60,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/store.h"
+#include "server/buf.h"
+#include "server/view.h"
 #include "server/update.h"
 
 #define CKPT_VERSION 1
@@ -133,10 +134,15 @@ int srv_ckpt_write(const char *dir, const srv_ckpt_meta *meta, const srv_entry_v
 /* Rename the written temporary over the final name and fsync dir. */
 int srv_ckpt_commit(const char *dir, uint32_t rank, char *why, size_t whylen);
 
-/* Read and verify server rank's file in dir into *out.  Returns 0, or
- * KVS_EPROTO (missing, truncated, corrupted, another format), KVS_ENOMEM,
- * with why naming the file; on error *out is empty. */
-int srv_ckpt_read(const char *dir, uint32_t rank, srv_ckpt *out, char *why, size_t whylen);
+/* Read and verify server rank's file in dir into *out.  The job's keys at
+ * this server are max_parts key parts holding at most max_bytes bytes of
+ * values: a file declaring more entries, or values past that, is refused
+ * before anything of that size is allocated (a sparse file can declare far
+ * more than it holds).  Returns 0, or KVS_EPROTO (missing, truncated,
+ * corrupted, another format), KVS_ESHAPE (more than the job's keys),
+ * KVS_ENOMEM, with why naming the file; on error *out is empty. */
+int srv_ckpt_read(const char *dir, uint32_t rank, uint64_t max_parts, uint64_t max_bytes,
+                  srv_ckpt *out, char *why, size_t whylen);
 
 void srv_ckpt_free(srv_ckpt *c);
 

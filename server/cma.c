@@ -231,6 +231,26 @@ int srv_cma_hello(srv_cma *c, uint64_t req_id, const uint8_t *body,
     return 0;
 }
 
+/* pid is this process or one of its threads (its thread group). */
+static bool own_process(pid_t pid)
+{
+    char path[64], line[128];
+    if (pid == getpid())
+        return true;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "re");
+    bool own = false;
+    long tgid;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Tgid: %ld", &tgid) == 1) {
+            own = tgid == (long)getpid();
+            break;
+        }
+    if (f)
+        fclose(f);
+    return own;
+}
+
 int srv_cma_proof(srv_cma *c, uint64_t req_id, const uint8_t *body, char *why, size_t whylen)
 {
     uint8_t seen[PROTO_NONCE_LEN];
@@ -241,6 +261,11 @@ int srv_cma_proof(srv_cma *c, uint64_t req_id, const uint8_t *body, char *why, s
         return KVS_EAUTH;
     }
     c->challenged = false;
+    if (own_process(c->pid)) { /* its memory holds the challenge: it proves nothing */
+        snprintf(why, whylen, "pid %d is this server's own process: refused", (int)c->pid);
+        srv_cma_reset(c);
+        return KVS_EAUTH;
+    }
 #ifdef SYS_pidfd_open
     c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
     if (c->pidfd < 0 && errno != ENOSYS) {

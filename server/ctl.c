@@ -110,6 +110,8 @@ struct srv_ctl {
     int rc;
     char why[PROTO_ERRTEXT_MAX];
     srv_ckpt loaded;     /* JOB_LOAD's result */
+    uint64_t load_parts, load_bytes; /* JOB_LOAD: the job's key parts here and their
+                                      * value bytes (what a file may declare) */
 
     bool save_pending;   /* a SAVE's generation waits for SAVE_END */
     char save_dir[4200];
@@ -218,12 +220,10 @@ static int do_opt_set(srv_ctl *c, const char *text, bool update_on, char *why, s
             return KVS_ENOMEM;
         srv_store_views(c->st, v, n);
         for (size_t i = 0; i < n; i++)
-            if (!optim_dtype_ok(v[i].dtype)) {
-                snprintf(why, whylen, "key %llu is %s: optimizer %s updates float32, float64, "
-                         "float16 and bfloat16 keys only", (unsigned long long)v[i].key,
-                         kvs_dtype_name(v[i].dtype), optim_name(o.kind));
+            if ((rc = srv_optim_part_ok(&o, v[i].key, v[i].dtype, v[i].count, v[i].total,
+                                        v[i].async, why, whylen)) != 0) {
                 free(v);
-                return KVS_ESHAPE;
+                return rc;
             }
         free(v);
     }
@@ -359,7 +359,8 @@ static void *job_main(void *arg)
             srv_ckpt_gen_dir(c->dir, c->gen, gdir, sizeof gdir);
         else
             snprintf(gdir, sizeof gdir, "%s", c->dir);
-        c->rc = srv_ckpt_read(gdir, rank, &c->loaded, c->why, sizeof c->why);
+        c->rc = srv_ckpt_read(gdir, rank, c->load_parts, c->load_bytes, &c->loaded, c->why,
+                              sizeof c->why);
         break;
     case JOB_SAVE:
         srv_ckpt_gen_dir(c->dir, c->gen, gdir, sizeof gdir);
@@ -394,6 +395,8 @@ static int start_job(srv_ctl *c, enum job_kind kind, const char *dir, uint64_t g
                               (uint32_t)c->c->num_worker};
     c->views = NULL;
     c->nviews = 0;
+    c->load_parts = c->st->nkeys;
+    c->load_bytes = c->st->value_bytes;
     if (kind == JOB_SAVE || kind == JOB_AUTO) {
         size_t n = srv_store_views(c->st, NULL, 0);
         c->views = calloc(n ? n : 1, sizeof *c->views);
@@ -821,7 +824,7 @@ void srv_ctl_handle(srv_ctl *c, const uint8_t *ident, size_t ident_len, int wran
             return;
         }
         k->seq = h->round;
-        k->nreqs = st->num_workers;
+        k->nreqs = st->need; /* the members (all the workers unless elastic) */
     }
     coll_req *q = &k->reqs[wrank];
     if (q->here) {
@@ -857,8 +860,8 @@ void srv_ctl_handle(srv_ctl *c, const uint8_t *ident, size_t ident_len, int wran
 bool srv_ctl_hold(srv_ctl *c, const uint8_t *ident, size_t ident_len, int wrank,
                   const proto_hdr *h, const srv_in *in)
 {
-    if (c == NULL || !c->busy)
-        return false;
+    if (c == NULL || !c->busy || c->st->broken)
+        return false; /* (a broken store fails the request at once) */
     held *x = calloc(1, sizeof *x);
     if (x == NULL)
         return false; /* handled now: better than lost */
@@ -897,10 +900,10 @@ bool srv_ctl_hold(srv_ctl *c, const uint8_t *ident, size_t ident_len, int wrank,
     return true;
 }
 
-void srv_ctl_fail_all(srv_ctl *c, const char *why)
+/* The store's failed hook: answer every waiting collective and held request. */
+static void ctl_failed(void *arg, const char *why)
 {
-    if (c == NULL)
-        return;
+    srv_ctl *c = arg;
     for (size_t i = 0; i < c->colls.cap; i++) {
         if (c->colls.used[i] != 1)
             continue;
@@ -922,9 +925,12 @@ void srv_ctl_fail_all(srv_ctl *c, const char *why)
         release_held(c);
 }
 
-void srv_ctl_round_done(srv_ctl *c, uint64_t r)
+/* The store's round_done hook: an entry completed round r; time for an
+ * automatic checkpoint? */
+static void ctl_round_done(void *arg, uint64_t r)
 {
-    uint64_t every = c ? c->c->checkpoint_every : 0;
+    srv_ctl *c = arg;
+    uint64_t every = c->c->checkpoint_every;
     char why[512];
     if (every == 0 || c->busy || c->stopped || c->rank < 0 || c->st->broken || r % every != 0 ||
         r <= c->last_auto || srv_store_quiet(c->st, why, sizeof why) != 0)
@@ -968,7 +974,7 @@ int srv_ctl_new(srv_store *st, uv_loop_t *loop, const cfg *cf, srv_ctl **out)
     c->held_tail = &c->held_head;
     uv_async_init(loop, &c->done, on_done);
     c->done.data = c;
-    st->ctl = c;
+    st->hooks = (srv_store_hooks){ctl_round_done, ctl_failed, c};
     st->optim = &c->optim;
     *out = c;
     return 0;
@@ -1020,7 +1026,7 @@ void srv_ctl_free(srv_ctl *c)
     }
     free(c->views);
     drop_staged(c);
-    c->st->ctl = NULL;
+    c->st->hooks = (srv_store_hooks){0};
     c->st->optim = NULL;
     srv_optim_fini(&c->optim);
     free(c);

@@ -27,7 +27,7 @@
 struct srv_store;
 typedef struct srv_ctl srv_ctl;
 
-/* New controller of store st on loop; sets st->ctl and st->optim.
+/* New controller of store st on loop; sets st->hooks and st->optim.
  * 0 or KVS_ENOMEM. */
 int srv_ctl_new(struct srv_store *st, uv_loop_t *loop, const cfg *c, srv_ctl **out);
 /* This server's rank (known once registered): names its files; job_id (the
@@ -49,14 +49,12 @@ bool srv_ctl_type(int type);
  * (h->body_len bytes) or NULL. */
 void srv_ctl_handle(srv_ctl *ctl, const uint8_t *ident, size_t ident_len, int wrank,
                     const proto_hdr *h, const void *body);
-/* While a save or load runs: keep this data request for later (moving its
- * body's frame, or copying the body) and return true; otherwise false. */
+/* Called before the store gets a data request (srv_store_handle): while a
+ * save or load runs, keep it for later (moving its body's frame, or copying
+ * the body) and return true; otherwise (also with ctl NULL, or the store
+ * broken) false. */
 struct srv_in;
 bool srv_ctl_hold(srv_ctl *ctl, const uint8_t *ident, size_t ident_len, int wrank,
                   const proto_hdr *h, const struct srv_in *in);
-/* The job failed: answer every waiting collective and held request. */
-void srv_ctl_fail_all(srv_ctl *ctl, const char *why);
-/* An entry completed round r: time for an automatic checkpoint? */
-void srv_ctl_round_done(srv_ctl *ctl, uint64_t r);
 
 #endif

@@ -7,6 +7,7 @@
 #include "common/datapath.h"
 #include "common/log.h"
 #include "server/cma.h"
+#include "server/ctl.h"
 #include "server/fuse.h"
 #include "server/metrics.h"
 
@@ -109,8 +110,8 @@ void srv_fuser_fini(srv_fuser *f)
     f->dirty = NULL;
 }
 
-int srv_fuse_request(srv_fuser *f, srv_store *st, const uint8_t *ident, size_t ident_len,
-                     int wrank, const proto_hdr *h, const uint8_t *body,
+int srv_fuse_request(srv_fuser *f, srv_store *st, struct srv_ctl *ctl, const uint8_t *ident,
+                     size_t ident_len, int wrank, const proto_hdr *h, const uint8_t *body,
                      const proto_limits *lim, srv_cma *cma, char *why, size_t whylen)
 {
     proto_hdr rec;
@@ -183,7 +184,8 @@ int srv_fuse_request(srv_fuser *f, srv_store *st, const uint8_t *ident, size_t i
         if (f->met)
             srv_met_request(f->met, rec.type);
         srv_in in = {data, NULL, 0};
-        srv_store_handle(st, ident, ident_len, wrank, &rec, data ? &in : NULL);
+        if (!srv_ctl_hold(ctl, ident, ident_len, wrank, &rec, data ? &in : NULL))
+            srv_store_handle(st, ident, ident_len, wrank, &rec, data ? &in : NULL);
     }
     b->handing = false;
     if (b->left == 0 && !b->dirty && b->hold == 0)
@@ -220,7 +222,7 @@ void srv_fuse_answer(srv_fuser *f, proto_hdr *reply, const char *text, const voi
         data = buf;
     } else if (data == NULL) {
         reply->body_len = 0;
-    } else {
+    } else if (!PROTO_CODEC(reply->flags)) { /* (compressed: body_len is the body's) */
         reply->body_len = reply->count * kvs_dtype_size((kvs_dtype)reply->dtype);
     }
     reply->fuse = 0;

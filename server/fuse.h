@@ -40,6 +40,7 @@
 typedef struct srv_fuse srv_fuse;
 struct srv_met;
 struct srv_cma;
+struct srv_ctl;
 
 typedef struct srv_fuser {
     uv_idle_t idle;        /* sends the collected answers on the next turn */
@@ -61,19 +62,21 @@ void srv_fuser_fini(srv_fuser *f);
 /* A validated FUSED or FUSED_REF message h with its body from worker wrank
  * (connection ident): check every record (proto_fused_next; a descriptor of
  * a record by reference with srv_cma_desc), then hand each to the store (a
- * record by reference without a body: the store reads the worker's memory).
+ * record by reference without a body: the store reads the worker's memory)
+ * unless the controller ctl (may be NULL) holds it (srv_ctl_hold).
  * Records by reference are accepted only when cma (the worker's proof, may
  * be NULL) is alive.  Returns 0, or KVS_EPROTO / KVS_ETOOBIG / KVS_ENOMEM
  * with why and nothing handled: the caller answers the whole message with
  * an ERROR. */
-int srv_fuse_request(srv_fuser *f, srv_store *st, const uint8_t *ident, size_t ident_len,
-                     int wrank, const proto_hdr *h, const uint8_t *body,
+int srv_fuse_request(srv_fuser *f, srv_store *st, struct srv_ctl *ctl, const uint8_t *ident,
+                     size_t ident_len, int wrank, const proto_hdr *h, const uint8_t *body,
                      const proto_limits *lim, struct srv_cma *cma, char *why,
                      size_t whylen);
 
 /* The store's answer to a record of batch reply->fuse: reply is the REPLY
  * header (req_id, key, part, status, round, count, dtype set; body_len is
- * set here); the body is text (status != 0) or count elements at data. */
+ * set here); the body is text (status != 0) or count elements at data, or,
+ * when reply's flags name a codec, reply->body_len encoded bytes at data. */
 void srv_fuse_answer(srv_fuser *f, proto_hdr *reply, const char *text, const void *data);
 
 /* A job that will answer a record of batch fuse (proto_hdr.fuse) starts

@@ -19,7 +19,7 @@ struct srv_jobs {
     int nice;          /* the runners' niceness (srv_jobs_new) */
     int running;
     pthread_t *tid;
-    kvs_wake wake_loop; /* the runners wake the loop (not uv_async: common/wake.h) */
+    wake_fd wake_loop; /* the runners wake the loop (not uv_async: common/wake.h) */
     bool wake_ok;       /* wake_loop is open */
     uv_timer_t guard;   /* prio_guard_poll while jobs are pending (KVS_JOB_NICE=auto) */
     bool guard_ok;      /* guard is initialised */
@@ -88,7 +88,7 @@ static void *runner_main(void *arg)
         *q->done_tail = j;
         q->done_tail = &j->next;
         pthread_mutex_unlock(&q->mu);
-        kvs_wake_send(&q->wake_loop); /* outside the lock: the loop may preempt us */
+        wake_fd_send(&q->wake_loop); /* outside the lock: the loop may preempt us */
         pthread_mutex_lock(&q->mu);
     }
     pthread_mutex_unlock(&q->mu);
@@ -121,7 +121,7 @@ static void on_guard(uv_timer_t *t)
         prio_guard_poll(clock_ns());
 }
 
-static void on_wake(kvs_wake *w)
+static void on_wake(wake_fd *w)
 {
     srv_jobs *q = w->data;
     if (!q->stopped)
@@ -147,7 +147,7 @@ int srv_jobs_new(uv_loop_t *loop, int nthreads, int nice, srv_jobs **out)
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->wake, NULL);
     q->done_tail = &q->done_head;
-    if (kvs_wake_init(loop, &q->wake_loop, on_wake) != 0) {
+    if (wake_fd_init(loop, &q->wake_loop, on_wake) != 0) {
         pthread_cond_destroy(&q->wake);
         pthread_mutex_destroy(&q->mu);
         goto fail;
@@ -162,7 +162,7 @@ int srv_jobs_new(uv_loop_t *loop, int nthreads, int nice, srv_jobs **out)
         q->nthreads++;
     }
     if (q->nthreads == 0) {
-        uv_close(kvs_wake_handle(&q->wake_loop), NULL);
+        uv_close(wake_fd_handle(&q->wake_loop), NULL);
         if (q->guard_ok)
             uv_close((uv_handle_t *)&q->guard, NULL);
         q->stopped = true;
@@ -241,7 +241,7 @@ void srv_jobs_free(srv_jobs *q)
     pthread_cond_destroy(&q->wake);
     pthread_mutex_destroy(&q->mu);
     if (q->wake_ok)
-        kvs_wake_fini(&q->wake_loop);
+        wake_fd_fini(&q->wake_loop);
     free(q->heap);
     free(q->tid);
     free(q);

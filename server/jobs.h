@@ -4,7 +4,7 @@
  * A job is submitted on the loop thread; a runner takes the ready job of the
  * highest priority (proto_hdr.priority; equal priorities in submission
  * order), calls run() there, and hands the job back: done() runs on the loop
- * thread (through one kvs_wake, common/wake.h, drained whole each time) in the order the
+ * thread (through one wake_fd, common/wake.h, drained whole each time) in the order the
  * jobs finished.  Big arrays inside run() are split over the reduction pool
  * (red_sum, red_pool_for), which serialises its callers: a second runner
  * keeps small jobs moving while the first one holds the pool.
@@ -60,7 +60,7 @@ uint64_t srv_jobs_pending(const srv_jobs *q);
 
 /* Stop: wait for the jobs that are running, then call done(j, true) for
  * every job whose done() has not run (queued or finished).  Idempotent;
- * NULL is a no-op.  The kvs_wake's uv_poll handle and the guard's timer are
+ * NULL is a no-op.  The wake_fd's uv_poll handle and the guard's timer are
  * closed by the loop's owner (uv_walk) like every other handle. */
 void srv_jobs_stop(srv_jobs *q);
 

@@ -31,7 +31,7 @@ int main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     char err[512];
-    if (tree_env_check(err, sizeof err) != 0) {
+    if (tree_topo_check(c.topology, err, sizeof err) != 0) {
         fprintf(stderr, "[server] ERROR cfg: %s\n", err);
         return 2;
     }

@@ -77,9 +77,9 @@ int srv_met_init(srv_met *m, const cfg *c, uv_loop_t *loop, srv_store *st, net_s
         return 0; /* no metrics: the hooks do nothing */
     met_reg *r = m->reg;
     met_process_info(r, "server");
-    m->peers = calloc((size_t)c->num_worker, sizeof *m->peers);
+    m->peers = calloc((size_t)cfg_worker_slots(c), sizeof *m->peers);
     if (m->peers)
-        m->npeers = c->num_worker;
+        m->npeers = cfg_worker_slots(c);
     met_peer_init(&m->unknown, r, "unknown");
     met_fam *req = met_family(r, MET_COUNTER, "kvs_requests_total",
                               "Requests received from workers, by type (fused, fused_ref: messages of several requests, each of which is also counted by its own type)", "type", NULL);

@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/datapath.h"
 #include "common/log.h"
+#include "common/memtune.h"
 #include "common/prio.h"
 #include "common/sizes.h"
 #include "net/auth.h"
@@ -27,6 +28,7 @@
 #include "server/server.h"
 #include "server/fuse.h"
 #include "server/jobs.h"
+#include "server/replica.h"
 #include "server/store.h"
 
 /* The connection (ZeroMQ routing id) a worker rank is bound to: the first
@@ -63,22 +65,8 @@ typedef struct srv {
     struct srv_outq *outq; /* per worker rank: reply bytes ZeroMQ still holds */
     srv_met met;  /* metrics (served at KVS_METRICS_PORT) */
     srv_fuser fuser; /* answers to FUSED requests */
+    srv_repl *repl;  /* KVS_REPLICAS=1: forwards, copies, held answers (NULL: off) */
 } srv;
-
-/* This process's peak resident memory (VmHWM) in KiB, 0 if unknown. */
-static unsigned long long peak_kib(void)
-{
-    char line[256];
-    unsigned long long kb = 0;
-    FILE *f = fopen("/proc/self/status", "r");
-    if (f == NULL)
-        return 0;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "VmHWM:", 6) == 0)
-            kb = strtoull(line + 6, NULL, 10);
-    fclose(f);
-    return kb;
-}
 
 static void stop(srv *s, int code)
 {
@@ -252,12 +240,16 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
     h.type = PROTO_REPLY;
     h.sender = s->node_id;
     h.status = status;
-    h.flags = 0;
     h.round = round;
     h.body_len = 0;
     bool write = status == 0 && value != NULL && req->count > 0 &&
                  (req->flags & PROTO_F_CMA) && req->cma_dst;
+    /* value is the round's sum compressed (the store set req's codec bits and
+     * body_len, server/decomp.h) */
+    unsigned zc = status == 0 && value != NULL && !write ? PROTO_CODEC(req->flags) : 0;
+    h.flags = (uint16_t)(zc << PROTO_CODEC_SHIFT);
     if (req->fuse && !write) { /* a record of a FUSED request: its answer is a record too */
+        h.body_len = zc ? req->body_len : 0;
         srv_fuse_answer(&s->fuser, &h, text, value && req->count ? value->data : NULL);
         return;
     }
@@ -275,7 +267,7 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
         return;
     }
     zmq_msg_t body;
-    h.body_len = req->count * kvs_dtype_size((kvs_dtype)req->dtype);
+    h.body_len = zc ? req->body_len : req->count * kvs_dtype_size((kvs_dtype)req->dtype);
     if (write) {
         /* write the value straight into the worker's output (a record of a
          * FUSED_REF too: its answer, a record without a body, follows) */
@@ -427,6 +419,8 @@ static void on_cma_request(srv *s, const uint8_t *ident, size_t ident_len, int w
     }
     if (h->cma_src)
         srv_met_in(&s->met, wrank, MET_PATH_CMA, h->body_len);
+    if (srv_ctl_hold(s->ctl, ident, ident_len, wrank, h, NULL))
+        return; /* a save or load is running: handled when it is done */
     srv_store_handle(&s->store, ident, ident_len, wrank, h, NULL);
 }
 
@@ -495,11 +489,11 @@ static void dispatch(srv *s, const uint8_t *ident, size_t ident_len, int wrank, 
         return;
     }
     if (h.type == PROTO_FUSED || h.type == PROTO_FUSED_REF) {
-        rc = srv_fuse_request(&s->fuser, &s->store, ident, ident_len, wrank, &h,
+        rc = srv_fuse_request(&s->fuser, &s->store, s->ctl, ident, ident_len, wrank, &h,
                               zmq_msg_data(bodymsg), &lim, &s->cma[wrank], why, sizeof why);
         if (rc != 0) {
             s->dropped++;
-            LOG(LOG_WARN, s->who, "net", "refused a %s message from worker %d (%llu bad "
+            LOG_LIMITED(LOG_WARN, s->who, "net", "refused a %s message from worker %d (%llu bad "
                 "messages so far): %s", proto_type_name(h.type), wrank,
                 (unsigned long long)s->dropped, why);
             proto_hdr e = {.type = PROTO_ERROR, .status = rc, .sender = s->node_id,
@@ -509,6 +503,8 @@ static void dispatch(srv *s, const uint8_t *ident, size_t ident_len, int wrank, 
         return;
     }
     srv_in in = {nbody == 1 ? zmq_msg_data(bodymsg) : NULL, bodymsg, nbody};
+    if (srv_ctl_hold(s->ctl, ident, ident_len, wrank, &h, bodymsg ? &in : NULL))
+        return; /* a save or load is running: handled when it is done */
     srv_store_handle(&s->store, ident, ident_len, wrank, &h, bodymsg ? &in : NULL);
 }
 
@@ -524,10 +520,23 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
     zmq_msg_t *bodymsg;
     int nbody;
     int rc = net_msg_decode_frames(m, true, &lim, &h, &bodymsg, &nbody, why, sizeof why);
+    if (rc == 0 && s->repl && srv_repl_type(h.type)) { /* from another server */
+        rc = srv_repl_on_data(s->repl, m, ident, ident_len, &h, bodymsg, nbody, why,
+                              sizeof why);
+        if (rc == 0) {
+            net_guard_trust(s->guard, net_msg_fd(m));
+            return;
+        }
+    }
     if (rc == 0 && (h.sender < 9 || h.sender % 2 == 0 ||
-                    (h.sender - 9) / 2 >= s->c->num_worker)) {
+                    (h.sender - 9) / 2 >= cfg_worker_slots(s->c))) {
         snprintf(why, sizeof why, "sender %d is not a worker of this job", h.sender);
         rc = KVS_EPROTO;
+    }
+    if (rc == 0 && !srv_store_is_member(&s->store, (h.sender - 9) / 2)) {
+        snprintf(why, sizeof why, "worker slot %d is not a member of membership epoch %llu",
+                 (h.sender - 9) / 2, (unsigned long long)s->store.epoch);
+        rc = KVS_EMEMBERSHIP;
     }
     if (rc == 0)
         rc = check_sender(s, m, ident, ident_len, h.sender, why, sizeof why);
@@ -544,8 +553,10 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
     if (rc != 0) {
         s->dropped++;
         met_error(s->met.reg, rc);
-        LOG(LOG_WARN, s->who, "net", "dropped a malformed message (%llu so far): %s",
-            (unsigned long long)s->dropped, why);
+        LOG_LIMITED(LOG_WARN, s->who, "net", "dropped a malformed message (%llu so far): %s",
+                    (unsigned long long)s->dropped, why);
+        if (!net_guard_refused(s->guard, net_msg_fd(m), ident, ident_len))
+            return; /* not (yet) a node of the job: no answer, the connection shut */
         proto_hdr e = {.type = PROTO_ERROR, .status = rc, .sender = s->node_id};
         net_send_text(s->data, ident, ident_len, &e, why);
         return;
@@ -575,6 +586,81 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
     zmq_msg_close(&joined);
 }
 
+/* The job's local groups from the node table (REGISTER_ACK): pushes that
+ * stand for a whole group are checked against them (server/store.h).  A
+ * table without groups leaves every worker alone. */
+static void set_groups(srv *s, const char *body, size_t len)
+{
+    int nn = s->c->num_server + s->c->num_worker, nw = s->c->num_worker;
+    proto_node *nodes = calloc((size_t)nn, sizeof *nodes);
+    int *g = calloc(2 * (size_t)nw, sizeof *g);
+    char why[256];
+    int n = nodes && g ? proto_parse_nodes(body ? body : "", len, nodes, nn, why, sizeof why)
+                       : -1;
+    bool any = false;
+    for (int w = 0; w < nw && n >= 0; w++) {
+        g[w] = -1 - w; /* alone */
+        g[nw + w] = 1;
+    }
+    for (int i = 0; i < n; i++) {
+        int w = (nodes[i].id - 9) / 2;
+        if (nodes[i].role != CFG_ROLE_WORKER || nodes[i].id < 9 || nodes[i].id % 2 == 0 ||
+            w >= nw || nodes[i].group < 0)
+            continue;
+        g[w] = nodes[i].group;
+        g[nw + w] = nodes[i].lsize;
+        any = any || nodes[i].lsize > 1;
+    }
+    if (n < 0)
+        LOG(LOG_WARN, s->who, "job", "cannot read the node table's local groups: %s",
+            nodes && g ? why : "out of memory");
+    else if (any && srv_store_set_groups(&s->store, g, g + nw) != 0)
+        LOG(LOG_WARN, s->who, "job", "out of memory keeping the local groups");
+    free(g);
+    free(nodes);
+}
+
+/* lamb's sums of a split key's part go to the other servers through the
+ * scheduler (server/norms.h). */
+static void send_norm(void *arg, proto_hdr *h, const char *text)
+{
+    srv *s = arg;
+    if (s->link && net_link_send(s->link, h, text) != 0)
+        LOG_LIMITED(LOG_WARN, s->who, "net", "could not send key %llu's norms to the scheduler",
+                    (unsigned long long)h->key);
+}
+
+/* A new membership epoch (KVS_ELASTIC): the store switches, the slots that
+ * left lose their connection binding and memory proof (a later worker may
+ * take the slot), and the scheduler hears that this server switched. */
+static void on_epoch(srv *s, const proto_hdr *h, const char *body, size_t len)
+{
+    char why[256];
+    int slots = cfg_worker_slots(s->c);
+    if (!s->c->elastic || h->round <= s->store.epoch) {
+        LOG_LIMITED(LOG_WARN, s->who, "job", "ignored EPOCH %llu (now %llu%s)",
+                    (unsigned long long)h->round, (unsigned long long)s->store.epoch,
+                    s->c->elastic ? "" : ", not elastic");
+        return;
+    }
+    if (srv_store_epoch(&s->store, h->round, body ? body : "", len, why, sizeof why) != 0) {
+        LOG(LOG_ERROR, s->who, "job", "bad EPOCH from the scheduler: %s", why);
+        stop(s, 1);
+        return;
+    }
+    for (int w = 0; w < slots; w++) {
+        if (srv_store_is_member(&s->store, w))
+            continue;
+        s->bind[w].len = 0;
+        srv_cma_reset(&s->cma[w]);
+        srv_cma_init(&s->cma[w]);
+    }
+    proto_hdr a = {.type = PROTO_EPOCH_ACK, .round = h->round};
+    if (s->link && net_link_send(s->link, &a, NULL) != 0)
+        LOG(LOG_WARN, s->who, "net", "could not acknowledge epoch %llu",
+            (unsigned long long)h->round);
+}
+
 static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t len)
 {
     srv *s = arg;
@@ -596,6 +682,9 @@ static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t
         snprintf(s->who, sizeof s->who, "server %d", s->rank);
         net_link_registered(s->link, s->node_id);
         srv_ctl_set_rank(s->ctl, s->rank, h->round);
+        set_groups(s, body, len);
+        if (s->repl)
+            srv_repl_registered(s->repl, s->rank, s->node_id, body, len);
         LOG(LOG_INFO, s->who, "job", "registered as rank %d, serving at %s", s->rank,
             s->endpoint);
         break;
@@ -603,11 +692,21 @@ static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t
         LOG(LOG_WARN, s->who, "job", "%s; failing every waiting request", text);
         srv_store_fail_all(&s->store, text);
         break;
+    case PROTO_EPOCH:
+        on_epoch(s, h, body, len);
+        break;
+    case PROTO_PROMOTE:
+        if (s->repl)
+            srv_repl_promote(s->repl, h, body, len);
+        break;
     case PROTO_NODE_LEFT:
         if (h->key >= 9 && h->key % 2 == 1) {
             LOG(LOG_INFO, s->who, "job", "%s", text);
             srv_store_worker_left(&s->store, (int)((h->key - 9) / 2));
         }
+        break;
+    case PROTO_NORM_PART:
+        srv_store_norm_in(&s->store, h, body, len);
         break;
     case PROTO_SHUTDOWN:
         if (h->status)
@@ -664,8 +763,13 @@ static int bind_data(srv *s, const char *host)
     char addr[600];
     void *z = net_sock_zmq(s->data);
     if (s->c->local) {
-        snprintf(addr, sizeof addr, "ipc://%s/kvs-server-%d.sock",
-                 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+        int n = snprintf(addr, sizeof addr, "ipc://%s/kvs-server-%d.sock", s->c->tmpdir,
+                         (int)getpid());
+        if (n < 0 || (size_t)n >= sizeof addr) {
+            LOG(LOG_ERROR, s->who, "net", "TMPDIR='%s': too long for an ipc:// address",
+                s->c->tmpdir);
+            return -1;
+        }
         if (zmq_bind(z, addr) != 0) {
             LOG(LOG_ERROR, s->who, "net", "cannot bind %s: %s", addr, zmq_strerror(zmq_errno()));
             return -1;
@@ -706,17 +810,22 @@ static int srv_open(srv *s, const cfg *c, void *zctx, red_pool *pool, const char
     s->zctx = zctx;
     s->pool = pool;
     uv_loop_init(&s->loop);
-    srv_store_init(&s->store, c->num_worker, pool, send_reply, s);
+    srv_store_init(&s->store, cfg_worker_slots(c), pool, send_reply, s);
+    if (c->elastic && srv_store_elastic(&s->store, c->num_worker) != 0)
+        return 1;
     s->store.hold = hold_answers;
-    s->cma = calloc((size_t)c->num_worker, sizeof *s->cma);
-    s->bind = calloc((size_t)c->num_worker, sizeof *s->bind);
-    s->outq = calloc(1, sizeof *s->outq + (size_t)c->num_worker * sizeof s->outq->bytes[0]);
-    for (int i = 0; s->cma && i < c->num_worker; i++)
+    s->store.norm_send = send_norm;
+    s->store.norm_arg = s;
+    int slots = cfg_worker_slots(c);
+    s->cma = calloc((size_t)slots, sizeof *s->cma);
+    s->bind = calloc((size_t)slots, sizeof *s->bind);
+    s->outq = calloc(1, sizeof *s->outq + (size_t)slots * sizeof s->outq->bytes[0]);
+    for (int i = 0; s->cma && i < slots; i++)
         srv_cma_init(&s->cma[i]);
     if (s->cma == NULL || s->bind == NULL || s->outq == NULL)
         return 1;
     atomic_init(&s->outq->refs, 1);
-    s->outq->n = c->num_worker;
+    s->outq->n = slots;
     if (srv_jobs_new(&s->loop, srv_jobs_threads_for(red_pool_threads(pool)), c->job_nice,
                      &s->jobs) != 0) {
         LOG(LOG_ERROR, s->who, "job", "cannot start the server's job threads");
@@ -725,6 +834,8 @@ static int srv_open(srv *s, const cfg *c, void *zctx, red_pool *pool, const char
     s->store.jobs = s->jobs;
     s->store.max_held_bytes = c->max_queued_bytes;
     s->store.max_held_reqs = c->max_queued_reqs;
+    s->store.max_keys = c->max_keys;
+    s->store.max_key_bytes = c->max_key_bytes;
     s->store.cma = s->cma;
     if (srv_ctl_new(&s->store, &s->loop, c, &s->ctl) != 0)
         return 1;
@@ -732,7 +843,6 @@ static int srv_open(srv *s, const cfg *c, void *zctx, red_pool *pool, const char
         return 1;
     if (net_sock_new(&s->loop, zctx, ZMQ_ROUTER, c->water_mark, on_data, s, &s->data) != 0)
         return 1;
-    net_live_heartbeats(net_sock_zmq(s->data), c);
     net_sock_set_prio(s->data, true); /* answers leave highest priority first */
     /* one frame of at most DP_FRAME_MAX (bigger bodies come in several):
      * what a peer can make the server buffer before it proved anything */
@@ -760,6 +870,11 @@ static int srv_open(srv *s, const cfg *c, void *zctx, red_pool *pool, const char
     }
     srv_fuser_init(&s->fuser, &s->loop, s->data, &s->node_id);
     s->fuser.met = &s->met;
+    if (c->replicas > 0 &&
+        srv_repl_new(c, &s->loop, zctx, &s->store, s->data, &s->link, &s->repl) != 0) {
+        LOG(LOG_ERROR, s->who, "repl", "out of memory starting replication");
+        return 1;
+    }
     return 0;
 }
 
@@ -770,6 +885,8 @@ static void srv_close(srv *s)
     srv_jobs_stop(s->jobs); /* running jobs end; the others are dropped */
     srv_met_stop(&s->met);
     srv_ctl_stop(s->ctl); /* a checkpoint being written finishes first */
+    srv_repl_free(s->repl); /* held answers are dropped: the job ends */
+    s->repl = NULL;
     net_link_free(s->link);
     net_mon_free(s->mon);
     net_guard_free(s->guard);
@@ -783,7 +900,7 @@ static void srv_close(srv *s)
     srv_store_fini(&s->store);
     srv_met_fini(&s->met);
     srv_fuser_fini(&s->fuser);
-    for (int i = 0; s->cma && i < s->c->num_worker; i++)
+    for (int i = 0; s->cma && i < cfg_worker_slots(s->c); i++)
         srv_cma_reset(&s->cma[i]);
     free(s->cma);
     free(s->bind);
@@ -825,7 +942,7 @@ int srv_run(const cfg *c)
         goto out;
     }
     net_link_cbs cbs = {on_sched_msg, on_link_fail};
-    if (net_link_new(&s->loop, zctx, c, CFG_ROLE_SERVER, host, s->endpoint, c->server_id,
+    if (net_link_new(&s->loop, zctx, c, CFG_ROLE_SERVER, host, s->endpoint, c->server_id, NULL,
                      s->who, &cbs, s, &s->link) != 0)
         goto out;
     uv_signal_init(&s->loop, &s->sigint);
@@ -841,7 +958,7 @@ int srv_run(const cfg *c)
         "summed, %llu bad messages dropped, peak memory (VmHWM) %llu KiB, %llu raises of "
         "starved job threads", (unsigned long long)s->store.rounds_done,
         (unsigned long long)s->store.bytes_summed, (unsigned long long)s->store.cma_fused,
-        (unsigned long long)s->dropped, peak_kib(), (unsigned long long)prio_guard_raises());
+        (unsigned long long)s->dropped, mem_peak_kib(), (unsigned long long)prio_guard_raises());
 out:
     srv_close(s);
     zmq_ctx_term(zctx);

@@ -1,10 +1,10 @@
 /* store.c - see store.h. */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "common/clock.h"
 #include "common/datapath.h"
@@ -12,94 +12,15 @@
 #include "common/metrics.h"
 #include "common/sizes.h"
 #include "server/cma.h"
-#include "server/ctl.h"
 #include "server/jobs.h"
+#include "server/decomp.h"
+#include "server/push.h"
+#include "server/sparse.h"
 #include "server/store.h"
+#include "server/store_int.h"
 #include "server/update.h"
 
 
-struct srv_entry {
-    srv_entry *next; /* same hash */
-    uint64_t key;
-    uint32_t part;
-    kvs_dtype dtype;
-    uint64_t count, offset, total, bytes;
-    bool async;
-    srv_buf *value, *acc, *spare;
-    uint64_t round; /* completed rounds */
-    int npushed;
-    uint8_t *pushed; /* per worker rank: pushed in the current round */
-    srv_req *waiting, **waiting_tail; /* answered when the round completes */
-    srv_req *pulls;                   /* waiting for a later round */
-    srv_req *deferred, **deferred_tail; /* pushes for later rounds */
-    uint64_t round_start_ns; /* first push of the current round arrived (metrics) */
-    struct srv_upd *upd;                /* optimizer state (server/update.h) */
-    bool busy;                          /* a job works on it (acc, value, upd) */
-    srv_req *backlog, **backlog_tail;   /* inits and pushes that came while busy */
-};
-
-/* ---- buffers ---- */
-
-static srv_buf *buf_new(uint64_t bytes, bool map)
-{
-    srv_buf *b = malloc(sizeof *b);
-    uint64_t cap = (bytes + 63) & ~63ull;
-    if (b == NULL)
-        return NULL;
-    b->is_msg = false;
-    b->mapped = map && cap >= DP_MAP_MIN;
-    if (b->mapped) {
-        void *p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        b->data = p == MAP_FAILED ? NULL : p;
-    } else {
-        b->data = aligned_alloc(64, cap ? cap : 64);
-    }
-    if (b->data == NULL) {
-        free(b);
-        return NULL;
-    }
-    atomic_init(&b->refs, 1);
-    b->cap = cap;
-    return b;
-}
-
-srv_buf *srv_buf_new(uint64_t bytes)
-{
-    return buf_new(bytes, false);
-}
-
-srv_buf *srv_buf_new_value(uint64_t bytes)
-{
-    return buf_new(bytes, true);
-}
-
-srv_buf *srv_buf_adopt(zmq_msg_t *m)
-{
-    srv_buf *b = malloc(sizeof *b);
-    if (b == NULL)
-        return NULL;
-    zmq_msg_init(&b->msg);
-    zmq_msg_move(&b->msg, m);
-    atomic_init(&b->refs, 1);
-    b->is_msg = true;
-    b->mapped = false;
-    b->data = zmq_msg_data(&b->msg);
-    b->cap = zmq_msg_size(&b->msg);
-    return b;
-}
-
-void srv_buf_unref(srv_buf *b)
-{
-    if (b && atomic_fetch_sub(&b->refs, 1) == 1) {
-        if (b->is_msg)
-            zmq_msg_close(&b->msg);
-        else if (b->mapped)
-            munmap(b->data, b->cap);
-        else
-            free(b->data);
-        free(b);
-    }
-}
 
 /* A buffer for the next round: the spare if nobody else holds it. */
 static srv_buf *take_acc(srv_entry *e)
@@ -164,6 +85,7 @@ static void req_free(srv_req *r)
     }
     req_drop_body(r);
     zmq_msg_close(&r->body);
+    free(r->rsp_ids);
     free(r);
 }
 
@@ -230,72 +152,9 @@ static int hold(srv_store *st, srv_req *r)
     return 0;
 }
 
-/* The body r owns, as an srv_in. */
-static srv_in in_of(srv_req *r)
-{
-    srv_in in = {NULL, NULL, 0};
-    if (r->nframes == 1)
-        in = (srv_in){zmq_msg_data(&r->body), &r->body, 1};
-    else if (r->nframes > 1)
-        in = (srv_in){NULL, r->more, r->nframes};
-    return in;
-}
-
 static bool in_has_data(const proto_hdr *h, const srv_in *in)
 {
     return (in && (in->data || in->nframes > 0)) || ((h->flags & PROTO_F_CMA) && h->cma_src);
-}
-
-/* ---- summing a body ---- */
-
-enum sum_mode {
-    SUM_NONE, /* nothing to sum (the push became the round buffer) */
-    SUM_COPY, /* dst = body */
-    SUM_ADD,  /* dst += body */
-    SUM_BASE, /* dst = base + body */
-};
-
-/* Sum the body of in (bytes bytes), or the worker's memory at addr when cma
- * is not NULL, into dst as mode says, piece by piece at the pieces'
- * offsets (each element goes through the same operation as with one
- * piece, so the result does not depend on how the body was cut).  Any
- * thread.  0, or an errno of a failed read. */
-static int sum_into(red_pool *pool, kvs_dtype dt, uint8_t *dst, const uint8_t *base,
-                    uint64_t bytes, const srv_in *in, const srv_cma *cma, uint64_t addr,
-                    int mode)
-{
-    size_t esz = kvs_dtype_size(dt);
-    if (mode == SUM_NONE || bytes == 0)
-        return 0;
-    if (cma) {
-        if (mode == SUM_BASE) {
-            const void *src[1] = {base};
-            red_sum(pool, dt, dst, src, 1, bytes / esz);
-            mode = SUM_ADD;
-        }
-        int rc = mode == SUM_COPY ? srv_cma_copy(pool, cma, 0, dst, addr, bytes)
-                                  : srv_cma_add(pool, cma, dt, dst, addr, bytes / esz);
-        return rc == 0 ? 0 : (errno ? errno : EIO);
-    }
-    int n = in->frames && in->nframes > 1 ? in->nframes : 1;
-    uint64_t off = 0;
-    for (int i = 0; i < n && off < bytes; i++) {
-        const uint8_t *p = n > 1 ? zmq_msg_data(&in->frames[i]) : in->data;
-        uint64_t len = n > 1 ? zmq_msg_size(&in->frames[i]) : bytes;
-        if (len > bytes - off)
-            len = bytes - off;
-        if (mode == SUM_COPY) {
-            const void *src[1] = {p};
-            red_sum(pool, dt, dst + off, src, 1, len / esz);
-        } else if (mode == SUM_ADD) {
-            red_add(pool, dt, dst + off, p, len / esz);
-        } else {
-            const void *src[2] = {base + off, p};
-            red_sum(pool, dt, dst + off, src, 2, len / esz);
-        }
-        off += len;
-    }
-    return 0;
 }
 
 static void reply_err(srv_store *st, const uint8_t *ident, size_t ident_len,
@@ -314,11 +173,28 @@ static void reply_ok_to(srv_store *st, const uint8_t *ident, size_t ident_len,
                         const proto_hdr *h, srv_entry *e)
 {
     bool data = h->type == PROTO_PULL || h->type == PROTO_PUSHPULL;
-    st->reply(st->reply_arg, ident, ident_len, h, 0, NULL, data ? e->value : NULL, e->round);
+    proto_hdr zh;
+    srv_buf *z = data ? srv_decomp_reply(e, h, &zh) : NULL;
+    if (z) /* the round's sum, compressed (decomp.h) */
+        st->reply(st->reply_arg, ident, ident_len, &zh, 0, NULL, z, e->round);
+    else
+        st->reply(st->reply_arg, ident, ident_len, h, 0, NULL, data ? e->value : NULL,
+                  e->round);
 }
 
 static void reply_ok(srv_store *st, srv_req *r, srv_entry *e)
 {
+    if (r->h.flags & PROTO_F_RSP) { /* the rows it named */
+        proto_hdr h;
+        srv_buf *rows;
+        if (srv_rsp_answer(r, e, &h, &rows) != 0) {
+            reply_err(st, r->ident, r->ident_len, &r->h, KVS_ENOMEM, "server out of memory");
+            return;
+        }
+        st->reply(st->reply_arg, r->ident, r->ident_len, &h, 0, NULL, rows, e->round);
+        srv_buf_unref(rows);
+        return;
+    }
     reply_ok_to(st, r->ident, r->ident_len, &r->h, e);
 }
 
@@ -342,9 +218,30 @@ static void entry_free(srv_entry *e)
     srv_buf_unref(e->value);
     srv_buf_unref(e->acc);
     srv_buf_unref(e->spare);
+    srv_rsp_acc_free(e->rsp);
+    srv_decomp_forget(e);
     free(e->pushed);
+    free(e->failed);
     srv_upd_free(e->upd);
     free(e);
+}
+
+static void view_of(const srv_entry *e, srv_entry_view *v);
+
+/* e's value or round changed: tell the replica (before any answer shows it). */
+static void changed(srv_store *st, const srv_entry *e)
+{
+    if (st->changed) {
+        srv_entry_view v;
+        view_of(e, &v);
+        st->changed(st->changed_arg, &v);
+    }
+}
+
+/* What an entry of a value of bytes bytes counts against KVS_MAX_KEY_BYTES. */
+static uint64_t entry_cost(const srv_store *st, uint64_t bytes)
+{
+    return bytes + sizeof(srv_entry) + 2 * (uint64_t)st->num_workers;
 }
 
 /* An optimizer updates the weights: a round's sum is a gradient. */
@@ -359,7 +256,9 @@ int srv_store_init(srv_store *st, int num_workers, red_pool *pool, srv_reply_fn 
     memset(st, 0, sizeof *st);
     hmap_init(&st->entries);
     hmap_init(&st->pending_inits);
+    srv_norms_init(&st->norms);
     st->num_workers = num_workers;
+    st->need = num_workers;
     st->pool = pool;
     st->reply = reply;
     st->reply_arg = arg;
@@ -375,8 +274,24 @@ static void free_list(srv_req *r)
     }
 }
 
+int srv_store_set_groups(srv_store *st, const int *group, const int *lsize)
+{
+    size_t n = (size_t)st->num_workers;
+    int *g = malloc(2 * n * sizeof *g);
+    if (g == NULL)
+        return KVS_ENOMEM;
+    memcpy(g, group, n * sizeof *g);
+    memcpy(g + n, lsize, n * sizeof *g);
+    free(st->group);
+    st->group = g;
+    st->lsize = g + n;
+    return 0;
+}
+
 void srv_store_fini(srv_store *st)
 {
+    free(st->group);
+    free(st->member);
     free(st->left);
     st->left = NULL;
     for (size_t i = 0; i < st->entries.cap; i++) {
@@ -398,6 +313,7 @@ void srv_store_fini(srv_store *st)
             free_list(st->pending_inits.vals[i]);
     hmap_fini(&st->entries);
     hmap_fini(&st->pending_inits);
+    srv_norms_fini(&st->norms);
     free(st->held); /* after the requests that count against it */
     st->held = NULL;
 }
@@ -454,8 +370,16 @@ static int copy_in(srv_store *st, int wrank, const proto_hdr *h, const srv_in *i
 {
     bool by_ref = (h->flags & PROTO_F_CMA) != 0;
     srv_in none = {NULL, NULL, 0};
-    return sum_into(st->pool, (kvs_dtype)h->dtype, dst, NULL, bytes, in ? in : &none,
-                    by_ref ? &st->cma[wrank] : NULL, h->cma_src, SUM_COPY);
+    return srv_sum_into(st->pool, (kvs_dtype)h->dtype, dst, NULL, bytes, in ? in : &none,
+                        by_ref ? &st->cma[wrank] : NULL, h->cma_src, SUM_COPY);
+}
+
+/* Does an init from worker wrank (data: with values) give the key its
+ * values?  Rank 0's; in an elastic job the epoch's rank 0, the only member
+ * that sends values (worker/op.c), so: one with values. */
+static bool first_init(const srv_store *st, int wrank, bool data)
+{
+    return st->epoch ? data : wrank == 0;
 }
 
 static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, int wrank,
@@ -469,7 +393,7 @@ static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, i
             shape_error(st, ident, ident_len, h, e);
             return;
         }
-        if (wrank == 0 && data && e->bytes > 0) {
+        if (first_init(st, wrank, data) && data && e->bytes > 0) {
             if (e->npushed > 0 || e->deferred != NULL) {
                 reply_err(st, ident, ident_len, h, KVS_EINVAL,
                           "key %llu: init while a push round is in progress",
@@ -493,6 +417,8 @@ static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, i
             srv_buf_unref(e->value);
             e->value = nb;
             srv_upd_forget_master(e->upd);
+            srv_decomp_forget(e);
+            changed(st, e);
         }
         reply_ok_to(st, ident, ident_len, h, e);
         return;
@@ -504,7 +430,22 @@ static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, i
                   kvs_dtype_name((kvs_dtype)h->dtype), optim_name(st->optim->spec.kind));
         return;
     }
-    if (wrank != 0 || (!data && h->count > 0)) {
+    char uwhy[PROTO_ERRTEXT_MAX];
+    int urc;
+    if (updating(st) && (urc = srv_optim_part_ok(&st->optim->spec, h->key,
+                                                 (kvs_dtype)h->dtype, h->count, h->total,
+                                                 (h->flags & PROTO_F_ASYNC) != 0, uwhy,
+                                                 sizeof uwhy)) != 0) {
+        reply_err(st, ident, ident_len, h, urc, "%s", uwhy);
+        return;
+    }
+    if (wrank != 0 && st->left && st->left[0]) {
+        reply_err(st, ident, ident_len, h, KVS_EPEERDEAD, "key %llu can never be initialised: "
+                  "worker 0, whose values it starts from, left the job (kvs_close) without "
+                  "initialising it", (unsigned long long)h->key);
+        return;
+    }
+    if (!first_init(st, wrank, data || h->count == 0) || (!data && h->count > 0)) {
         /* wait for rank 0's values */
         srv_req *r = req_new(ident, ident_len, wrank, h);
         uint64_t hk = entry_hash(h->key, h->part);
@@ -523,8 +464,22 @@ static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, i
         }
         return;
     }
+    uint64_t cost = entry_cost(st, h->body_len);
+    if ((st->max_keys && st->nkeys + 1 > st->max_keys) ||
+        (st->max_key_bytes && (cost > st->max_key_bytes ||
+                               st->key_bytes > st->max_key_bytes - cost))) {
+        reply_err(st, ident, ident_len, h, KVS_EFULL,
+                  "key %llu (%llu bytes) not created: worker %d already initialised %llu key "
+                  "parts holding %llu bytes at this server (KVS_MAX_KEYS=%llu, "
+                  "KVS_MAX_KEY_BYTES=%llu)", (unsigned long long)h->key,
+                  (unsigned long long)h->body_len, wrank, (unsigned long long)st->nkeys,
+                  (unsigned long long)st->key_bytes, (unsigned long long)st->max_keys,
+                  (unsigned long long)st->max_key_bytes);
+        return;
+    }
     e = calloc(1, sizeof *e);
     if (e == NULL || (e->pushed = calloc((size_t)st->num_workers, 1)) == NULL ||
+        (e->failed = calloc((size_t)st->num_workers, 1)) == NULL ||
         (e->value = srv_buf_new_value(h->body_len)) == NULL) {
         if (e)
             entry_free(e);
@@ -541,6 +496,8 @@ static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, i
     e->total = h->total;
     e->bytes = h->body_len;
     e->async = (h->flags & PROTO_F_ASYNC) != 0;
+    e->epoch = st->epoch;
+    e->need = st->need;
     e->waiting_tail = &e->waiting;
     e->deferred_tail = &e->deferred;
     e->backlog_tail = &e->backlog;
@@ -557,6 +514,13 @@ static void handle_init(srv_store *st, const uint8_t *ident, size_t ident_len, i
         reply_err(st, ident, ident_len, h, KVS_ENOMEM, "server out of memory");
         return;
     }
+    if (e->count != e->total && !e->async && srv_norms_watch(&st->norms, e->key) != 0)
+        LOG(LOG_WARN, NULL, "store", "out of memory: key %llu cannot take lamb's norms",
+            (unsigned long long)e->key); /* its lamb rounds would wait: the job times out */
+    st->nkeys++;
+    st->key_bytes += cost;
+    st->value_bytes += e->bytes;
+    changed(st, e);
     reply_ok_to(st, ident, ident_len, h, e);
     release_inits(st, e);
 }
@@ -568,17 +532,20 @@ static void complete_round(srv_store *st, srv_entry *e, int err, const char *why
     if (err) { /* the weight stays; this round's requests fail */
         srv_buf_unref(e->acc);
         e->acc = NULL;
-    } else {
+    } else if (e->acc) { /* (a row-sparse round changed its rows in place) */
         srv_buf *old = e->value;
         e->value = e->acc;
         e->acc = NULL;
         keep_spare(e, old);
     }
+    srv_decomp_completed(e, err);
     e->round++;
     e->npushed = 0;
     memset(e->pushed, 0, (size_t)st->num_workers);
+    memset(e->failed, 0, (size_t)st->num_workers);
     st->rounds_done++;
     met_observe(st->m_round, (double)(clock_ns() - e->round_start_ns) / 1e9);
+    changed(st, e);
 
     srv_req *r = e->waiting;
     e->waiting = NULL;
@@ -609,8 +576,191 @@ static void complete_round(srv_store *st, srv_entry *e, int err, const char *why
             pp = &r->next;
         }
     }
-    if (st->ctl)
-        srv_ctl_round_done(st->ctl, e->round); /* automatic checkpoints */
+    if (st->hooks.round_done)
+        st->hooks.round_done(st->hooks.arg, e->round); /* automatic checkpoints */
+}
+
+/* ---- lamb on split keys: the norm exchange (server/norms.h) ----
+ * The round's last push ran phase 1 (e->upd->psum: this part's sums); the
+ * entry records and sends them, and waits (busy: later pushes and inits go
+ * to the backlog; pulls wait for the round) until the records of the round
+ * cover the key; then phase 2 and the round completes. */
+
+static red_pool *loop_pool(const srv_store *st);
+
+/* Phase 2 with the key's sums, or the round fails (err); the round completes. */
+static void norm_finish(srv_store *st, srv_entry *e, const double tot[2], int err,
+                        const char *why)
+{
+    uint64_t round = e->round + 1;
+    srv_norms_unwait(&st->norms, e->key, e);
+    e->norm_wait = false;
+    e->busy = false;
+    if (err == 0)
+        srv_upd_finish(st->optim, loop_pool(st), e->upd, tot[0], tot[1], e->value->data,
+                       e->acc->data);
+    e->upd->pending = false;
+    complete_round(st, e, err, why);
+    srv_norms_drop_before(&st->norms, e->key, round);
+}
+
+/* Finish e if its round's records are complete (or contradict); true if so. */
+static bool norm_try(srv_store *st, srv_entry *e)
+{
+    double tot[2];
+    char why[PROTO_ERRTEXT_MAX];
+    int rc = srv_norms_total(&st->norms, e->key, e->round + 1, e->total, tot, why, sizeof why);
+    if (rc == 0)
+        return false;
+    if (rc < 0)
+        LOG(LOG_ERROR, NULL, "store", "%s; the round fails", why);
+    norm_finish(st, e, tot, rc < 0 ? rc : 0, why);
+    return true;
+}
+
+static void entry_resume(srv_store *st, srv_entry *e, bool completed);
+
+/* Finish every entry of key (but self) waiting for round's records.  A
+ * finished entry leaves the waiters (and its resumed work may add waiters
+ * for the next round), so the scan starts again after each. */
+static void norm_poke(srv_store *st, uint64_t key, uint64_t round, const srv_entry *self)
+{
+    srv_norm_key *k;
+    double tot[2];
+    char why[PROTO_ERRTEXT_MAX];
+    int rc = 0;
+    bool known = false, again = true;
+    while (again && (k = srv_norms_get(&st->norms, key)) != NULL) {
+        again = false;
+        for (size_t i = 0; i < k->nwait; i++) {
+            srv_entry *e = k->waiters[i];
+            if (e == self || !e->norm_wait || e->round + 1 != round)
+                continue;
+            if (!known) { /* the same sums for every part of the round */
+                rc = srv_norms_total(&st->norms, key, round, e->total, tot, why, sizeof why);
+                known = true;
+                if (rc < 0)
+                    LOG(LOG_ERROR, NULL, "store", "%s; the round fails", why);
+            }
+            if (rc == 0)
+                return;
+            norm_finish(st, e, tot, rc < 0 ? rc : 0, why);
+            entry_resume(st, e, true);
+            again = true;
+            break;
+        }
+    }
+}
+
+/* The round's sums are in: record and send this part's, then wait (false)
+ * or, when the other parts' came already, complete the round (true). */
+static bool norm_start(srv_store *st, srv_entry *e)
+{
+    uint64_t round = e->round + 1;
+    char why[PROTO_ERRTEXT_MAX], text[PROTO_NORM_TEXT_MAX];
+    const double *ps = e->upd->psum;
+    int rc = srv_norms_add(&st->norms, e->key, round, e->offset, e->count, ps[0], ps[1], why,
+                           sizeof why);
+    if (rc == 0)
+        rc = srv_norms_wait(&st->norms, e->key, e);
+    if (rc != 0) {
+        if (rc == KVS_ENOMEM)
+            snprintf(why, sizeof why, "server out of memory");
+        e->upd->pending = false;
+        complete_round(st, e, rc, why);
+        return true;
+    }
+    if (st->norm_send) {
+        proto_hdr h = {.type = PROTO_NORM_PART, .key = e->key, .round = round,
+                       .offset = e->offset, .count = e->count, .total = e->total,
+                       .dtype = (uint32_t)e->dtype, .part = e->part};
+        snprintf(text, sizeof text, "%a %a", ps[0], ps[1]);
+        st->norm_send(st->norm_arg, &h, text);
+    }
+    e->norm_wait = true;
+    e->busy = true;
+    norm_poke(st, e->key, round, e); /* other slices of the key here */
+    return norm_try(st, e);
+}
+
+void srv_store_norm_in(srv_store *st, const proto_hdr *h, const char *body, size_t len)
+{
+    char text[PROTO_NORM_TEXT_MAX + 1], why[300], *end;
+    double ws, rs;
+    if (st->broken || srv_norms_get(&st->norms, h->key) == NULL)
+        return; /* no part of the key here (P3 slices elsewhere) */
+    snprintf(text, sizeof text, "%.*s", (int)(body && len < PROTO_NORM_TEXT_MAX ? len : 0),
+             body ? body : "");
+    ws = strtod(text, &end);
+    rs = end != text ? strtod(end, &end) : NAN;
+    if (end == text || *end != '\0') {
+        LOG_LIMITED(LOG_WARN, NULL, "store", "dropped a NORM_PART of key %llu: body '%s' is "
+                    "not two numbers", (unsigned long long)h->key, text);
+        return;
+    }
+    int rc = srv_norms_add(&st->norms, h->key, h->round, h->offset, h->count, ws, rs, why,
+                           sizeof why);
+    if (rc != 0) {
+        LOG_LIMITED(LOG_WARN, NULL, "store", "dropped a NORM_PART: %s",
+                    rc == KVS_ENOMEM ? "server out of memory" : why);
+        return;
+    }
+    norm_poke(st, h->key, h->round, NULL);
+}
+
+/* ---- contributions ----
+ * A push stands for h.contrib workers: 1 (its sender alone) or its sender's
+ * whole local group (a group's sum, pushed by one member).  A round
+ * completes when the contributions total W; the workers a push stands for
+ * are marked in e->pushed, so that a second push for any of them in the same
+ * round is a duplicate. */
+
+/* True if worker w is one of those r stands for. */
+static bool stands_for(const srv_store *st, const srv_req *r, int w)
+{
+    if (r->h.contrib <= 1 || st->group == NULL)
+        return w == r->wrank;
+    return st->group[w] == st->group[r->wrank];
+}
+
+static void mark_pushed(srv_store *st, srv_entry *e, const srv_req *r, uint8_t v)
+{
+    if (r->h.contrib <= 1 || st->group == NULL) {
+        e->pushed[r->wrank] = v;
+        return;
+    }
+    for (int w = 0; w < st->num_workers; w++)
+        if (stands_for(st, r, w))
+            e->pushed[w] = v;
+}
+
+/* True if a worker r stands for already pushed the current round. */
+static bool any_pushed(const srv_store *st, const srv_entry *e, const srv_req *r)
+{
+    if (r->h.contrib <= 1 || st->group == NULL)
+        return e->pushed[r->wrank] != 0;
+    for (int w = 0; w < st->num_workers; w++)
+        if (stands_for(st, r, w) && e->pushed[w])
+            return true;
+    return false;
+}
+
+/* A push whose contribution count no worker can send: more than W, or more
+ * than one but not its sender's local group size.  Answers it (KVS_EPROTO)
+ * and frees it; true if so. */
+static bool contrib_bad(srv_store *st, srv_entry *e, srv_req *r)
+{
+    int c = r->h.contrib;
+    int lsize = st->lsize ? st->lsize[r->wrank] : 1;
+    (void)e;
+    if (c >= 1 && c <= st->num_workers && (c == 1 || c == lsize))
+        return false;
+    reply_err(st, r->ident, r->ident_len, &r->h, KVS_EPROTO,
+              "key %llu: worker %d's push stands for %d workers, but the job has %d and its "
+              "local group %d (a push stands for 1 worker or its whole local group)",
+              (unsigned long long)r->h.key, r->wrank, c, st->num_workers, lsize);
+    req_free(r);
+    return true;
 }
 
 /* r's push is in the round's sum: it waits for the round.  uerr/why: the
@@ -622,13 +772,15 @@ static bool push_added(srv_store *st, srv_entry *e, srv_req *r, uint64_t ns, int
     met_observe(st->m_sum, (double)ns / 1e9);
     r->h.sum_ns = ns;
     st->bytes_summed += e->bytes;
-    e->npushed++;
+    e->npushed += r->h.contrib;
     req_drop_body(r);
     r->next = NULL;
     *e->waiting_tail = r;
     e->waiting_tail = &r->next;
-    if (e->npushed < st->num_workers)
+    if (e->npushed < e->need)
         return false;
+    if (uerr == 0 && e->upd && e->upd->pending)
+        return norm_start(st, e);
     complete_round(st, e, uerr, why);
     return true;
 }
@@ -636,175 +788,32 @@ static bool push_added(srv_store *st, srv_entry *e, srv_req *r, uint64_t ns, int
 /* r's push could not be summed: it fails, the round goes on without it. */
 static void push_failed(srv_store *st, srv_entry *e, srv_req *r, int status, const char *text)
 {
-    e->pushed[r->wrank] = 0;
+    mark_pushed(st, e, r, 0);
+    if (!e->async)
+        for (int w = 0; w < st->num_workers; w++)
+            if (stands_for(st, r, w))
+                e->failed[w] = (int8_t)status;
     if (e->npushed == 0) {
         srv_buf_unref(e->acc);
         e->acc = NULL;
     }
+    /* the pulls of this round (or later) of every worker the push stands
+     * for wait on it, and it is not in the sum: they fail with it instead of
+     * waiting forever */
+    for (srv_req **pp = &e->pulls; *pp;) {
+        srv_req *q = *pp;
+        if (!stands_for(st, r, q->wrank) || q->h.round <= e->round) {
+            pp = &q->next;
+            continue;
+        }
+        *pp = q->next;
+        reply_err(st, q->ident, q->ident_len, &q->h, status, "key %llu: this worker's push of "
+                  "round %llu failed: %s", (unsigned long long)e->key,
+                  (unsigned long long)e->round + 1, text);
+        req_free(q);
+    }
     reply_err(st, r->ident, r->ident_len, &r->h, status, "%s", text);
     req_free(r);
-}
-
-/* A worker's output that the job of a round's last push writes the round's
- * value into, piece by piece as each piece is summed (see start_push). */
-typedef struct wb_target {
-    srv_cma cma;    /* the worker's proven memory, as checked on the loop */
-    uint64_t dst;   /* its request's output (h.cma_dst) */
-    uint64_t seq;   /* its request (srv_req.seq): done() finds it again by this */
-    atomic_int err; /* errno of a failed write, 0 if none */
-} wb_target;
-
-/* Work of a job on an entry (server/jobs.h): summing a push (sync: into the
- * round buffer; async: value + push into a new buffer), then an update. */
-typedef struct push_job {
-    srv_job j; /* first: the engine hands this back */
-    srv_store *st;
-    srv_entry *e;
-    srv_req *r;     /* the push; owns its body */
-    int mode;       /* enum sum_mode */
-    uint8_t *dst;
-    srv_buf *nb;    /* async: the new value (dst) */
-    srv_buf *old;   /* the value (a reference): SUM_BASE's base, the update's weight */
-    bool by_ref;
-    srv_cma cma;    /* by_ref: the worker's proven memory, as checked on the loop */
-    bool update;    /* then the optimizer (step prepared on the loop) */
-    srv_upd_step step;
-    int uerr;       /* the update could not be prepared: fail the round with why */
-    int err;        /* errno of a failed read */
-    uint64_t ns;
-    char why[PROTO_ERRTEXT_MAX];
-    wb_target *wb;  /* the round's last push: outputs to write as pieces are summed */
-    int nwb;
-    atomic_int perr; /* with wb: errno of the first failed read of a piece */
-    uintptr_t *holds; /* batches of fused requests its end answers (st->hold) */
-    int nholds;
-} push_job;
-
-/* One piece (elements lo..hi) of a push with write-backs: sum it, then
- * write the summed piece into each output while it is still in this core's
- * cache (the value is read from memory once instead of once per output, and
- * no job per output follows).  Same operation per element as sum_into on
- * the whole.  A reduction pool thread. */
-static void fused_piece(const void *arg, uint64_t lo, uint64_t hi)
-{
-    push_job *p = (push_job *)arg;
-    const srv_entry *e = p->e;
-    size_t esz = kvs_dtype_size(e->dtype);
-    uint64_t off = lo * esz, len = (hi - lo) * esz;
-    srv_in body = in_of(p->r), piece = {NULL, NULL, 0};
-    int zero = 0;
-    if (body.data)
-        piece.data = (const uint8_t *)body.data + off;
-    int err = sum_into(NULL, e->dtype, p->dst + off, NULL, len, &piece,
-                       p->by_ref ? &p->cma : NULL, p->r->h.cma_src + off, p->mode);
-    if (err) {
-        atomic_compare_exchange_strong(&p->perr, &zero, err);
-        return;
-    }
-    for (int i = 0; i < p->nwb; i++) {
-        wb_target *t = &p->wb[i];
-        if (atomic_load(&t->err) == 0 && srv_cma_copy(NULL, &t->cma, 1, p->dst + off,
-                                                      t->dst + off, len) != 0) {
-            zero = 0;
-            atomic_compare_exchange_strong(&t->err, &zero, errno ? errno : EIO);
-        }
-    }
-}
-
-static void push_run(srv_job *j)
-{
-    push_job *p = (push_job *)j;
-    srv_entry *e = p->e;
-    srv_in in = in_of(p->r);
-    uint64_t t0 = clock_ns();
-    if (p->nwb > 0) {
-        size_t esz = kvs_dtype_size(e->dtype);
-        red_pool_for(e->bytes >= DP_CMA_PAR_MIN ? p->st->pool : NULL, e->bytes / esz,
-                     DP_CMA_PAR_CHUNK / esz, fused_piece, p);
-        p->err = atomic_load(&p->perr);
-    } else {
-        p->err = sum_into(p->st->pool, e->dtype, p->dst, p->old ? p->old->data : NULL,
-                          e->bytes, &in, p->by_ref ? &p->cma : NULL, p->r->h.cma_src, p->mode);
-    }
-    if (p->err == 0 && p->update)
-        srv_upd_run(p->st->pool, &p->step, p->old->data, p->dst);
-    p->ns = clock_ns() - t0;
-}
-
-/* A request among list (linked by next) by its seq, or NULL. */
-static srv_req *find_seq(srv_req *list, uint64_t seq)
-{
-    while (list && list->seq != seq)
-        list = list->next;
-    return list;
-}
-
-/* The job of e's last push (r) summed the round and wrote it into the
- * outputs p->wb: mark their requests (still waiting, unless they failed
- * meanwhile) so that their replies say so instead of writing again. */
-static void mark_written(srv_store *st, srv_entry *e, srv_req *r, const push_job *p)
-{
-    for (int i = 0; i < p->nwb; i++) {
-        uint64_t seq = p->wb[i].seq;
-        int err = atomic_load(&p->wb[i].err);
-        srv_req *q = r->seq == seq ? r : find_seq(e->waiting, seq);
-        if (q == NULL)
-            q = find_seq(e->pulls, seq);
-        if (q == NULL)
-            continue; /* answered already (its worker left): nothing to say */
-        q->h.cma_done = err ? -err : 1;
-        if (!err)
-            st->cma_fused++;
-    }
-}
-
-/* The batches (srv_req.h.fuse) of the fused requests among those p's end
- * answers (see hold_answers), into out when not NULL; how many. */
-static size_t fused_answered(const srv_entry *e, const srv_req *r, bool last, uintptr_t *out)
-{
-    size_t n = 0;
-    if (r->h.fuse) {
-        if (out)
-            out[n] = r->h.fuse;
-        n++;
-    }
-    for (const srv_req *q = last ? e->waiting : NULL; q; q = q->next)
-        if (q->h.fuse) {
-            if (out)
-                out[n] = q->h.fuse;
-            n++;
-        }
-    for (const srv_req *q = last ? e->pulls : NULL; q; q = q->next)
-        if (q->h.fuse && q->h.round <= e->round + 1) {
-            if (out)
-                out[n] = q->h.fuse;
-            n++;
-        }
-    return n;
-}
-
-/* p's end answers the fused requests among r, and when r completes the
- * round (last), the requests that completion answers (the round's pushes,
- * pulls of the next round): their batches hold their answers until then
- * (srv_hold_fn).  No memory for the list: nothing held. */
-static void hold_answers(srv_store *st, srv_entry *e, srv_req *r, push_job *p, bool last)
-{
-    size_t n = st->hold ? fused_answered(e, r, last, NULL) : 0;
-    if (n == 0 || (p->holds = malloc(n * sizeof *p->holds)) == NULL)
-        return; /* none fused (no allocation), or no memory: nothing held */
-    p->nholds = (int)fused_answered(e, r, last, p->holds);
-    for (int i = 0; i < p->nholds; i++)
-        st->hold(st->reply_arg, p->holds[i], 1);
-}
-
-/* p ended: its batches may send what they hold (before p's answers). */
-static void release_answers(srv_store *st, push_job *p)
-{
-    for (int i = 0; i < p->nholds; i++)
-        st->hold(st->reply_arg, p->holds[i], -1);
-    free(p->holds);
-    p->holds = NULL;
-    p->nholds = 0;
 }
 
 static void entry_resume(srv_store *st, srv_entry *e, bool completed);
@@ -813,7 +822,7 @@ static void async_done(srv_store *st, srv_entry *e, srv_req *r, srv_buf *nb, int
 
 static void push_done(srv_job *j, bool cancelled)
 {
-    push_job *p = (push_job *)j;
+    srv_push_job *p = (srv_push_job *)j;
     srv_store *st = p->st;
     srv_entry *e = p->e;
     srv_req *r = p->r;
@@ -822,7 +831,7 @@ static void push_done(srv_job *j, bool cancelled)
     srv_buf_unref(p->old);
     e->busy = false;
     st->busy--;
-    release_answers(st, p);
+    srv_push_release_answers(p);
     if (cancelled) { /* the server stops: the entry goes with the store */
         srv_buf_unref(p->nb);
         req_free(r);
@@ -842,8 +851,8 @@ static void push_done(srv_job *j, bool cancelled)
     } else if (p->err) {
         push_failed(st, e, r, KVS_EINVAL, text);
     } else {
-        if (p->nwb > 0 && e->npushed + 1 == st->num_workers)
-            mark_written(st, e, r, p);
+        if (p->nwb > 0 && e->npushed + r->h.contrib == e->need)
+            st->cma_fused += srv_push_mark_written(e, r, p);
         completed = push_added(st, e, r, p->ns, p->uerr, p->why);
     }
     free(p->wb);
@@ -878,55 +887,34 @@ static bool by_ref_ok(srv_store *st, srv_entry *e, srv_req *r)
     return false;
 }
 
-/* Will q's reply write e's value into its worker's memory (a pull or
- * pushpull by reference whose worker is still proven)? */
-static bool wants_write(srv_store *st, const srv_entry *e, const srv_req *q)
+/* A row-sparse push (server/sparse.h) into the current round of e: its
+ * rows join the round's row sums; the last one writes them.  True if the
+ * round completed here. */
+static bool rsp_push(srv_store *st, srv_entry *e, srv_req *r, const srv_in *in)
 {
-    const proto_hdr *h = &q->h;
-    return (h->type == PROTO_PULL || h->type == PROTO_PUSHPULL) && (h->flags & PROTO_F_CMA) &&
-           h->cma_dst && h->count * kvs_dtype_size(e->dtype) == e->bytes &&
-           st->cma && q->wrank >= 0 && q->wrank < st->num_workers &&
-           srv_cma_alive(&st->cma[q->wrank]);
-}
-
-static void add_target(srv_store *st, const srv_entry *e, push_job *p, const srv_req *q)
-{
-    if (!wants_write(st, e, q))
-        return;
-    wb_target *t = &p->wb[p->nwb++];
-    t->cma = st->cma[q->wrank];
-    t->dst = q->h.cma_dst;
-    t->seq = q->seq;
-    atomic_init(&t->err, 0);
-}
-
-/* The job of r, the push that completes e's round, also writes the round's
- * value into the outputs of the requests that completion answers (r and the
- * round's other pushes, pulls waiting for this round) that take it by
- * reference: p->wb.  Only a plain sum (no optimizer: its update needs the
- * whole sum first) of a body in one piece or by reference.  No memory for
- * the list: none (their replies write as before). */
-static void write_backs(srv_store *st, srv_entry *e, srv_req *r, push_job *p)
-{
-    int n = 1;
-    if (r->nframes > 1 || !st->cma)
-        return;
-    for (srv_req *q = e->waiting; q; q = q->next)
-        n++;
-    for (srv_req *q = e->pulls; q; q = q->next)
-        n++;
-    if ((p->wb = calloc((size_t)n, sizeof *p->wb)) == NULL)
-        return;
-    for (srv_req *q = e->waiting; q; q = q->next)
-        add_target(st, e, p, q);
-    add_target(st, e, p, r);
-    for (srv_req *q = e->pulls; q; q = q->next)
-        if (q->h.round == e->round + 1)
-            add_target(st, e, p, q);
-    if (p->nwb == 0) {
-        free(p->wb);
-        p->wb = NULL;
+    char why[PROTO_ERRTEXT_MAX] = "";
+    uint64_t t0 = clock_ns();
+    int err = 0, uerr = 0;
+    if (e->acc) {
+        err = KVS_EINVAL;
+        snprintf(why, sizeof why, "key %llu: round %llu mixes dense and row-sparse pushes",
+                 (unsigned long long)e->key, (unsigned long long)e->round + 1);
     }
+    if (err == 0)
+        err = srv_rsp_add(e, r, in, why, sizeof why);
+    if (err) {
+        push_failed(st, e, r, err, why);
+        return false;
+    }
+    mark_pushed(st, e, r, 1);
+    for (int w = 0; w < st->num_workers; w++)
+        if (stands_for(st, r, w))
+            e->failed[w] = 0;
+    if (e->npushed == 0)
+        e->round_start_ns = t0;
+    if (e->npushed + r->h.contrib == e->need)
+        uerr = srv_rsp_finish(updating(st) ? st->optim : NULL, e, why, sizeof why);
+    return push_added(st, e, r, clock_ns() - t0, uerr, why);
 }
 
 /* Start r's push (sync mode) into the current round of e (not busy): sum it
@@ -934,13 +922,23 @@ static void write_backs(srv_store *st, srv_entry *e, srv_req *r, push_job *p)
  * none; r may own it already).  True if the round completed here. */
 static bool start_push(srv_store *st, srv_entry *e, srv_req *r, const srv_in *in)
 {
+    if (r->h.flags & PROTO_F_RSP)
+        return rsp_push(st, e, r, in);
+    if (e->rsp) {
+        push_failed(st, e, r, KVS_EINVAL, "a dense push in a round of row-sparse pushes");
+        return false;
+    }
     uint64_t t0 = clock_ns();
-    bool first = e->npushed == 0, last = e->npushed + 1 == st->num_workers;
+    bool first = e->npushed == 0, last = e->npushed + r->h.contrib == e->need;
     bool by_ref = (r->h.flags & PROTO_F_CMA) != 0;
     bool upd = last && updating(st);
+    bool zenc = last && srv_decomp_wants(e, updating(st)); /* compressed replies */
     int mode = first ? SUM_COPY : SUM_ADD;
     char why[PROTO_ERRTEXT_MAX] = "";
-    e->pushed[r->wrank] = 1;
+    mark_pushed(st, e, r, 1);
+    for (int w = 0; w < st->num_workers; w++)
+        if (stands_for(st, r, w))
+            e->failed[w] = 0;
     if (!by_ref_ok(st, e, r))
         return false;
     if (first)
@@ -960,36 +958,39 @@ static bool start_push(srv_store *st, srv_entry *e, srv_req *r, const srv_in *in
         push_failed(st, e, r, KVS_ENOMEM, "server out of memory");
         return false;
     }
-    if (offload(st, e) && (mode != SUM_NONE || upd)) {
-        push_job *p = calloc(1, sizeof *p);
+    if (offload(st, e) && (mode != SUM_NONE || upd || zenc)) {
+        srv_push_job *p = calloc(1, sizeof *p);
         if (p == NULL || req_keep(r, in, e->bytes) != 0) {
             free(p);
             push_failed(st, e, r, KVS_ENOMEM, "server out of memory");
             return false;
         }
-        *p = (push_job){.j = {push_run, push_done, r->h.priority, 0, NULL}, .st = st, .e = e,
-                        .r = r, .mode = mode, .dst = e->acc->data, .by_ref = by_ref};
+        *p = (srv_push_job){.j = {srv_push_run, push_done, r->h.priority, 0, NULL}, .st = st,
+                            .pool = st->pool, .hold = st->hold, .hold_arg = st->reply_arg,
+                            .e = e, .r = r, .mode = mode, .dst = e->acc->data,
+                            .by_ref = by_ref, .zenc = zenc};
         if (by_ref)
             p->cma = st->cma[r->wrank];
         if (upd) {
-            p->uerr = srv_upd_prepare(st->optim, e->key, e->dtype, e->count, &e->upd, &p->step,
-                                      p->why, sizeof p->why);
+            p->uerr = srv_upd_prepare(st->optim, e->key, e->dtype, e->count, e->total, &e->upd,
+                                      &p->step, p->why, sizeof p->why);
             p->update = p->uerr == 0;
             p->old = e->value;
             atomic_fetch_add(&e->value->refs, 1);
-        } else if (last) {
-            write_backs(st, e, r, p);
+        } else if (last && !zenc) { /* (compressed: the replies write the decoded sum) */
+            srv_push_write_backs(st->cma, st->num_workers, e, r, p);
         }
         if (last)
-            hold_answers(st, e, r, p, true);
+            srv_push_hold_answers(e, r, p, true);
         e->busy = true;
         st->busy++;
         srv_jobs_submit(st->jobs, &p->j);
         return false;
     }
     srv_in none = {NULL, NULL, 0};
-    int err = sum_into(loop_pool(st), e->dtype, e->acc->data, NULL, e->bytes, in ? in : &none,
-                       by_ref ? &st->cma[r->wrank] : NULL, r->h.cma_src, mode);
+    int err = srv_sum_into(loop_pool(st), e->dtype, e->acc->data, NULL, e->bytes,
+                           in ? in : &none, by_ref ? &st->cma[r->wrank] : NULL, r->h.cma_src,
+                           mode);
     if (err) {
         snprintf(why, sizeof why, "cannot read %llu bytes of worker %d's memory: %s",
                  (unsigned long long)e->bytes, r->wrank, strerror(err));
@@ -997,9 +998,12 @@ static bool start_push(srv_store *st, srv_entry *e, srv_req *r, const srv_in *in
         return false;
     }
     int uerr = 0;
+    if (zenc && srv_decomp_round(e, e->acc->data) != 0)
+        LOG_LIMITED(LOG_WARN, NULL, "store", "out of memory compressing key %llu part %u: "
+                    "this round's replies go plain", (unsigned long long)e->key, e->part);
     if (upd) /* the sum is the gradient: acc becomes the new weight */
-        uerr = srv_upd_apply(st->optim, loop_pool(st), e->key, e->dtype, e->count, &e->upd,
-                             e->value->data, e->acc->data, why, sizeof why);
+        uerr = srv_upd_apply(st->optim, loop_pool(st), e->key, e->dtype, e->count, e->total,
+                             &e->upd, e->value->data, e->acc->data, why, sizeof why);
     return push_added(st, e, r, clock_ns() - t0, uerr, why);
 }
 
@@ -1011,7 +1015,7 @@ static void run_deferred(srv_store *st, srv_entry *e)
 {
     for (;;) {
         srv_req **pp = &e->deferred, *r = NULL;
-        while (*pp && ((*pp)->h.round != e->round || e->pushed[(*pp)->wrank]))
+        while (*pp && ((*pp)->h.round != e->round || any_pushed(st, e, *pp)))
             pp = &(*pp)->next;
         if ((r = *pp) == NULL)
             break;
@@ -1019,7 +1023,7 @@ static void run_deferred(srv_store *st, srv_entry *e)
         e->deferred_tail = &e->deferred;
         while (*e->deferred_tail)
             e->deferred_tail = &(*e->deferred_tail)->next;
-        srv_in in = in_of(r);
+        srv_in in = srv_req_in(r);
         start_push(st, e, r, &in);
         if (e->busy)
             return; /* its job's end goes on from here */
@@ -1032,15 +1036,21 @@ static void run_deferred(srv_store *st, srv_entry *e)
 static void start_async(srv_store *st, srv_entry *e, srv_req *r, const srv_in *in)
 {
     char why[PROTO_ERRTEXT_MAX] = "";
+    if (r->h.flags & PROTO_F_RSP) {
+        int uerr = srv_rsp_async(updating(st) ? st->optim : NULL, e, r, in, why, sizeof why);
+        async_done(st, e, r, NULL, 0, uerr, why);
+        return;
+    }
     bool by_ref = (r->h.flags & PROTO_F_CMA) != 0;
     srv_in none = {NULL, NULL, 0};
-    e->pushed[r->wrank] = 1; /* (cleared by push_failed) */
+    mark_pushed(st, e, r, 1); /* (cleared by push_failed) */
     if (!by_ref_ok(st, e, r))
         return;
-    e->pushed[r->wrank] = 0;
+    mark_pushed(st, e, r, 0);
     if (!updating(st) && !offload(st, e) && atomic_load(&e->value->refs) == 1) {
-        int err = sum_into(loop_pool(st), e->dtype, e->value->data, NULL, e->bytes, in ? in : &none,
-                           by_ref ? &st->cma[r->wrank] : NULL, r->h.cma_src, SUM_ADD);
+        int err = srv_sum_into(loop_pool(st), e->dtype, e->value->data, NULL, e->bytes,
+                               in ? in : &none, by_ref ? &st->cma[r->wrank] : NULL,
+                               r->h.cma_src, SUM_ADD);
         async_done(st, e, r, NULL, err, 0, "");
         return;
     }
@@ -1054,10 +1064,10 @@ static void start_async(srv_store *st, srv_entry *e, srv_req *r, const srv_in *i
     int uerr = 0;
     srv_upd_step step;
     if (updating(st))
-        uerr = srv_upd_prepare(st->optim, e->key, e->dtype, e->count, &e->upd, &step, why,
-                               sizeof why);
+        uerr = srv_upd_prepare(st->optim, e->key, e->dtype, e->count, e->total, &e->upd, &step,
+                               why, sizeof why);
     if (offload(st, e)) {
-        push_job *p = calloc(1, sizeof *p);
+        srv_push_job *p = calloc(1, sizeof *p);
         if (p == NULL || req_keep(r, in, e->bytes) != 0) {
             free(p);
             srv_buf_unref(nb);
@@ -1065,23 +1075,24 @@ static void start_async(srv_store *st, srv_entry *e, srv_req *r, const srv_in *i
             req_free(r);
             return;
         }
-        *p = (push_job){.j = {push_run, push_done, r->h.priority, 0, NULL}, .st = st, .e = e,
-                        .r = r, .mode = mode, .dst = nb->data, .nb = nb, .old = e->value,
-                        .by_ref = by_ref, .update = updating(st) && uerr == 0, .step = step,
-                        .uerr = uerr};
+        *p = (srv_push_job){.j = {srv_push_run, push_done, r->h.priority, 0, NULL}, .st = st,
+                            .pool = st->pool, .hold = st->hold, .hold_arg = st->reply_arg,
+                            .e = e, .r = r, .mode = mode, .dst = nb->data, .nb = nb,
+                            .old = e->value, .by_ref = by_ref,
+                            .update = updating(st) && uerr == 0, .step = step, .uerr = uerr};
         snprintf(p->why, sizeof p->why, "%s", why);
         atomic_fetch_add(&e->value->refs, 1);
         if (by_ref)
             p->cma = st->cma[r->wrank];
-        hold_answers(st, e, r, p, false);
+        srv_push_hold_answers(e, r, p, false);
         e->busy = true;
         st->busy++;
         srv_jobs_submit(st->jobs, &p->j);
         return;
     }
-    int err = uerr ? 0 : sum_into(loop_pool(st), e->dtype, nb->data, e->value->data, e->bytes,
-                                  in ? in : &none, by_ref ? &st->cma[r->wrank] : NULL,
-                                  r->h.cma_src, mode);
+    int err = uerr ? 0 : srv_sum_into(loop_pool(st), e->dtype, nb->data, e->value->data,
+                                      e->bytes, in ? in : &none,
+                                      by_ref ? &st->cma[r->wrank] : NULL, r->h.cma_src, mode);
     if (err == 0 && uerr == 0 && updating(st))
         srv_upd_run(loop_pool(st), &step, e->value->data, nb->data);
     async_done(st, e, r, nb, err, uerr, why);
@@ -1131,15 +1142,33 @@ static srv_entry *find_checked(srv_store *st, const uint8_t *ident, size_t ident
     return e;
 }
 
+static bool entry_sync(srv_store *st, srv_entry *e);
+static bool epoch_stale(srv_store *st, const uint8_t *ident, size_t ident_len, proto_hdr *h,
+                        const srv_entry *e);
+
 /* A push r (with body in) for e, which is not busy. */
 static void handle_push(srv_store *st, srv_entry *e, srv_req *r, const srv_in *in)
 {
     const proto_hdr *h = &r->h;
+    entry_sync(st, e);
+    if (epoch_stale(st, r->ident, r->ident_len, &r->h, e)) {
+        req_free(r);
+        return;
+    }
+    if (contrib_bad(st, e, r))
+        return;
     if (e->async) {
         start_async(st, e, r, in);
         return;
     }
-    if (h->round < e->round || (h->round == e->round && e->pushed[r->wrank])) {
+    if (h->round < e->round && st->changed) {
+        /* replicated: a re-send after a promotion of a round this copy
+         * completed (docs/design.md "Replicated servers"): done, not summed */
+        reply_ok(st, r, e);
+        req_free(r);
+        return;
+    }
+    if (h->round < e->round || (h->round == e->round && any_pushed(st, e, r))) {
         reply_err(st, r->ident, r->ident_len, h, KVS_EDUP,
                   "key %llu: worker %d already pushed round %llu (current round %llu)",
                   (unsigned long long)h->key, r->wrank, (unsigned long long)h->round,
@@ -1171,8 +1200,14 @@ static void handle_push(srv_store *st, srv_entry *e, srv_req *r, const srv_in *i
 }
 
 /* e's job ended (completed: its round too): go on with what waited. */
+static void handle_pull(srv_store *st, const uint8_t *ident, size_t ident_len, int wrank,
+                        const proto_hdr *h, const srv_in *in);
+static void to_backlog(srv_store *st, srv_entry *e, srv_req *r, const srv_in *in);
+
 static void entry_resume(srv_store *st, srv_entry *e, bool completed)
 {
+    if (entry_sync(st, e))
+        completed = false; /* what waited for later rounds went with the old epoch */
     if (completed)
         run_deferred(st, e);
     check_stuck(st, e);
@@ -1182,12 +1217,15 @@ static void entry_resume(srv_store *st, srv_entry *e, bool completed)
         if (e->backlog == NULL)
             e->backlog_tail = &e->backlog;
         r->next = NULL;
-        srv_in in = in_of(r);
+        srv_in in = srv_req_in(r);
         if (st->broken) {
             reply_err(st, r->ident, r->ident_len, &r->h, KVS_EPEERDEAD, "%s", st->broken_text);
             req_free(r);
         } else if (r->h.type == PROTO_INIT) {
             handle_init(st, r->ident, r->ident_len, r->wrank, &r->h, &in);
+            req_free(r);
+        } else if (r->h.type == PROTO_PULL) { /* a pull that waited for the epoch */
+            handle_pull(st, r->ident, r->ident_len, r->wrank, &r->h, &in);
             req_free(r);
         } else {
             handle_push(st, e, r, &in);
@@ -1196,18 +1234,46 @@ static void entry_resume(srv_store *st, srv_entry *e, bool completed)
 }
 
 static void handle_pull(srv_store *st, const uint8_t *ident, size_t ident_len, int wrank,
-                        const proto_hdr *h)
+                        const proto_hdr *hin, const srv_in *in)
 {
+    char why[PROTO_ERRTEXT_MAX];
+    int err;
+    proto_hdr hh = *hin, *h = &hh;
     srv_entry *e = find_checked(st, ident, ident_len, h);
     if (e == NULL)
+        return;
+    if (st->epoch && e->epoch != st->epoch && e->busy) {
+        /* its base is known when the job ends: the pull waits in the backlog */
+        srv_req *b = req_new(ident, ident_len, wrank, h);
+        if (b == NULL)
+            reply_err(st, ident, ident_len, h, KVS_ENOMEM, "server out of memory");
+        else
+            to_backlog(st, e, b, in);
+        return;
+    }
+    entry_sync(st, e);
+    if (epoch_stale(st, ident, ident_len, h, e))
         return;
     srv_req *r = req_new(ident, ident_len, wrank, h);
     if (r == NULL) {
         reply_err(st, ident, ident_len, h, KVS_ENOMEM, "server out of memory");
         return;
     }
+    if ((h->flags & PROTO_F_RSP) && (err = srv_rsp_keep_ids(r, in, why, sizeof why))) {
+        reply_err(st, ident, ident_len, h, err, "%s", why);
+        req_free(r);
+        return;
+    }
     if (e->async || h->round <= e->round) {
         reply_ok(st, r, e);
+        req_free(r);
+        return;
+    }
+    if (h->round == e->round + 1 && e->failed[wrank] && !e->pushed[wrank]) {
+        /* the round needs this worker's push, which failed: it cannot come */
+        reply_err(st, ident, ident_len, h, e->failed[wrank], "key %llu: this worker's push of "
+                  "round %llu failed (%s)", (unsigned long long)e->key,
+                  (unsigned long long)e->round + 1, kvs_strerror(e->failed[wrank]));
         req_free(r);
         return;
     }
@@ -1237,17 +1303,40 @@ static void to_backlog(srv_store *st, srv_entry *e, srv_req *r, const srv_in *in
     e->backlog_tail = &r->next;
 }
 
+/* A push (or an init of a busy entry) for e: now, or after its job. */
+static void push_or_backlog(srv_store *st, srv_entry *e, const uint8_t *ident,
+                            size_t ident_len, int wrank, const proto_hdr *h, const srv_in *in)
+{
+    srv_req *r = req_new(ident, ident_len, wrank, h);
+    if (r == NULL) {
+        reply_err(st, ident, ident_len, h, KVS_ENOMEM, "server out of memory");
+        return;
+    }
+    if (e->busy)
+        to_backlog(st, e, r, in);
+    else
+        handle_push(st, e, r, in);
+}
+
 void srv_store_handle(srv_store *st, const uint8_t *ident, size_t ident_len, int wrank,
                       const proto_hdr *h, const srv_in *in)
 {
     srv_entry *e;
-    srv_req *r;
     if (st->broken) {
         reply_err(st, ident, ident_len, h, KVS_EPEERDEAD, "%s", st->broken_text);
         return;
     }
-    if (st->ctl && srv_ctl_hold(st->ctl, ident, ident_len, wrank, h, in))
-        return; /* a save or load is running: handled when it is done */
+    if (h->type == PROTO_INIT && st->epoch) {
+        proto_hdr ih = *h;
+        if (epoch_stale(st, ident, ident_len, &ih, NULL))
+            return;
+    }
+    if (st->changed && h->type == PROTO_INIT && (h->flags & PROTO_F_ASYNC)) {
+        reply_err(st, ident, ident_len, h, KVS_EINVAL, "key %llu: dist_async keys are not "
+                  "replicated (KVS_REPLICAS=1 keeps dist_sync keys only)",
+                  (unsigned long long)h->key);
+        return;
+    }
     switch (h->type) {
     case PROTO_INIT:
     case PROTO_PUSH:
@@ -1264,17 +1353,28 @@ void srv_store_handle(srv_store *st, const uint8_t *ident, size_t ident_len, int
             handle_init(st, ident, ident_len, wrank, h, in);
             return;
         }
-        if ((r = req_new(ident, ident_len, wrank, h)) == NULL) {
-            reply_err(st, ident, ident_len, h, KVS_ENOMEM, "server out of memory");
-            return;
+        if (h->type != PROTO_INIT) { /* a compressed push: decoded first (decomp.h) */
+            char why[PROTO_ERRTEXT_MAX];
+            proto_hdr dh = *h;
+            srv_in din = in ? *in : (srv_in){NULL, NULL, 0};
+            zmq_msg_t dmsg;
+            int rc = srv_decomp_push(e, wrank, &dh, in ? &din : NULL, &dmsg, why, sizeof why);
+            if (rc) {
+                if (!e->async && wrank >= 0 && wrank < st->num_workers)
+                    e->failed[wrank] = (int8_t)rc; /* its pulls of the round fail too */
+                reply_err(st, ident, ident_len, h, rc, "%s", why);
+                return;
+            }
+            if (PROTO_CODEC(h->flags)) {
+                push_or_backlog(st, e, ident, ident_len, wrank, &dh, &din);
+                zmq_msg_close(&dmsg);
+                return;
+            }
         }
-        if (e->busy)
-            to_backlog(st, e, r, in);
-        else
-            handle_push(st, e, r, in);
+        push_or_backlog(st, e, ident, ident_len, wrank, h, in);
         break;
     case PROTO_PULL:
-        handle_pull(st, ident, ident_len, wrank, h);
+        handle_pull(st, ident, ident_len, wrank, h, in);
         break;
     default:
         reply_err(st, ident, ident_len, h, KVS_EPROTO, "a server does not take %s",
@@ -1330,6 +1430,19 @@ void srv_store_worker_left(srv_store *st, int wrank)
     if (st->left == NULL && (st->left = calloc((size_t)st->num_workers, 1)) == NULL)
         return;
     st->left[wrank] = 1;
+    for (size_t i = 0; wrank == 0 && i < st->pending_inits.cap; i++) {
+        if (st->pending_inits.used[i] != 1)
+            continue;
+        /* inits waiting for worker 0's values: they can never come */
+        srv_req *r = st->pending_inits.vals[i];
+        char why[300];
+        snprintf(why, sizeof why, "key %llu can never be initialised: worker 0, whose values it "
+                 "starts from, left the job (kvs_close) without initialising it",
+                 (unsigned long long)r->h.key);
+        LOG(LOG_WARN, NULL, "store", "%s; failing the inits waiting for it", why);
+        hmap_del(&st->pending_inits, st->pending_inits.keys[i]);
+        fail_list(st, r, why);
+    }
     for (size_t i = 0; i < st->entries.cap; i++) {
         if (st->entries.used[i] != 1)
             continue;
@@ -1357,13 +1470,11 @@ void srv_store_fail_all(srv_store *st, const char *why)
             fail_list(st, st->pending_inits.vals[i], st->broken_text);
     hmap_fini(&st->pending_inits);
     hmap_init(&st->pending_inits);
-    if (st->ctl)
-        srv_ctl_fail_all(st->ctl, why);
+    if (st->hooks.failed)
+        st->hooks.failed(st->hooks.arg, why);
 }
 
 /* ---- for server/ctl.c and server/ckpt.c ---- */
-
-static void view_of(const srv_entry *e, srv_entry_view *v);
 
 size_t srv_store_views(srv_store *st, srv_entry_view *out, size_t max)
 {
@@ -1438,8 +1549,70 @@ int srv_store_restore(srv_store *st, uint64_t key, uint32_t part, srv_buf *value
     srv_buf_unref(e->value);
     e->value = value;
     e->round = round;
+    srv_decomp_forget(e);
     srv_upd_free(e->upd);
     e->upd = upd;
+    return 0;
+}
+
+int srv_store_copy_in(srv_store *st, const proto_hdr *h, srv_buf *value, struct srv_upd *upd)
+{
+    srv_entry *e = find_entry(st, h->key, h->part);
+    if (e != NULL) {
+        if (!same_shape(e, h) || e->async != ((h->flags & PROTO_F_ASYNC) != 0))
+            return KVS_ESHAPE;
+        if (e->busy || e->npushed > 0 || e->deferred != NULL)
+            return KVS_EINVAL;
+        if (h->round < e->round) { /* an older copy than ours */
+            srv_buf_unref(value);
+            srv_upd_free(upd);
+            return 0;
+        }
+        srv_buf_unref(e->value);
+        e->value = value;
+        e->round = h->round;
+        srv_decomp_forget(e); /* replies plain until this server completes a round */
+        if (upd) {
+            srv_upd_free(e->upd);
+            e->upd = upd;
+        }
+        return 0;
+    }
+    uint64_t bytes = h->count * kvs_dtype_size((kvs_dtype)h->dtype);
+    e = calloc(1, sizeof *e);
+    if (e == NULL || (e->pushed = calloc((size_t)st->num_workers, 1)) == NULL ||
+        (e->failed = calloc((size_t)st->num_workers, 1)) == NULL) {
+        if (e)
+            entry_free(e);
+        return KVS_ENOMEM;
+    }
+    e->key = h->key;
+    e->part = h->part;
+    e->dtype = (kvs_dtype)h->dtype;
+    e->count = h->count;
+    e->offset = h->offset;
+    e->total = h->total;
+    e->bytes = bytes;
+    e->async = (h->flags & PROTO_F_ASYNC) != 0;
+    e->round = h->round;
+    e->waiting_tail = &e->waiting;
+    e->deferred_tail = &e->deferred;
+    e->backlog_tail = &e->backlog;
+    uint64_t hk = entry_hash(e->key, e->part);
+    e->next = hmap_get(&st->entries, hk);
+    if (hmap_put(&st->entries, hk, e) != 0) {
+        entry_free(e);
+        return KVS_ENOMEM;
+    }
+    e->value = value;
+    e->upd = upd;
+    if (e->count != e->total && !e->async && srv_norms_watch(&st->norms, e->key) != 0)
+        LOG(LOG_WARN, NULL, "store", "out of memory: key %llu cannot take lamb's norms",
+            (unsigned long long)e->key);
+    st->nkeys++;
+    st->key_bytes += entry_cost(st, bytes);
+    st->value_bytes += bytes;
+    release_inits(st, e);
     return 0;
 }
 
@@ -1467,4 +1640,127 @@ void srv_store_depths(const srv_store *st, srv_store_depth *d)
     for (size_t i = 0; i < st->pending_inits.cap; i++)
         if (st->pending_inits.used[i] == 1)
             d->inits += list_len(st->pending_inits.vals[i]);
+}
+
+/* ---- elastic membership (docs/design.md "Elastic workers") ---- */
+
+int srv_store_elastic(srv_store *st, int initial)
+{
+    if ((st->member = calloc((size_t)st->num_workers, 1)) == NULL)
+        return KVS_ENOMEM;
+    for (int w = 0; w < initial && w < st->num_workers; w++)
+        st->member[w] = 1;
+    st->need = initial < st->num_workers ? initial : st->num_workers;
+    st->epoch = 1;
+    return 0;
+}
+
+bool srv_store_is_member(const srv_store *st, int w)
+{
+    return st->member == NULL || (w >= 0 && w < st->num_workers && st->member[w]);
+}
+
+static void fail_list_with(srv_store *st, srv_req *r, int status, const char *why)
+{
+    while (r) {
+        srv_req *n = r->next;
+        st->reply(st->reply_arg, r->ident, r->ident_len, &r->h, status, why, NULL, 0);
+        req_free(r);
+        r = n;
+    }
+}
+
+/* Bring e to the store's epoch unless its job runs (then entry_resume does
+ * it when the job ends): the partial round and the pushes kept for later
+ * rounds go, and so do the pulls that wait for them.  True if e changed. */
+static bool entry_sync(srv_store *st, srv_entry *e)
+{
+    char why[300];
+    if (e->epoch == st->epoch || e->busy)
+        return false;
+    if (!e->async) {
+        snprintf(why, sizeof why, "key %llu: the job's workers changed (membership epoch %llu) "
+                 "before round %llu completed: redo the step", (unsigned long long)e->key,
+                 (unsigned long long)st->epoch, (unsigned long long)(e->round - e->base + 1));
+        if (e->waiting || e->deferred || e->pulls)
+            LOG(LOG_DEBUG, NULL, "store", "%s", why);
+        fail_list_with(st, e->waiting, KVS_EMEMBERSHIP, why);
+        fail_list_with(st, e->deferred, KVS_EMEMBERSHIP, why);
+        fail_list_with(st, e->pulls, KVS_EMEMBERSHIP, why);
+        e->waiting = e->deferred = e->pulls = NULL;
+        e->waiting_tail = &e->waiting;
+        e->deferred_tail = &e->deferred;
+        srv_buf_unref(e->acc);
+        e->acc = NULL;
+        if (e->rsp) {
+            srv_rsp_acc_free(e->rsp);
+            e->rsp = NULL;
+        }
+        e->npushed = 0;
+        memset(e->pushed, 0, (size_t)st->num_workers);
+        memset(e->failed, 0, (size_t)st->num_workers);
+        e->base = e->round;
+    }
+    e->epoch = st->epoch;
+    e->need = st->need;
+    return true;
+}
+
+/* A data request of another epoch than the store's: answered
+ * KVS_EMEMBERSHIP, true.  Otherwise false, and for an entry e its round
+ * becomes the entry's own (base + the round it carries). */
+static bool epoch_stale(srv_store *st, const uint8_t *ident, size_t ident_len, proto_hdr *h,
+                        const srv_entry *e)
+{
+    if (st->epoch == 0)
+        return false;
+    uint64_t ep = PROTO_ROUND_EPOCH(h->round);
+    if (ep != st->epoch) {
+        reply_err(st, ident, ident_len, h, KVS_EMEMBERSHIP, "%s of key %llu from membership "
+                  "epoch %llu, but the job is in epoch %llu: the job's workers changed; redo "
+                  "the step", proto_type_name(h->type), (unsigned long long)h->key,
+                  (unsigned long long)ep, (unsigned long long)st->epoch);
+        return true;
+    }
+    if (e)
+        h->round = e->base + (h->round & PROTO_ROUND_MASK);
+    return false;
+}
+
+int srv_store_epoch(srv_store *st, uint64_t epoch, const char *body, size_t len, char *why,
+                    size_t whylen)
+{
+    uint8_t *m = malloc((size_t)st->num_workers);
+    int n = m ? proto_parse_epoch(body, len, m, st->num_workers, -1, NULL, why,
+                                             whylen) : -1;
+    if (m == NULL)
+        snprintf(why, whylen, "out of memory");
+    if (n < 0 || st->member == NULL) {
+        if (n >= 0)
+            snprintf(why, whylen, "the store is not elastic");
+        free(m);
+        return -1;
+    }
+    free(st->member);
+    st->member = m;
+    st->need = n;
+    st->epoch = epoch;
+    LOG(LOG_INFO, NULL, "store", "membership epoch %llu: %d workers (%.*s)",
+        (unsigned long long)epoch, n, (int)(len < 200 ? len : 200), body);
+    /* inits waiting for the values of the old epoch's rank 0, who may be
+     * gone: they fail, and are made again in the new epoch */
+    for (size_t i = 0; i < st->pending_inits.cap; i++)
+        if (st->pending_inits.used[i] == 1)
+            fail_list_with(st, st->pending_inits.vals[i], KVS_EMEMBERSHIP, "the job's workers "
+                           "changed while this key waited for rank 0's initial values: "
+                           "initialise it again");
+    hmap_fini(&st->pending_inits);
+    hmap_init(&st->pending_inits);
+    for (size_t i = 0; i < st->entries.cap; i++) {
+        if (st->entries.used[i] != 1)
+            continue;
+        for (srv_entry *e = st->entries.vals[i]; e; e = e->next)
+            entry_sync(st, e);
+    }
+    return 0;
 }

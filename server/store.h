@@ -31,41 +31,10 @@
 #include "common/hmap.h"
 #include "proto/proto.h"
 #include "reduce/reduce.h"
-
-typedef struct srv_buf {
-    atomic_int refs;
-    uint64_t cap;
-    uint8_t *data;
-    bool is_msg;   /* data belongs to msg (an adopted received frame) */
-    bool mapped;   /* data is a mapping of its own (srv_buf_new_value) */
-    zmq_msg_t msg;
-} srv_buf;
-
-/* A request's body as it reaches the store, borrowed for the call: one
- * piece at data (a single frame, or a fused record: frames NULL), or nframes
- * frames in order (data NULL).  A request that must wait moves the frames
- * out (zmq_msg_move), or copies borrowed data.  A request by reference
- * (PROTO_F_CMA, h.cma_src) has no body here. */
-typedef struct srv_in {
-    const void *data;
-    zmq_msg_t *frames;
-    int nframes;
-} srv_in;
-
-/* A request that waits: its routing id, header and (pushes) data. */
-typedef struct srv_req {
-    struct srv_req *next;
-    size_t ident_len;
-    uint8_t ident[64];
-    proto_hdr h;
-    int nframes;     /* frames of the kept body (0: none) */
-    zmq_msg_t body;  /* the body when nframes == 1 */
-    zmq_msg_t *more; /* the frames when nframes > 1 */
-    int wrank;
-    uint64_t seq;        /* unique in the store (a job names requests by it) */
-    uint64_t *held;      /* the worker's [bytes, requests] it counts against (NULL: none) */
-    uint64_t held_bytes; /* its share of held[0] */
-} srv_req;
+#include "server/buf.h"
+#include "server/norms.h"
+#include "server/req.h"
+#include "server/view.h"
 
 typedef struct srv_entry srv_entry;
 
@@ -76,15 +45,7 @@ typedef void (*srv_reply_fn)(void *arg, const uint8_t *ident, size_t ident_len,
                              const proto_hdr *req, int status, const char *text,
                              srv_buf *value, uint64_t round);
 
-/* A job starts (delta +1) or ends (-1, before its answers) whose end answers
- * a request that came as a record of a fused message (proto_hdr.fuse, its
- * batch): the batch keeps the answers it collected until none is left
- * (server/fuse.h), so the many records of one message are answered in a few
- * FUSED_REPLY messages, not one per job.  arg is the store's reply_arg. */
-typedef void (*srv_hold_fn)(void *arg, uintptr_t fuse, int delta);
-
 struct srv_optim;
-struct srv_ctl;
 struct srv_jobs;
 struct srv_cma;
 
@@ -98,6 +59,8 @@ typedef struct srv_store {
     srv_hold_fn hold;    /* NULL: answers of fused records are not held */
     bool broken;         /* a node died: every request fails */
     uint8_t *left;       /* per worker rank: left the job (kvs_close); NULL: none did */
+    int *group, *lsize;  /* per worker rank: its local group (any id shared by the group's
+                          * members) and the group's size; NULL: every worker alone */
     char broken_text[512];
     uint64_t rounds_done;
     uint64_t bytes_summed;
@@ -105,8 +68,7 @@ typedef struct srv_store {
     struct met_series *m_sum;   /* and the time summing one push */
     struct srv_optim *optim; /* server/update.h: with an active spec a round's sum
                               * is the gradient of an update (NULL: plain sums) */
-    struct srv_ctl *ctl;     /* server/ctl.h: collective requests; may hold data
-                              * requests while it works (NULL: none) */
+    srv_store_hooks hooks;   /* what the store reports (server/ctl.c fills them) */
     struct srv_jobs *jobs;   /* server/jobs.h: where big entries' work runs (NULL:
                               * everything on the loop) */
     struct srv_cma *cma;     /* per worker rank: its proven memory (server/cma.h), for
@@ -121,14 +83,46 @@ typedef struct srv_store {
      * answered KVS_EFULL. */
     uint64_t max_held_bytes, max_held_reqs;
     uint64_t *held;          /* per worker rank: [bytes, requests] (NULL until needed) */
+    /* What the keys themselves may take: key parts (KVS_MAX_KEYS) and bytes
+     * (KVS_MAX_KEY_BYTES: values plus each entry's own size; 0: no bound).
+     * Worker 0 creates every entry (its kvs_init), so these count what it
+     * made this server hold; an init past either is answered KVS_EFULL. */
+    uint64_t max_keys, max_key_bytes;
+    uint64_t nkeys, key_bytes;
+    uint64_t value_bytes;    /* the entries' values alone */
+    /* lamb on split keys (server/norms.h): the parts' sums of squares per
+     * round, and how this server's go to the other servers (NULL: they do
+     * not; set by server.c: through the scheduler) */
+    srv_norms norms;
+    void (*norm_send)(void *arg, proto_hdr *h, const char *text);
+    void *norm_arg;
+    /* KVS_ELASTIC (docs/design.md "Elastic workers"): num_workers counts
+     * slots; the membership epoch (0: not elastic), its member slots (NULL:
+     * every slot) and how many contributions a round needs (num_workers
+     * when not elastic) */
+    uint64_t epoch;
+    uint8_t *member;
+    int need;
+    /* replicated servers (server/replica.h; NULL: not replicated): called
+     * whenever an entry's value or round changed (an init created or
+     * replaced it, a round completed), before the answers that show it */
+    void (*changed)(void *arg, const srv_entry_view *v);
+    void *changed_arg;
 } srv_store;
 
 int srv_store_init(srv_store *st, int num_workers, red_pool *pool, srv_reply_fn reply,
                    void *arg);
 void srv_store_fini(srv_store *st);
 
+/* The job's local groups (from the node table): per worker rank, a group id
+ * its group's members share and the group's size (num_workers entries each,
+ * copied).  A push may then stand for its sender's whole group (proto.h
+ * contrib).  0 or KVS_ENOMEM.  Loop thread. */
+int srv_store_set_groups(srv_store *st, const int *group, const int *lsize);
+
 /* Handle one validated data request from worker rank wrank with its body
- * (in; NULL or empty when it has none).  A request by reference
+ * (in; NULL or empty when it has none).  The caller asked the controller
+ * first whether it holds the request (srv_ctl_hold: a save or load runs).  A request by reference
  * (PROTO_F_CMA) names the worker's memory in h->cma_src/cma_dst; the worker
  * proved that memory (st->cma[wrank]). */
 void srv_store_handle(srv_store *st, const uint8_t *ident, size_t ident_len, int wrank,
@@ -147,22 +141,29 @@ void srv_store_depths(const srv_store *st, srv_store_depth *d);
  * complete, so the requests waiting for one (now or later) fail. */
 void srv_store_worker_left(srv_store *st, int wrank);
 
+/* A NORM_PART from another server (validated by proto_decode; body: its
+ * text, len bytes): record it, and finish the updates it completes. */
+void srv_store_norm_in(srv_store *st, const proto_hdr *h, const char *body, size_t len);
+
+/* Make st elastic: epoch 1, whose members are slots [0, initial).  0 or
+ * KVS_ENOMEM.  Loop thread, before any request. */
+int srv_store_elastic(srv_store *st, int initial);
+/* A new membership epoch (> st->epoch) with the member slots of an EPOCH
+ * body (len bytes): every dist_sync entry drops its partial round (its
+ * waiting pushes, later pushes and waiting pulls are answered
+ * KVS_EMEMBERSHIP), now or, for an entry whose job runs, when the job
+ * ends; later rounds need the new members.  0, or -1 with why (bad body:
+ * nothing changed). */
+int srv_store_epoch(srv_store *st, uint64_t epoch, const char *body, size_t len, char *why,
+                    size_t whylen);
+/* True if worker slot w is a member of the current epoch (always when not
+ * elastic). */
+bool srv_store_is_member(const srv_store *st, int w);
+
 /* A node died: fail everything waiting, and every later request. */
 void srv_store_fail_all(srv_store *st, const char *why);
 
 /* ---- for server/ctl.c and server/ckpt.c (loop thread) ---- */
-
-/* What a checkpoint needs of an entry. */
-typedef struct srv_entry_view {
-    uint64_t key;
-    uint32_t part;
-    kvs_dtype dtype;
-    uint64_t count, offset, total, bytes;
-    uint64_t round;          /* completed rounds */
-    bool async;
-    const srv_buf *value;
-    const struct srv_upd *upd; /* NULL: no update ran yet */
-} srv_entry_view;
 
 /* Number of entries; fill up to max views in hash-table order. */
 size_t srv_store_views(srv_store *st, srv_entry_view *out, size_t max);
@@ -177,18 +178,18 @@ bool srv_store_pushes_began(srv_store *st);
  * entry (then nothing is taken). */
 int srv_store_restore(srv_store *st, uint64_t key, uint32_t part, srv_buf *value,
                       uint64_t round, struct srv_upd *upd);
+/* ---- for server/replica.c (loop thread) ---- */
+
+/* Keep a copy of another server's entry (REPL_VALUE h: key, part, shape,
+ * round; value takes ownership of one reference of a buffer of the entry's
+ * bytes, upd (may be NULL) of the optimizer state): created, or replaced
+ * unless the stored round is newer (then dropped: 0).  KVS_ESHAPE when an
+ * entry of another shape exists, KVS_EINVAL when it has a round in progress
+ * (a worker already pushed to it: it owns it), KVS_ENOMEM; on error nothing
+ * is taken. */
+int srv_store_copy_in(srv_store *st, const proto_hdr *h, srv_buf *value, struct srv_upd *upd);
+
 /* The view of entry (key, part): true, or false when there is none. */
 bool srv_store_view(srv_store *st, uint64_t key, uint32_t part, srv_entry_view *out);
-
-srv_buf *srv_buf_new(uint64_t bytes);
-/* The same for a value from an init or a load: rounds that adopt received
- * frames replace it and free it, so one of DP_MAP_MIN bytes or more is a
- * mapping of its own, returned to the kernel then (the heap would keep it
- * resident beside the frames that replaced it).  Round buffers stay in the
- * heap, where a freed one is reused without page faults. */
-srv_buf *srv_buf_new_value(uint64_t bytes);
-/* A buffer made of a received frame (moved out of m): no copy. */
-srv_buf *srv_buf_adopt(zmq_msg_t *m);
-void srv_buf_unref(srv_buf *b);
 
 #endif

@@ -24,8 +24,16 @@ int bench_keys_main(int argc, char **argv);
  * add into the round buffer, through the reduction pool (tools/bench_optim.c). */
 int bench_optim_main(int argc, char **argv);
 
+/* `kvs-bench codec`: gradient compression's encode/decode speed on one
+ * core (tools/bench_codec.c). */
+int bench_codec_main(int argc, char **argv);
+
 /* `kvs-bench mixed`: a small key's pushpull latency while big keys' rounds
  * run (tools/bench_mixed.c). */
 int bench_mixed_main(int argc, char **argv);
+
+/* `kvs-bench rowsparse`: an embedding table as a row-sparse key: steps that
+ * push and pull a few rows, next to dense rounds (tools/bench_rsp.c). */
+int bench_rsp_main(int argc, char **argv);
 
 #endif

@@ -155,9 +155,9 @@ int bench_device_main(int argc, char **argv)
         if (rank == 0 && first) {
             printf("kvs-bench: store %s, %d %s devices, %d worker(s), P2P %s, topology %s%s\n",
                    store, ndev, sim ? "simulated" : "CUDA", W,
-                   getenv("MXNET_ENABLE_GPU_P2P") ? getenv("MXNET_ENABLE_GPU_P2P") : "1",
-                   getenv("KVS_TOPOLOGY") ? "KVS_TOPOLOGY" : sim ? "uniform" : "detected",
-                   sim && getenv("KVS_SIM_LINK_GBPS") ? " (paced)" : "");
+                   devmem_cfg()->gpu_p2p ? "1" : "0",
+                   devmem_cfg()->topology[0] ? "KVS_TOPOLOGY" : sim ? "uniform" : "detected",
+                   sim && devmem_cfg()->sim_link_gbps > 0 ? " (paced)" : "");
             printf("%-6s %-9s %6s %10s %10s %12s  %s\n", "mode", "size", "iters", "median_ms",
                    "p99_ms", "GB/s/device", "check");
         }

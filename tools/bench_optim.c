@@ -36,12 +36,40 @@ struct job {
     const void *w;
     void *g;
     void *const *st;
+    double *norms, ratio; /* lamb */
 };
 
 static void run(const void *arg, uint64_t lo, uint64_t hi)
 {
     const struct job *j = arg;
     optim_update(&j->step, j->dt, j->w, j->g, j->st, lo, hi);
+}
+
+static void lamb1(const void *arg, uint64_t lo, uint64_t hi)
+{
+    const struct job *j = arg;
+    optim_lamb_phase1(&j->step, j->dt, j->w, j->g, j->st, lo, hi, j->norms);
+}
+
+static void lamb2(const void *arg, uint64_t lo, uint64_t hi)
+{
+    const struct job *j = arg;
+    optim_lamb_phase2(&j->step, j->ratio, j->dt, j->w, j->g, j->st, lo, hi);
+}
+
+/* One update of n elements as the server runs it (lamb: both phases and
+ * the trust ratio between, of a key on one server). */
+static void update(red_pool *pool, struct job *j, uint64_t n)
+{
+    if (!optim_two_phase(j->step.o)) {
+        red_pool_for(pool, n, 1u << 15, run, j);
+        return;
+    }
+    double sums[2];
+    red_pool_for(pool, n, OPTIM_NORM_BLOCK, lamb1, j);
+    optim_lamb_sums(j->norms, n, sums);
+    j->ratio = optim_lamb_ratio(&j->step, sums[0], sums[1]);
+    red_pool_for(pool, n, 1u << 15, lamb2, j);
 }
 
 static int cmpd(const void *a, const void *b)
@@ -81,7 +109,8 @@ int bench_optim_main(int argc, char **argv)
         "sgd learning_rate=0.01", "sgd learning_rate=0.01 momentum=0.9 wd=0.0001",
         "nag learning_rate=0.01 momentum=0.9", "adam learning_rate=0.001 wd=0.0001",
         "adagrad learning_rate=0.01", "rmsprop learning_rate=0.001",
-        "rmsprop learning_rate=0.001 centered=1"};
+        "rmsprop learning_rate=0.001 centered=1", "adamw learning_rate=0.001 wd=0.01",
+        "lamb learning_rate=0.001 wd=0.01"};
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--help")) {
@@ -142,7 +171,8 @@ int bench_optim_main(int argc, char **argv)
                 char why[256];
                 if (optim_parse(specs[oi], &o, why, sizeof why) != 0)
                     return 1;
-                struct job j = {.dt = dt, .w = w, .g = g, .st = st};
+                double *norms = calloc(2 * (n / OPTIM_NORM_BLOCK + 1), sizeof *norms);
+                struct job j = {.dt = dt, .w = w, .g = g, .st = st, .norms = norms};
                 int m = 0;
                 for (int x = 0; x < OPTIM_MAX_STATE; x++)
                     memset(st[x], 0, bytes);
@@ -153,9 +183,10 @@ int bench_optim_main(int argc, char **argv)
                         for (int x = 0; x < OPTIM_MAX_STATE; x++)
                             memset(st[x], 0, bytes);
                     double a = now_s();
-                    red_pool_for(pool, n, 1u << 15, run, &j);
+                    update(pool, &j, n);
                     t_upd[m] = now_s() - a;
                 }
+                free(norms);
                 qsort(t_upd, (size_t)m, sizeof(double), cmpd);
                 double upd = t_upd[m / 2];
                 char sz[32];

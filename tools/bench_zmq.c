@@ -140,8 +140,8 @@ int bench_zmq_main(int argc, char **argv)
                 lat[i] = clock_ns() - t0;
         }
         qsort(lat, (size_t)n, sizeof *lat, cmp_u64);
-        double med = lat[n / 2] / 1e6, p99 = lat[(int)((n - 1) * 0.99)] / 1e6;
-        printf("%-9s %6d %10.3f %10.3f %9.3f\n", t, n, med, p99, 2.0 * bytes / (med / 1e3) / 1e9);
+        double med = (double)lat[n / 2] / 1e6, p99 = (double)lat[(int)((n - 1) * 0.99)] / 1e6;
+        printf("%-9s %6d %10.3f %10.3f %9.3f\n", t, n, med, p99, 2.0 * (double)bytes / (med / 1e3) / 1e9);
         free(buf);
         free(lat);
     }

@@ -7,8 +7,11 @@
 #define KVS_TOOLS_DEVMEM_H
 
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/config.h"
 
 typedef struct devmem {
     int sim;   /* 1: simulated devices */
@@ -18,21 +21,43 @@ typedef struct devmem {
     int (*Free)(void *);
     int (*Memcpy)(void *, const void *, size_t, int);
     int (*GetDeviceCount)(int *);
+    int map[64]; /* CUDA ordinal of device i (KVS_DEVICES, as libkvs reads it) */
 } devmem;
 
-/* Simulated when KVS_SIM_DEVICES > 0, else CUDA.  0, or -1 with no devices. */
+/* The environment as libkvs reads it (static: cfg is large).  A value
+ * that does not parse: one line on stderr and NULL. */
+static inline const cfg *devmem_cfg(void)
+{
+    static cfg c;
+    static int state; /* 0 unread, 1 read, -1 bad */
+    char err[512];
+    if (state == 0) {
+        state = cfg_load(&c, false, err, sizeof err) == 0 ? 1 : -1;
+        if (state < 0)
+            fprintf(stderr, "%s\n", err);
+    }
+    return state > 0 ? &c : NULL;
+}
+
+/* Simulated when KVS_SIM_DEVICES > 0, else CUDA.  0, or -1 with no devices
+ * (or a variable that does not parse). */
 static inline int devmem_open(devmem *m)
 {
     static const char *const libs[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12",
                                        "libcudart.so.11.0", NULL};
-    const char *sim = getenv("KVS_SIM_DEVICES");
+    const cfg *c = devmem_cfg();
     void *h = NULL;
     memset(m, 0, sizeof *m);
-    if (sim && atoi(sim) > 0) {
+    if (c == NULL)
+        return -1;
+    if (c->sim_devices > 0) {
         m->sim = 1;
-        m->n = atoi(sim);
+        m->n = c->sim_devices;
         return 0;
     }
+    /* the library libkvs loads first (its plugin, or a stand-in runtime) */
+    if (c->cuda_plugin[0])
+        h = dlopen(c->cuda_plugin, RTLD_NOW | RTLD_LOCAL);
     for (int i = 0; libs[i] && h == NULL; i++)
         h = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
     if (h == NULL)
@@ -45,6 +70,24 @@ static inline int devmem_open(devmem *m)
     if (!m->SetDevice || !m->Malloc || !m->Free || !m->Memcpy || !m->GetDeviceCount ||
         m->GetDeviceCount(&m->n) != 0 || m->n < 1)
         return -1;
+    for (int i = 0; i < 64; i++)
+        m->map[i] = i;
+    /* KVS_DEVICES=a,b,...: device i is CUDA device entry i (entries may
+     * repeat), as in libkvs */
+    int sel[64], nsel = 0;
+    char err[256];
+    if (cfg_get_devices(sel, &nsel, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    if (nsel > 0) {
+        for (int k = 0; k < nsel && k < 64; k++) {
+            if (sel[k] >= m->n)
+                return -1;
+            m->map[k] = sel[k];
+        }
+        m->n = nsel < 64 ? nsel : 64;
+    }
     return 0;
 }
 
@@ -54,7 +97,7 @@ static inline void *devmem_alloc(const devmem *m, int dev, size_t bytes)
     void *p = NULL;
     if (m->sim)
         return aligned_alloc(64, (bytes + 64) & ~(size_t)63);
-    if (m->SetDevice(dev) != 0 || m->Malloc(&p, bytes ? bytes : 1) != 0)
+    if (m->SetDevice(m->map[dev]) != 0 || m->Malloc(&p, bytes ? bytes : 1) != 0)
         return NULL;
     return p;
 }
@@ -67,7 +110,7 @@ static inline void devmem_free(const devmem *m, int dev, void *p)
         free(p);
         return;
     }
-    m->SetDevice(dev);
+    m->SetDevice(m->map[dev]);
     m->Free(p);
 }
 
@@ -78,7 +121,7 @@ static inline void devmem_put(const devmem *m, int dev, void *dst, const void *s
         memcpy(dst, src, bytes);
         return;
     }
-    m->SetDevice(dev);
+    m->SetDevice(m->map[dev]);
     m->Memcpy(dst, src, bytes, 1 /* cudaMemcpyHostToDevice */);
 }
 
@@ -88,7 +131,7 @@ static inline void devmem_get(const devmem *m, int dev, void *dst, const void *s
         memcpy(dst, src, bytes);
         return;
     }
-    m->SetDevice(dev);
+    m->SetDevice(m->map[dev]);
     m->Memcpy(dst, src, bytes, 2 /* cudaMemcpyDeviceToHost */);
 }
 

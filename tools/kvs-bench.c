@@ -26,6 +26,7 @@ static const char usage[] =
     "       kvs-bench --keys N | --model resnet50|bert-base [--help]  (many keys)\n"
     "       kvs-bench optim [--help]    (server-side optimizer updates vs sums)\n"
     "       kvs-bench mixed [--help]    (small-key latency while big rounds run)\n"
+    "       kvs-bench codec [--help]    (gradient compression: encode/decode GB/s)\n"
     "\n"
     "Runs as a worker of a job (start it with deploy/kvs-launch, or set DMLC_*).\n"
     "  --sizes   bytes per key, K/M/G suffixes (default 4K,256K,4M,64M)\n"
@@ -39,6 +40,8 @@ static const char usage[] =
     "            pull on a busy or noisy machine)\n"
     "  --optimizer SPEC  servers apply this optimizer (kvs_set_optimizer); the\n"
     "            pulled weights are then not checked (check column '-')\n"
+    "  --compression SPEC  compress the pushes (kvs_set_gradient_compression,\n"
+    "            e.g. '2bit threshold=0.5'); the pulled sums are then not checked\n"
     "Every pulled value is checked against the exact sum of all workers' pushes.\n"
     "Columns: median and p99 time of one round (a push/pull/pushpull and its wait,\n"
     "across all workers), and GB/s = bytes moved by this worker / median time\n"
@@ -58,6 +61,7 @@ struct opts {
     int warmup;
     const char *type;
     const char *optimizer; /* --optimizer SPEC: servers update (values not checked) */
+    const char *compression; /* --compression SPEC: pushes compressed (not checked) */
     int json;
     int interleave; /* --interleave: the ops' rounds alternate */
 };
@@ -154,7 +158,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         {"dtypes", required_argument, NULL, 'd'}, {"ops", required_argument, NULL, 'o'},
         {"iters", required_argument, NULL, 'i'},  {"warmup", required_argument, NULL, 'w'},
         {"type", required_argument, NULL, 't'},   {"optimizer", required_argument, NULL, 'O'},
-        {"interleave", no_argument, NULL, 'I'},   {NULL, 0, NULL, 0}};
+        {"interleave", no_argument, NULL, 'I'},   {"compression", required_argument, NULL, 'C'},
+        {NULL, 0, NULL, 0}};
     int ch, rc = 0;
     memset(o, 0, sizeof *o);
     o->iters = 0;
@@ -178,6 +183,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         case 'w': rc = parse_int("--warmup", optarg, 0, &o->warmup); break;
         case 't': o->type = optarg; break;
         case 'O': o->optimizer = optarg; break;
+        case 'C': o->compression = optarg; break;
         case 'I': o->interleave = 1; break;
         default:
             fprintf(stderr, "kvs-bench: unknown or incomplete argument '%s'\n%s",
@@ -275,8 +281,13 @@ int main(int argc, char **argv)
     int rc, failures = 0, first = 1;
     /* one row per line as it is measured, also into a pipe (make bench) */
     setvbuf(stdout, NULL, _IOLBF, 0);
+    /* a benchmark keeps message buffers in the heap as the daemons do
+     * (common/memtune.h); KVS_MALLOC_TUNE=0 in the environment still wins */
+    setenv("KVS_MALLOC_TUNE", "1", 0);
     if (argc > 1 && !strcmp(argv[1], "reduce"))
         return bench_reduce_main(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "codec"))
+        return bench_codec_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "zmq"))
         return bench_zmq_main(argc - 1, argv + 1);
     for (int i = 1; i < argc; i++)
@@ -288,6 +299,8 @@ int main(int argc, char **argv)
         return bench_mixed_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "optim"))
         return bench_optim_main(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "rowsparse"))
+        return bench_rsp_main(argc - 1, argv + 1);
     if (parse_opts(argc, argv, &o) != 0)
         return 2;
     rc = kvs_create(o.type, &s);
@@ -301,17 +314,33 @@ int main(int argc, char **argv)
                 kvs_last_error());
         return 1;
     }
+    if (o.compression && (rc = kvs_set_gradient_compression(s, o.compression)) != 0) {
+        fprintf(stderr, "kvs-bench: kvs_set_gradient_compression: %s: %s\n", kvs_errname(rc),
+                kvs_last_error());
+        return 1;
+    }
+    /* sums of compressed pushes or weights of an optimizer: not checked */
+    bool unchecked = o.optimizer || o.compression;
     int rank = kvs_rank(s), W = kvs_num_workers(s), S = kvs_num_servers(s);
     int wsum = W * (W + 1) / 2;
+    /* dist_sync: a key holds its last round's sum.  dist_async: every push is
+     * added as it arrives, and what is guaranteed is the total once every
+     * push has been answered (a barrier later): each worker pushes its value
+     * and its negation in turn (an even count per op, padded after the timed
+     * loop), so after each op the key holds again rank 0's initial value plus
+     * the first push of every worker, checked exactly; values pulled while
+     * other workers push are not checked. */
+    bool async = !strcmp(o.type, "dist_async");
     if (rank == 0) {
         if (o.json)
             printf("{\"workers\": %d, \"servers\": %d, \"type\": \"%s\", \"results\": [", W, S,
                    o.type);
         else
-            printf("kvs-bench: %d worker(s), %d server(s), store %s%s%s\n"
+            printf("kvs-bench: %d worker(s), %d server(s), store %s%s%s%s%s\n"
                    "%-9s %-8s %-9s %6s %10s %10s %9s %9s  %s\n",
                    W, S, o.type, o.optimizer ? ", optimizer " : "",
-                   o.optimizer ? o.optimizer : "", "size", "dtype", "op", "iters", "median_ms", "p99_ms",
+                   o.optimizer ? o.optimizer : "", o.compression ? ", compression " : "",
+                   o.compression ? o.compression : "", "size", "dtype", "op", "iters", "median_ms", "p99_ms",
                    "GB/s", "agg_GB/s", "check");
     }
     uint64_t key = 1000;
@@ -326,14 +355,16 @@ int main(int argc, char **argv)
             void *val = aligned_alloc(64, (bytes + 63) & ~63ull);
             void *out = aligned_alloc(64, (bytes + 63) & ~63ull);
             void *exp = aligned_alloc(64, (bytes + 63) & ~63ull);
-            if (!val || !out || !exp) {
+            void *neg = aligned_alloc(64, (bytes + 63) & ~63ull);
+            if (!val || !out || !exp || !neg) {
                 fprintf(stderr, "kvs-bench: out of memory for %llu bytes\n",
                         (unsigned long long)bytes);
                 return 1;
             }
             for (uint64_t i = 0; i < count; i++) {
                 put(val, dt, i, pushed_value(rank, i));
-                put(exp, dt, i, wsum * (int)(i % 5 + 1));
+                put(neg, dt, i, -pushed_value(rank, i));
+                put(exp, dt, i, (async ? 1 + wsum : wsum) * (int)(i % 5 + 1));
             }
             memset(out, 0, bytes);
             int iters = o.iters;
@@ -347,6 +378,8 @@ int main(int argc, char **argv)
                 return 1;
             }
             kvs_array v = {val, count, dt, KVS_CPU}, ov = {out, count, dt, KVS_CPU};
+            kvs_array nv = {neg, count, dt, KVS_CPU};
+            uint64_t npush = 0; /* async: pushes since the first (v, nv, v, ...) */
             key++;
             rc = kvs_init(s, 1, &key, &v);
             /* one push so pulls see the job's sum */
@@ -376,13 +409,16 @@ int main(int argc, char **argv)
                     for (int oi = o0; oi < o1; oi++) {
                         int op = o.ops[oi];
                         kvs_array ovk = {outs[o.interleave ? oi : 0], count, dt, KVS_CPU};
+                        const kvs_array *pv = async && npush % 2 ? &nv : &v;
                         uint64_t t0 = clock_ns();
                         if (op == OP_PUSH)
-                            rc = kvs_push(s, 1, &key, &v, 0);
+                            rc = kvs_push(s, 1, &key, pv, 0);
                         else if (op == OP_PULL)
                             rc = kvs_pull(s, 1, &key, &ovk, 0);
                         else
-                            rc = kvs_pushpull(s, 1, &key, &v, &ovk, 0);
+                            rc = kvs_pushpull(s, 1, &key, pv, &ovk, 0);
+                        if (op != OP_PULL)
+                            npush++;
                         if (!rc)
                             rc = kvs_wait(s, key);
                         uint64_t t1 = clock_ns();
@@ -394,11 +430,34 @@ int main(int argc, char **argv)
                         if (it >= 0)
                             lat[(size_t)oi * (size_t)iters + (size_t)it] = (double)(t1 - t0) / 1e6;
                     }
+                if (async) {
+                    /* back to the checked total: an even count of pushes,
+                     * then every worker's answered (the barrier) */
+                    if (npush % 2) {
+                        rc = kvs_push(s, 1, &key, &nv, 0);
+                        if (!rc)
+                            rc = kvs_wait(s, key);
+                        npush++;
+                    }
+                    if (!rc)
+                        rc = kvs_barrier(s);
+                    if (rc) {
+                        fprintf(stderr, "kvs-bench: worker %d: async check: %s: %s\n", rank,
+                                kvs_errname(rc), kvs_last_error());
+                        return 1;
+                    }
+                }
                 for (int oi = o0; oi < o1; oi++) {
                     int op = o.ops[oi];
                     void *ob = outs[o.interleave ? oi : 0];
                     uint64_t bad = UINT64_MAX;
-                    if (op != OP_PUSH) {
+                    if (async) {
+                        kvs_array ovb = {ob, count, dt, KVS_CPU};
+                        rc = kvs_pull(s, 1, &key, &ovb, 0);
+                        if (!rc)
+                            rc = kvs_wait(s, key);
+                        bad = rc ? 0 : check(ob, exp, dt, count);
+                    } else if (op != OP_PUSH) {
                         bad = check(ob, exp, dt, count);
                     } else {
                         rc = kvs_pull(s, 1, &key, &ov, 0);
@@ -408,9 +467,9 @@ int main(int argc, char **argv)
                         memset(out, 0, bytes);
                     }
                     memset(ob, 0, bytes);
-                    if (o.optimizer)
-                        bad = UINT64_MAX - 1; /* weights, not sums: not checked */
-                    if (bad != UINT64_MAX && !o.optimizer) {
+                    if (unchecked)
+                        bad = UINT64_MAX - 1;
+                    if (bad != UINT64_MAX && !unchecked) {
                         failures++;
                         fprintf(stderr, "kvs-bench: worker %d: %s %s %llu bytes: wrong value at "
                                 "element %llu\n", rank, kvs_dtype_name(dt), op_names[op],
@@ -437,12 +496,12 @@ int main(int argc, char **argv)
                                    first ? "" : ",", (unsigned long long)bytes,
                                    kvs_dtype_name(dt), op_names[op], iters, med, p99, gbs,
                                    gbs * W,
-                                   bad == UINT64_MAX ? "true" : o.optimizer ? "null" : "false");
+                                   bad == UINT64_MAX ? "true" : unchecked ? "null" : "false");
                         else
                             printf("%-9s %-8s %-9s %6d %10.3f %10.3f %9.3f %9.3f  %s\n", sz,
                                    kvs_dtype_name(dt), op_names[op], iters, med, p99, gbs,
                                    gbs * W,
-                                   bad == UINT64_MAX ? "ok" : o.optimizer ? "-" : "WRONG");
+                                   bad == UINT64_MAX ? "ok" : unchecked ? "-" : "WRONG");
                         fflush(stdout);
                         first = 0;
                     }
@@ -454,6 +513,7 @@ int main(int argc, char **argv)
             free(val);
             free(out);
             free(exp);
+            free(neg);
         }
     }
     if (rank == 0 && o.json)

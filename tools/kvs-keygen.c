@@ -1,6 +1,6 @@
 /* kvs-keygen - make a CURVE key pair for one node of a job that uses key
  * files (KVS_CURVE_SERVER_KEY, KVS_CURVE_CLIENT_KEY, KVS_CURVE_AUTHORIZED;
- * README, Security).
+ * docs/guide/security.md).
  *
  *   kvs-keygen [--role worker|server|listener] [--force] NAME
  *   kvs-keygen --help | --version

@@ -1,8 +1,9 @@
 /* kvs-topo - print link topologies, plan reduction trees, score tree sets.
  *
- *   kvs-topo plan   [--topologies FILE.json] [--mode kl|backtrack] [--penalty P]
- *                   [--reference] [--effort PCT] [--json]
- *   kvs-topo score  --topologies FILE.json --trees TREES.json [--json]
+ *   kvs-topo plan   [--topologies FILE] [--mode kl|backtrack] [--penalty P]
+ *                   [--one-tree | --reference] [--max-trees K] [--effort PCT] [--json]
+ *   kvs-topo score  --topologies FILE --trees PLAN.json [--json]
+ *   kvs-topo parse-smi FILE
  *   kvs-topo detect [--raw] [--json]
  *   kvs-topo gen    --n N [--count K] [--density D] [--seed S] [--weights W1,W2,...]
  *
@@ -19,6 +20,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <sodium.h>
+
 #include "common/config.h"
 #include "tree/tree.h"
 #include "tree/json.h"
@@ -26,13 +29,17 @@
 static void usage(FILE *f)
 {
     fputs("usage:\n"
-          "  kvs-topo plan   [--topologies FILE.json] [--mode kl|backtrack] [--penalty P]\n"
-          "                  [--reference] [--effort PCT] [--json]\n"
-          "  kvs-topo score  --topologies FILE.json --trees TREES.json [--json]\n"
+          "  kvs-topo plan   [--topologies FILE] [--mode kl|backtrack] [--penalty P]\n"
+          "                  [--one-tree | --reference] [--max-trees K] [--effort PCT] [--json]\n"
+          "  kvs-topo score  --topologies FILE --trees PLAN.json [--json]\n"
+          "  kvs-topo parse-smi FILE      (`nvidia-smi topo -m` text -> KVS_TOPOLOGY string)\n"
           "  kvs-topo detect [--raw] [--json]\n"
           "  kvs-topo gen    --n N [--count K] [--density D] [--seed S] [--weights 1,2,3]\n"
+          "FILE: {\"topologies\": [...]} JSON, a matrix, or `nvidia-smi topo -m` text.\n"
           "Without --topologies, plan reads the matrix from KVS_TOPOLOGY\n"
-          "(rows separated by ';', weights by ',', e.g. \"0,2,2;2,0,3;2,3,0\").\n",
+          "(rows separated by ';', weights by ',', e.g. \"0,2,2;2,0,3;2,3,0\"; or @FILE).\n"
+          "plan: weighted trees (several per root) by default; --one-tree: one tree per\n"
+          "root (the v1 planner); --reference: the MXNet-like planner.\n",
           f);
 }
 
@@ -49,8 +56,8 @@ static uint64_t rng(uint64_t *s) /* xorshift64* */
 static double now_ms(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 static int bad_arg(const char *flag, const char *v, const char *want)
@@ -59,18 +66,75 @@ static int bad_arg(const char *flag, const char *v, const char *want)
     return 2;
 }
 
+/* getopt_long stopped at argv[optind - 1] (opterr = 0): unknown, or its
+ * value is missing. */
+static int bad_option(char **argv)
+{
+    fprintf(stderr, "kvs-topo %s: '%s': unknown option or missing value\n", argv[1],
+            argv[optind - 1]);
+    usage(stderr);
+    return 2;
+}
+
+static int extra_arg(char **argv, int i)
+{
+    fprintf(stderr, "kvs-topo %s: unexpected argument '%s'\n", argv[1], argv[i]);
+    usage(stderr);
+    return 2;
+}
+
+/* The environment (KVS_TOPOLOGY and the planner's variables), loaded once;
+ * a value that does not parse ends the program (exit 2). */
+static const cfg *env_cfg(void)
+{
+    static cfg c;
+    static bool loaded;
+    char err[512];
+    if (!loaded) {
+        if (cfg_load(&c, false, err, sizeof err) != 0) {
+            fprintf(stderr, "kvs-topo: %s\n", err);
+            exit(2);
+        }
+        loaded = true;
+    }
+    return &c;
+}
+
+/* A JSON file starts with '{' (after blanks); anything else is a matrix or
+ * `nvidia-smi topo -m` text. */
+static bool is_json_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    int c = ' ';
+    if (f == NULL)
+        return true; /* the JSON reader names the file and the error */
+    while (c == ' ' || c == '\t' || c == '\n' || c == '\r')
+        c = fgetc(f);
+    fclose(f);
+    return c == '{';
+}
+
 static int load_topos(const char *path, tree_topo **list, int *count)
 {
-    char err[512];
+    char err[1024];
     int rc;
-    if (path != NULL) {
+    if (path != NULL && !is_json_file(path)) {
+        /* a matrix or `nvidia-smi topo -m` text */
+        *list = calloc(1, sizeof **list);
+        if (*list == NULL)
+            return 1;
+        rc = tree_topo_load_file(path, NULL, *list, err, sizeof err);
+        if (rc != 0)
+            free(*list);
+        *count = 1;
+    } else if (path != NULL) {
         rc = tree_topo_load_json(path, list, count, err, sizeof err);
     } else {
         bool found;
         *list = calloc(1, sizeof **list);
         if (*list == NULL)
             return 1;
-        rc = tree_topo_from_env(*list, &found, err, sizeof err);
+        rc = tree_topo_from_spec(env_cfg()->topology, *list, &found, err, sizeof err);
         if (rc == 0 && !found) {
             fprintf(stderr, "kvs-topo: no --topologies FILE and KVS_TOPOLOGY is not set\n");
             free(*list);
@@ -103,21 +167,99 @@ static void print_matrix_json(FILE *f, const tree_topo *t)
 
 /* ------------------------------------------------------------------- plan */
 
+/* SHA-256 of the matrix as a KVS_TOPOLOGY string: rows joined by ';',
+ * weights by ',', each weight printed with %.17g. */
+static void matrix_sha256(const tree_topo *t, char hex[65])
+{
+    crypto_hash_sha256_state st;
+    unsigned char h[crypto_hash_sha256_BYTES];
+    char buf[64];
+    crypto_hash_sha256_init(&st);
+    for (int i = 0; i < t->n; i++)
+        for (int j = 0; j < t->n; j++) {
+            int k = snprintf(buf, sizeof buf, "%s%.17g", j ? "," : (i ? ";" : ""),
+                             tree_w(t, i, j));
+            crypto_hash_sha256_update(&st, (const unsigned char *)buf, (unsigned long long)k);
+        }
+    crypto_hash_sha256_final(&st, h);
+    for (size_t i = 0; i < sizeof h; i++)
+        snprintf(hex + 2 * i, 3, "%02x", h[i]);
+}
+
+static void print_plan_json(const tree_topo *t, const tree_opts *o, const char *kind,
+                            const tree_wplan *p, int rc, const char *err, double ms, int k)
+{
+    char hex[65];
+    double lb = 0;
+    char berr[256];
+    tree_edge edges[TREE_MAX_N];
+    matrix_sha256(t, hex);
+    printf("%s\n {\"topology\": ", k ? "," : "");
+    tj_print_str(stdout, t->name);
+    printf(", \"n\": %d, \"matrix_sha256\": \"%s\", \"mode\": \"%s\", \"ok\": %s, \"error\": ",
+           t->n, hex, o->mode == TREE_MODE_KL ? "kl" : "backtrack", rc == 0 ? "true" : "false");
+    tj_print_str(stdout, rc == 0 ? "" : err);
+    printf(", \"time_ms\": %.3f, \"load\": ", ms);
+    if (rc == 0 && isfinite(tree_wplan_load(t, p)))
+        printf("%.17g", tree_wplan_load(t, p));
+    else
+        printf("null");
+    printf(", \"lb_frac\": ");
+    if (tree_frac_bound(t, &lb, NULL, berr, sizeof berr) == 0)
+        printf("%.17g", lb);
+    else
+        printf("null");
+    printf(", \"denominator\": %u, \"options\": {\"planner\": \"%s\", \"penalty\": %.17g, "
+           "\"effort\": %llu, \"max_trees\": %d}, \"trees\": [",
+           rc == 0 ? p->denominator : 0, kind, o->penalty, (unsigned long long)o->effort,
+           o->max_trees > 0 ? o->max_trees : 4 * t->n);
+    for (int i = 0; rc == 0 && i < p->ntrees; i++) {
+        int ne = tree_wplan_edges(p, i, edges);
+        printf("%s{\"root\": %d, \"parts\": %u, \"weight\": %.17g, \"edges\": [", i ? ", " : "",
+               p->root[i], p->parts[i], (double)p->parts[i] / p->denominator);
+        for (int e = 0; e < ne; e++)
+            printf("%s[%d, %d, %d]", e ? ", " : "", edges[e].parent, edges[e].child,
+                   edges[e].round);
+        printf("]}");
+    }
+    printf("]}");
+}
+
+static void print_plan_text(const tree_topo *t, const tree_opts *o, const char *kind,
+                            const tree_wplan *p, int rc, const char *err, double ms)
+{
+    double lb = 0;
+    char berr[256];
+    printf("== %s (%d GPUs, %s, %s): ", t->name[0] ? t->name : "(unnamed)", t->n,
+           o->mode == TREE_MODE_KL ? "kl" : "backtrack", kind);
+    if (rc != 0) {
+        printf("FAILED: %s\n", err);
+        return;
+    }
+    tree_frac_bound(t, &lb, NULL, berr, sizeof berr);
+    printf("%.3f ms, %d trees, %d rounds, load %g, bound %g (%.4fx)\n", ms, p->ntrees, p->rounds,
+           tree_wplan_load(t, p), lb, lb > 0 ? tree_wplan_load(t, p) / lb : 0.0);
+    for (int i = 0; i < p->ntrees; i++) {
+        printf("tree %d: root GPU %d, parts %u/%u, parents", i, p->root[i], p->parts[i],
+               p->denominator);
+        for (int v = 0; v < p->n; v++)
+            printf(" %d", p->parent[(size_t)i * (size_t)p->n + (size_t)v]);
+        printf("\n");
+    }
+}
+
 static int cmd_plan(int argc, char **argv)
 {
     const char *path = NULL;
-    bool json = false, reference = false;
+    bool json = false, reference = false, one = false;
     tree_opts o;
     char err[512];
     tree_topo *topos = NULL;
     int count = 0, rc, failed = 0;
-    tree_edge edges[TREE_MAX_N];
-    if ((rc = tree_opts_from_env(&o, err, sizeof err)) != 0) {
-        fprintf(stderr, "kvs-topo: %s\n", err);
-        return 2;
-    }
+    tree_opts_from_cfg(&o, env_cfg());
     static const struct option longopts[] = {
         {"json", no_argument, NULL, 'j'},          {"reference", no_argument, NULL, 'r'},
+        {"one-tree", no_argument, NULL, '1'},      {"max-trees", required_argument, NULL, 'x'},
         {"topologies", required_argument, NULL, 't'}, {"mode", required_argument, NULL, 'm'},
         {"penalty", required_argument, NULL, 'p'},  {"effort", required_argument, NULL, 'e'},
         {NULL, 0, NULL, 0}};
@@ -129,7 +271,15 @@ static int cmd_plan(int argc, char **argv)
         switch (ch) {
         case 'j': json = true; break;
         case 'r': reference = true; break;
+        case '1': one = true; break;
         case 't': path = optarg; break;
+        case 'x': {
+            long m = strtol(optarg, &end, 10);
+            if (*end || end == optarg || m < 1 || m > 4 * TREE_MAX_N)
+                return bad_arg("--max-trees", optarg, "an integer in 1..256");
+            o.max_trees = (int)m;
+            break;
+        }
         case 'm':
             if (!strcmp(optarg, "kl"))
                 o.mode = TREE_MODE_KL;
@@ -151,60 +301,43 @@ static int cmd_plan(int argc, char **argv)
             break;
         }
         default:
-            usage(stderr);
-            return 2;
+            return bad_option(argv);
         }
     }
-    if (optind < argc) {
-        usage(stderr);
-        return 2;
-    }
+    if (optind < argc)
+        return extra_arg(argv, optind);
     if ((rc = load_topos(path, &topos, &count)) != 0)
         return rc;
+    const char *kind = reference ? "reference" : one ? "one-tree" : "weighted";
     if (json)
-        printf("{\"results\": [");
+        printf("{\"format\": \"kvs-tree-plan-v2\", \"results\": [");
     for (int k = 0; k < count; k++) {
         const tree_topo *t = &topos[k];
-        tree_set s;
+        tree_wplan p;
         double t0 = now_ms(), ms;
+        memset(&p, 0, sizeof p);
         err[0] = '\0';
-        rc = reference ? tree_plan_mxnet_like(t, &o, &s, err, sizeof err)
-                       : tree_plan(t, &o, &s, err, sizeof err);
+        if (reference || one) {
+            tree_set s;
+            rc = reference ? tree_plan_mxnet_like(t, &o, &s, err, sizeof err)
+                           : tree_plan(t, &o, &s, err, sizeof err);
+            if (rc == 0) {
+                rc = tree_wplan_from_set(&s, &p);
+                tree_set_fini(&s);
+                if (rc != 0)
+                    snprintf(err, sizeof err, "out of memory");
+            }
+        } else {
+            rc = tree_plan_weighted(t, &o, &p, err, sizeof err);
+        }
         ms = now_ms() - t0;
         if (rc != 0)
             failed++;
-        if (json) {
-            printf("%s\n {\"topology\": ", k ? "," : "");
-            tj_print_str(stdout, t->name);
-            printf(", \"mode\": \"%s\", \"ok\": %s, \"error\": ",
-                   o.mode == TREE_MODE_KL ? "kl" : "backtrack", rc == 0 ? "true" : "false");
-            tj_print_str(stdout, rc == 0 ? "" : err);
-            printf(", \"time_ms\": %.3f, \"trees\": [", ms);
-            for (int r = 0; rc == 0 && r < t->n; r++) {
-                int ne = tree_set_edges(&s, r, edges);
-                printf("%s{\"root\": %d, \"edges\": [", r ? ", " : "", r);
-                for (int e = 0; e < ne; e++)
-                    printf("%s[%d, %d, %d]", e ? ", " : "", edges[e].parent, edges[e].child,
-                           edges[e].round);
-                printf("]}");
-            }
-            printf("]}");
-        } else {
-            printf("== %s (%d GPUs, %s%s): ", t->name[0] ? t->name : "(unnamed)", t->n,
-                   o.mode == TREE_MODE_KL ? "kl" : "backtrack", reference ? ", reference" : "");
-            if (rc != 0) {
-                printf("FAILED: %s\n", err);
-            } else {
-                tree_score sc;
-                tree_score_compute(t, &s, &sc);
-                printf("%.3f ms, %d rounds, reduce_load_time %g, bottleneck sum %g, directed "
-                       "congestion %d\n",
-                       ms, sc.rounds, sc.reduce_load_time, sc.bottleneck_sum, sc.congestion);
-                tree_set_print(t, &s, stdout);
-            }
-        }
-        if (rc == 0)
-            tree_set_fini(&s);
+        if (json)
+            print_plan_json(t, &o, kind, &p, rc, err, ms, k);
+        else
+            print_plan_text(t, &o, kind, &p, rc, err, ms);
+        tree_wplan_fini(&p);
     }
     if (json)
         printf("\n]}\n");
@@ -222,51 +355,105 @@ static int int_of(const tj_val *v, int *out)
     return 0;
 }
 
-/* Fill s from one result object; 0, or -1 with err. */
-static int read_trees(const tj_val *res, tree_set *s, char *err, size_t errlen)
+/* Fill *p from one result object (format v2: trees with "parts" and the
+ * result's "denominator"; v1: one tree per root without parts, each 1/n).
+ * 0, or -1 with err (p is then finished). */
+static int read_plan(const tj_val *res, int n, tree_wplan *p, char *err, size_t errlen)
 {
     const tj_val *ok = tj_get(res, "ok"), *trees = tj_get(res, "trees"), *e;
-    bool seen[TREE_MAX_N] = {false};
     tree_edge edges[TREE_MAX_N];
+    int nt, den = n, with_parts = -1, count[TREE_MAX_N] = {0};
+    memset(p, 0, sizeof *p);
     if (ok != NULL && ok->type == TJ_FALSE) {
         e = tj_get(res, "error");
         snprintf(err, errlen, "planner failed: %s", e && e->type == TJ_STR ? e->str : "");
         return -1;
     }
-    if (trees == NULL || trees->type != TJ_ARR) {
-        snprintf(err, errlen, "\"trees\" missing or not an array");
+    if (trees == NULL || trees->type != TJ_ARR || trees->len < 1 ||
+        trees->len > (size_t)64 * TREE_MAX_N) {
+        snprintf(err, errlen, "\"trees\" missing, empty, not an array or more than %d",
+                 64 * TREE_MAX_N);
         return -1;
     }
-    for (size_t i = 0; i < trees->len; i++) {
+    nt = (int)trees->len;
+    for (int i = 0; i < nt; i++) {
+        int has = tj_get(&trees->items[i], "parts") != NULL;
+        if (with_parts >= 0 && has != with_parts) {
+            snprintf(err, errlen, "trees[%d]: \"parts\" on some trees only", i);
+            return -1;
+        }
+        with_parts = has;
+    }
+    if (with_parts) {
+        e = tj_get(res, "denominator");
+        if (int_of(e, &den) != 0 || den < 1) {
+            snprintf(err, errlen, "\"denominator\" missing or not a positive integer");
+            return -1;
+        }
+    }
+    if (tree_wplan_init(p, n, nt, (uint32_t)den) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < nt; i++) {
         const tj_val *tr = &trees->items[i], *ev = tj_get(tr, "edges");
-        int root, ne;
-        if (int_of(tj_get(tr, "root"), &root) != 0 || root < 0 || root >= s->n) {
-            snprintf(err, errlen, "trees[%zu]: \"root\" missing or not in 0..%d", i, s->n - 1);
-            return -1;
+        int root, ne, parts = 1, *par = p->parent + (size_t)i * (size_t)n, *rnd = p->round + (size_t)i * (size_t)n;
+        if (int_of(tj_get(tr, "root"), &root) != 0 || root < 0 || root >= n) {
+            snprintf(err, errlen, "trees[%d]: \"root\" missing or not in 0..%d", i, n - 1);
+            goto fail;
         }
-        if (seen[root]) {
-            snprintf(err, errlen, "two trees with root %d", root);
-            return -1;
+        if (with_parts && (int_of(tj_get(tr, "parts"), &parts) != 0 || parts < 1)) {
+            snprintf(err, errlen, "trees[%d]: \"parts\" is not a positive integer", i);
+            goto fail;
         }
-        seen[root] = true;
-        if (ev == NULL || ev->type != TJ_ARR || ev->len > (size_t)s->n - 1) {
-            snprintf(err, errlen, "tree %d: \"edges\" missing, not an array or more than %d",
-                     root, s->n - 1);
-            return -1;
+        if (!with_parts && count[root] > 0) {
+            snprintf(err, errlen, "two trees with root %d (and no \"parts\")", root);
+            goto fail;
+        }
+        count[root]++;
+        p->root[i] = root;
+        p->parts[i] = (uint32_t)parts;
+        par[root] = -1;
+        if (ev == NULL || ev->type != TJ_ARR || ev->len > (size_t)n - 1) {
+            snprintf(err, errlen, "trees[%d]: \"edges\" missing, not an array or more than %d", i,
+                     n - 1);
+            goto fail;
         }
         ne = (int)ev->len;
         for (int k = 0; k < ne; k++) {
             const tj_val *x = &ev->items[k];
             if (x->type != TJ_ARR || x->len != 3 || int_of(&x->items[0], &edges[k].parent) ||
                 int_of(&x->items[1], &edges[k].child) || int_of(&x->items[2], &edges[k].round)) {
-                snprintf(err, errlen, "tree %d: edges[%d] is not [parent, child, round]", root, k);
-                return -1;
+                snprintf(err, errlen, "trees[%d]: edges[%d] is not [parent, child, stage]", i, k);
+                goto fail;
             }
+            if (edges[k].parent < 0 || edges[k].parent >= n || edges[k].child < 0 ||
+                edges[k].child >= n || edges[k].child == root) {
+                snprintf(err, errlen, "trees[%d]: edges[%d] [%d, %d, %d]: GPU out of 0..%d or the root as child",
+                         i, k, edges[k].parent, edges[k].child, edges[k].round, n - 1);
+                goto fail;
+            }
+            if (par[edges[k].child] != -2) {
+                snprintf(err, errlen, "trees[%d]: GPU %d is reached more than once", i,
+                         edges[k].child);
+                goto fail;
+            }
+            par[edges[k].child] = edges[k].parent;
+            rnd[edges[k].child] = edges[k].round;
+            if (edges[k].round > p->rounds)
+                p->rounds = edges[k].round;
         }
-        if (tree_set_from_edges(s, root, edges, ne, err, errlen) != 0)
-            return -1;
     }
+    if (!with_parts)
+        for (int r = 0; r < n; r++)
+            if (count[r] != 1) {
+                snprintf(err, errlen, "no tree with root %d", r);
+                goto fail;
+            }
     return 0;
+fail:
+    tree_wplan_fini(p);
+    return -1;
 }
 
 static int cmd_score(int argc, char **argv)
@@ -292,11 +479,13 @@ static int cmd_score(int argc, char **argv)
         case 't': tpath = optarg; break;
         case 's': spath = optarg; break;
         default:
-            usage(stderr);
-            return 2;
+            return bad_option(argv);
         }
     }
-    if (spath == NULL || optind < argc) {
+    if (optind < argc)
+        return extra_arg(argv, optind);
+    if (spath == NULL) {
+        fprintf(stderr, "kvs-topo score: --trees TREES.json is required\n");
         usage(stderr);
         return 2;
     }
@@ -313,7 +502,8 @@ static int cmd_score(int argc, char **argv)
     }
     results = tj_get(doc, "results");
     if (results == NULL || results->type != TJ_ARR) {
-        fprintf(stderr, "kvs-topo: %s: expected {\"results\": [...]}\n", spath);
+        fprintf(stderr, "kvs-topo: %s: expected {\"format\": \"kvs-tree-plan-v2\", "
+                        "\"results\": [...]}\n", spath);
         tj_free(doc);
         tree_topo_list_free(topos, count);
         return 1;
@@ -321,65 +511,101 @@ static int cmd_score(int argc, char **argv)
     if (json)
         printf("{\"scores\": [");
     else
-        printf("%-20s %-5s %7s %6s %14s %10s %16s  %s\n", "topology", "valid", "nonlink",
-               "rounds", "bottleneck_sum", "congestion", "reduce_load_time", "bottlenecks");
+        printf("%-24s %-5s %6s %6s %14s %14s %8s  %s\n", "topology", "valid", "trees", "rounds",
+               "load", "lb_frac", "ratio", "error");
     for (size_t i = 0; i < results->len; i++) {
         const tj_val *res = &results->items[i], *name = tj_get(res, "topology");
         const tree_topo *t = NULL;
-        tree_set s;
-        tree_score sc;
-        memset(&sc, 0, sizeof sc);
+        tree_wplan p;
+        bool valid = false;
+        double load = INFINITY, lb = 0;
+        char msg[512] = "";
+        memset(&p, 0, sizeof p);
         for (int k = 0; k < count && t == NULL; k++)
             if (name != NULL && name->type == TJ_STR && !strcmp(name->str, topos[k].name))
                 t = &topos[k];
         if (t == NULL && i < (size_t)count && (name == NULL || name->type != TJ_STR))
             t = &topos[i];
         if (t == NULL) {
-            snprintf(sc.error, sizeof sc.error, "no such topology in the topologies file");
-        } else if (tree_set_init(&s, t->n) != 0) {
-            snprintf(sc.error, sizeof sc.error, "out of memory");
+            snprintf(msg, sizeof msg, "no such topology in the topologies file");
+        } else if (read_plan(res, t->n, &p, err, sizeof err) != 0) {
+            snprintf(msg, sizeof msg, "%s", err);
         } else {
-            if (read_trees(res, &s, err, sizeof err) == 0) {
-                tree_score_compute(t, &s, &sc);
-            } else {
-                memset(&sc, 0, sizeof sc);
-                snprintf(sc.error, sizeof sc.error, "%.255s", err);
-            }
-            tree_set_fini(&s);
+            valid = tree_wplan_validate(t, &p, msg, sizeof msg) == 0;
+            load = tree_wplan_load(t, &p);
         }
-        if (!sc.valid)
+        if (t != NULL && tree_frac_bound(t, &lb, NULL, err, sizeof err) != 0)
+            lb = 0;
+        if (!valid)
             bad++;
         const char *nm = name && name->type == TJ_STR ? name->str : (t ? t->name : "?");
         if (json) {
             printf("%s\n {\"topology\": ", i ? "," : "");
             tj_print_str(stdout, nm);
-            printf(", \"valid\": %s, \"error\": ", sc.valid ? "true" : "false");
-            tj_print_str(stdout, sc.error);
-            printf(", \"nonlink_edges\": %d, \"rounds\": %d, \"bottlenecks\": [", sc.nonlink_edges,
-                   sc.rounds);
-            for (int r = 0; t != NULL && r < t->n; r++)
-                printf("%s%.17g", r ? ", " : "", sc.bottleneck[r]);
-            printf("], \"bottleneck_sum\": %.17g, \"directed_congestion\": %d, "
-                   "\"reduce_load_time\": ",
-                   sc.bottleneck_sum, sc.congestion);
-            if (isfinite(sc.reduce_load_time))
-                printf("%.17g}", sc.reduce_load_time);
+            printf(", \"valid\": %s, \"error\": ", valid ? "true" : "false");
+            tj_print_str(stdout, msg);
+            printf(", \"trees\": %d, \"rounds\": %d, \"load\": ", p.ntrees, p.rounds);
+            if (isfinite(load))
+                printf("%.17g", load);
+            else
+                printf("null");
+            printf(", \"lb_frac\": %.17g, \"ratio\": ", lb);
+            if (isfinite(load) && lb > 0)
+                printf("%.17g", load / lb);
+            else
+                printf("null");
+            /* reduce_load_time: v1's name of the same quantity */
+            printf(", \"reduce_load_time\": ");
+            if (isfinite(load))
+                printf("%.17g}", load);
             else
                 printf("null}");
         } else {
-            printf("%-20s %-5s %7d %6d %14g %10d %16g  ", nm, sc.valid ? "yes" : "NO",
-                   sc.nonlink_edges, sc.rounds, sc.bottleneck_sum, sc.congestion,
-                   sc.reduce_load_time);
-            for (int r = 0; t != NULL && r < t->n; r++)
-                printf("%s%g", r ? " " : "", sc.bottleneck[r]);
-            printf("%s%s\n", sc.error[0] ? "  error: " : "", sc.error);
+            printf("%-24s %-5s %6d %6d %14g %14g %8.4f  %s\n", nm, valid ? "yes" : "NO", p.ntrees,
+                   p.rounds, load, lb, lb > 0 && isfinite(load) ? load / lb : 0.0, msg);
         }
+        tree_wplan_fini(&p);
     }
     if (json)
         printf("\n]}\n");
     tj_free(doc);
     tree_topo_list_free(topos, count);
     return bad ? 1 : 0;
+}
+
+/* -------------------------------------------------------------- parse-smi */
+
+static int cmd_parse_smi(int argc, char **argv)
+{
+    char err[1024], *text = NULL, *out;
+    size_t len, need;
+    tree_topo t;
+    int rc;
+    if (argc > 3)
+        return extra_arg(argv, 3);
+    if (argc < 3) {
+        fprintf(stderr, "kvs-topo parse-smi: FILE is required\n");
+        usage(stderr);
+        return 2;
+    }
+    if ((rc = tj_read_file(argv[2], &text, &len, err, sizeof err)) == 0)
+        rc = tree_topo_parse_smi(text, len, argv[2], &t, err, sizeof err);
+    free(text);
+    if (rc != 0) {
+        fprintf(stderr, "kvs-topo parse-smi: %s\n", err);
+        return 1;
+    }
+    need = tree_topo_format(&t, NULL, 0);
+    out = malloc(need + 1);
+    if (out == NULL) {
+        tree_topo_fini(&t);
+        return 1;
+    }
+    tree_topo_format(&t, out, need + 1);
+    printf("%s\n", out);
+    free(out);
+    tree_topo_fini(&t);
+    return 0;
 }
 
 /* ----------------------------------------------------------------- detect */
@@ -400,15 +626,12 @@ static int cmd_detect(int argc, char **argv)
         case 'r': raw = true; break;
         case 'j': json = true; break;
         default:
-            usage(stderr);
-            return 2;
+            return bad_option(argv);
         }
     }
-    if (optind < argc) {
-        usage(stderr);
-        return 2;
-    }
-    if (tree_topo_detect(&t, raw, err, sizeof err) != 0) {
+    if (optind < argc)
+        return extra_arg(argv, optind);
+    if (tree_topo_detect(&t, raw, env_cfg()->cuda_plugin, err, sizeof err) != 0) {
         fprintf(stderr, "kvs-topo detect: %s\n", err);
         return 1;
     }
@@ -417,7 +640,15 @@ static int cmd_detect(int argc, char **argv)
         print_matrix_json(stdout, &t);
         printf("]}\n");
     } else {
+        size_t need = tree_topo_format(&t, NULL, 0);
+        char *str = malloc(need + 1);
+        printf("detected: %s\n", t.name);
         tree_topo_print(&t, stdout);
+        if (str != NULL) {
+            tree_topo_format(&t, str, need + 1);
+            printf("KVS_TOPOLOGY=%s\n", str);
+            free(str);
+        }
     }
     tree_topo_fini(&t);
     return 0;
@@ -477,15 +708,13 @@ static int cmd_gen(int argc, char **argv)
             break;
         }
         default:
-            usage(stderr);
-            return 2;
+            return bad_option(argv);
         }
     }
-    if (optind < argc) {
-        usage(stderr);
-        return 2;
-    }
+    if (optind < argc)
+        return extra_arg(argv, optind);
     if (n < 1) {
+        fprintf(stderr, "kvs-topo gen: --n N (1..%d) is required\n", TREE_MAX_N);
         usage(stderr);
         return 2;
     }
@@ -538,6 +767,8 @@ int main(int argc, char **argv)
         return cmd_score(argc, argv);
     if (!strcmp(argv[1], "detect"))
         return cmd_detect(argc, argv);
+    if (!strcmp(argv[1], "parse-smi"))
+        return cmd_parse_smi(argc, argv);
     if (!strcmp(argv[1], "gen"))
         return cmd_gen(argc, argv);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
@@ -548,6 +779,8 @@ int main(int argc, char **argv)
         printf("kvs-topo (kvsd) %s\n", KVS_VERSION_STRING);
         return 0;
     }
+    fprintf(stderr, "kvs-topo: unknown command '%s': expected plan, score, parse-smi, detect or "
+            "gen\n", argv[1]);
     usage(stderr);
     return 2;
 }

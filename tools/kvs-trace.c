@@ -57,9 +57,9 @@ static unsigned long long dropped;
 
 static uint64_t hash_id(int pid, const char *id)
 {
-    uint64_t h = 1469598103934665603ull ^ (uint64_t)pid;
+    uint64_t h = UINT64_C(1469598103934665603) ^ (uint64_t)pid;
     for (const char *p = id; *p; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        h = (h ^ (unsigned char)*p) * UINT64_C(1099511628211);
     return hmap_mix(h);
 }
 

@@ -2,7 +2,7 @@
 # top-level Makefile).
 TRACE_BIN := $(BUILD)/kvs-trace
 BINS += $(TRACE_BIN)
-all: $(TRACE_BIN)
+bin: $(TRACE_BIN)
 
 $(TRACE_BIN): $(call obj,tools/kvs-trace.c) $(LIBKVS_A)
 	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
@@ -10,7 +10,7 @@ $(TRACE_BIN): $(call obj,tools/kvs-trace.c) $(LIBKVS_A)
 # kvs-keygen: CURVE key pairs for jobs with per-node key files.
 KEYGEN_BIN := $(BUILD)/kvs-keygen
 BINS += $(KEYGEN_BIN)
-all: $(KEYGEN_BIN)
+bin: $(KEYGEN_BIN)
 
 $(KEYGEN_BIN): $(call obj,tools/kvs-keygen.c)
 	$(CC) -o $@ $^ $(ALL_LDFLAGS) -lzmq

@@ -77,13 +77,13 @@ typedef struct kl_ctx {
     const double *w;
     int *par;
     long *budget;
+    int max_swaps;  /* per KL pass, 0: until no swap gains */
+    double sw[TREE_MAX_N * TREE_MAX_N]; /* w[a][b] + w[b][a] on usable links, 0 else */
 } kl_ctx;
 
-static double sym(const kl_ctx *c, int a, int b)
+static inline double sym(const kl_ctx *c, int a, int b)
 {
-    const double *w = c->w;
-    int n = c->n;
-    return LINK(a, b) ? W(a, b) + W(b, a) : 0.0;
+    return c->sw[a * c->n + b];
 }
 
 /* Is the set S (flags in in[]) connected over usable links? */
@@ -120,21 +120,23 @@ static int kl_try(kl_ctx *c, const int *S, int m, int s, int b, int bsize)
     bool inB[TREE_MAX_N] = {false}, inA[TREE_MAX_N] = {false}, lock[TREE_MAX_N] = {false};
     int A[TREE_MAX_N], B[TREE_MAX_N], na = 0, nb = 0, saveB[TREE_MAX_N];
     bool okA, okB;
+    double xw[TREE_MAX_N], tot[TREE_MAX_N]; /* weight of v to B, to all of S */
     inB[b] = true;
+    for (int i = 0; i < m; i++) {
+        int v = S[i];
+        xw[v] = sym(c, v, b);
+        tot[v] = 0;
+        for (int j = 0; j < m; j++)
+            tot[v] += sym(c, v, S[j]);
+    }
     for (int k = 1; k < bsize; k++) { /* grow B greedily from b */
         int best = -1;
         double bw = -1;
         for (int i = 0; i < m; i++) {
             int v = S[i];
-            double x = 0, y = 0;
+            double x = xw[v], y = tot[v] - xw[v];
             if (v == s || inB[v])
                 continue;
-            for (int j = 0; j < m; j++) {
-                if (inB[S[j]])
-                    x += sym(c, v, S[j]);
-                else
-                    y += sym(c, v, S[j]);
-            }
             if (x <= 0)
                 continue; /* keep B connected */
             if (best < 0 || x - y > bw) {
@@ -145,21 +147,21 @@ static int kl_try(kl_ctx *c, const int *S, int m, int s, int b, int bsize)
         if (best < 0)
             return -1;
         inB[best] = true;
+        for (int i = 0; i < m; i++)
+            xw[S[i]] += sym(c, S[i], best);
     }
     /* KL passes: swap x in A\{s} with y in B\{b} while the cut drops.
      * D[v] = external - internal weight; gain(x, y) = D[x] + D[y] - 2 w(x, y). */
     for (int pass = 0; pass < 3; pass++) {
         bool improved = false;
+        int swaps = 0;
         memset(lock, 0, sizeof lock);
-        for (;;) {
+        while (c->max_swaps == 0 || swaps++ < c->max_swaps) {
             double D[TREE_MAX_N], bestg = 1e-12;
             int bx = -1, by = -1;
-            for (int i = 0; i < m; i++) {
+            for (int i = 0; i < m; i++) { /* from the weights to B and to all */
                 int x = S[i];
-                D[x] = 0;
-                for (int k = 0; k < m; k++)
-                    if (S[k] != x)
-                        D[x] += inB[S[k]] != inB[x] ? sym(c, x, S[k]) : -sym(c, x, S[k]);
+                D[x] = inB[x] ? tot[x] - 2 * xw[x] : 2 * xw[x] - tot[x];
             }
             for (int i = 0; i < m; i++) {
                 int x = S[i];
@@ -183,6 +185,8 @@ static int kl_try(kl_ctx *c, const int *S, int m, int s, int b, int bsize)
             inB[bx] = true;
             inB[by] = false;
             lock[bx] = lock[by] = true;
+            for (int i = 0; i < m; i++)
+                xw[S[i]] += sym(c, S[i], bx) - sym(c, S[i], by);
             improved = true;
         }
         if (!improved)
@@ -236,7 +240,8 @@ static int kl_rec(kl_ctx *c, const int *S, int m, int s)
         }
         cand[j + 1] = x;
     }
-    /* sizes: balanced first, then outwards */
+    /* sizes: balanced first, then outwards (quick: at most 4 tries) */
+    int tries = 0;
     for (int off = 0; off <= hi - lo; off++) {
         for (int sgn = 0; sgn < 2; sgn++) {
             int bsize = m / 2 + (sgn ? off : -off);
@@ -245,7 +250,7 @@ static int kl_rec(kl_ctx *c, const int *S, int m, int s)
             for (int k = 0; k < nc && k < 3; k++) {
                 if (kl_try(c, S, m, s, cand[k], bsize) == 0)
                     return 0;
-                if (*c->budget < 0)
+                if (*c->budget < 0 || (c->max_swaps > 0 && ++tries >= 4))
                     return -1;
             }
         }
@@ -253,17 +258,30 @@ static int kl_rec(kl_ctx *c, const int *S, int m, int s)
     return -1;
 }
 
-int tree_build_kl(int n, const double *w, int root, int *par, long *budget)
+int tree_build_kl(int n, const double *w, int root, int *par, long *budget, int max_swaps)
 {
     int S[TREE_MAX_N];
-    kl_ctx c = {n, w, par, budget};
+    int rc;
+    kl_ctx *c = malloc(sizeof *c); /* sw: 32 KiB, off the stack */
+    if (c == NULL)
+        return -1;
+    c->n = n;
+    c->w = w;
+    c->par = par;
+    c->budget = budget;
+    c->max_swaps = max_swaps;
+    for (int a = 0; a < n; a++)
+        for (int b = 0; b < n; b++)
+            c->sw[a * n + b] = LINK(a, b) ? W(a, b) + W(b, a) : 0.0;
     for (int i = 0; i < n; i++) {
         S[i] = i;
         par[i] = -1;
     }
     S[0] = root;
     S[root] = 0;
-    return kl_rec(&c, S, n, root);
+    rc = kl_rec(c, S, n, root);
+    free(c);
+    return rc;
 }
 
 /* ------------------------------------------------------------ backtracking */

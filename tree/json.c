@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "tree/tree_int.h"
+#include "tree/json.h"
 
 typedef struct tj_parser {
     const char *s;

@@ -54,11 +54,29 @@ static int ceil_log2(int m)
     return d;
 }
 
+/* Breadth-first tree over usable links (a seed needs no depth search). */
+static void plain_bfs(const tree_topo *t, int root, int *par)
+{
+    int q[TREE_MAX_N], h = 0, tl = 0, n = t->n;
+    for (int v = 0; v < n; v++)
+        par[v] = -2;
+    par[root] = -1;
+    q[tl++] = root;
+    while (h < tl) {
+        int u = q[h++];
+        for (int v = 0; v < n; v++)
+            if (par[v] == -2 && tree_link(t, u, v)) {
+                par[v] = u;
+                q[tl++] = v;
+            }
+    }
+}
+
 /* Per-root construction with the link-usage penalty.  directed: penalise
  * only the reduce direction child -> parent of each edge (full duplex);
  * otherwise both directions (MXNet).  Returns the max depth. */
-static int construct(const tree_topo *t, tree_mode mode, double penalty, bool directed,
-                     tree_set *s)
+int tree_construct(const tree_topo *t, tree_mode mode, double penalty, bool directed,
+                   bool quick, tree_set *s)
 {
     int n = t->n, maxd = 0;
     double *w = malloc(sizeof(double) * (size_t)n * (size_t)n);
@@ -74,15 +92,17 @@ static int construct(const tree_topo *t, tree_mode mode, double penalty, bool di
             break;
         }
         if (mode == TREE_MODE_KL) {
-            long budget = 16L * n;
-            ok = tree_build_kl(n, w, r, par, &budget);
+            long budget = (quick ? 2L : 16L) * n;
+            ok = tree_build_kl(n, w, r, par, &budget, quick ? 2 : 0);
         } else {
             for (int depth = ceil_log2(n); ok != 0 && depth <= ceil_log2(n) + 2; depth++) {
-                long budget = n <= 8 ? 200000L : 80000L / n;
+                long budget = n <= 8 ? 200000L : (quick ? 20000L : 80000L) / n;
                 ok = tree_build_backtrack(n, w, r, depth, par, &budget);
             }
         }
-        if (ok != 0)
+        if (ok != 0 && quick)
+            plain_bfs(t, r, par);
+        else if (ok != 0)
             tree_build_bfs(n, w, r, par);
         d = tree_assign_rounds(n, r, par, s->round + r * n);
         if (d > maxd)
@@ -134,11 +154,11 @@ static int plan_common(const tree_topo *t, const tree_opts *o, tree_set *out, ch
         return rc;
     }
     if (reference) {
-        if (construct(t, o->mode, o->penalty, false, out) < 0)
+        if (tree_construct(t, o->mode, o->penalty, false, false, out) < 0)
             goto oom;
         goto done;
     }
-    if (construct(t, o->mode, o->penalty, true, out) < 0)
+    if (tree_construct(t, o->mode, o->penalty, true, false, out) < 0)
         goto oom;
     if (!o->optimize || n < 3)
         goto done;
@@ -154,7 +174,7 @@ static int plan_common(const tree_topo *t, const tree_opts *o, tree_set *out, ch
     /* second start: the reference construction, optimised too */
     if ((rc = tree_set_init(&cand, n)) != 0)
         goto oom;
-    if (construct(t, o->mode, o->penalty, false, &cand) < 0) {
+    if (tree_construct(t, o->mode, o->penalty, false, false, &cand) < 0) {
         tree_set_fini(&cand);
         goto oom;
     }
@@ -208,14 +228,14 @@ int tree_plan_mxnet_like(const tree_topo *t, const tree_opts *o, tree_set *out, 
 
 /* ------------------------------------------------------------- edge lists */
 
-int tree_set_edges(const tree_set *s, int root, tree_edge *edges)
+static int edges_of(int n, const int *par, const int *rnd, int root, tree_edge *edges)
 {
-    int n = s->n, k = 0;
+    int k = 0;
     for (int v = 0; v < n; v++) {
-        int p = s->parent[root * n + v];
+        int p = par[v];
         if (v == root || p < 0)
             continue;
-        tree_edge e = {p, v, s->round[root * n + v]};
+        tree_edge e = {p, v, rnd[v]};
         int j = k++;
         while (j > 0 && (edges[j - 1].round > e.round ||
                          (edges[j - 1].round == e.round && edges[j - 1].parent > e.parent))) {
@@ -225,6 +245,17 @@ int tree_set_edges(const tree_set *s, int root, tree_edge *edges)
         edges[j] = e;
     }
     return k;
+}
+
+int tree_set_edges(const tree_set *s, int root, tree_edge *edges)
+{
+    return edges_of(s->n, s->parent + root * s->n, s->round + root * s->n, root, edges);
+}
+
+int tree_wplan_edges(const tree_wplan *p, int k, tree_edge *edges)
+{
+    return edges_of(p->n, p->parent + (size_t)k * (size_t)p->n, p->round + (size_t)k * (size_t)p->n, p->root[k],
+                    edges);
 }
 
 int tree_set_from_edges(tree_set *s, int root, const tree_edge *edges, int nedges, char *err,
@@ -261,16 +292,17 @@ int tree_set_from_edges(tree_set *s, int root, const tree_edge *edges, int nedge
 
 /* ----------------------------------------------------------------- drawing */
 
-static void draw(FILE *f, const tree_topo *t, const tree_set *s, int root, int u, int indent)
+/* Tree rooted at root with parent/round rows par, rnd: the subtree of u. */
+static void draw(FILE *f, const tree_topo *t, int n, const int *par, const int *rnd, int root,
+                 int u, int indent)
 {
-    int n = s->n;
     for (int r = 1; r <= n; r++)
         for (int v = 0; v < n; v++) {
-            if (v == root || s->parent[root * n + v] != u || s->round[root * n + v] != r)
+            if (v == root || par[v] != u || rnd[v] != r)
                 continue;
             fprintf(f, "%*s+- round %d -> GPU %d (link %g)\n", indent, "", r, v,
                     tree_w(t, u, v));
-            draw(f, t, s, root, v, indent + 4);
+            draw(f, t, n, par, rnd, root, v, indent + 4);
         }
 }
 
@@ -286,6 +318,21 @@ void tree_set_print(const tree_topo *t, const tree_set *s, void *file)
                 d = s->round[r * s->n + v];
         fprintf(f, "tree %d: root GPU %d, %d rounds, bottleneck %g\n", r, r, d, sc.bottleneck[r]);
         fprintf(f, "  GPU %d\n", r);
-        draw(f, t, s, r, r, 4);
+        draw(f, t, s->n, s->parent + r * s->n, s->round + r * s->n, r, r, 4);
+    }
+}
+
+void tree_wplan_print(const tree_topo *t, const tree_wplan *p, void *file)
+{
+    FILE *f = file;
+    for (int k = 0; k < p->ntrees; k++) {
+        int d = 0, r = p->root[k];
+        for (int v = 0; v < p->n; v++)
+            if (p->round[(size_t)k * (size_t)p->n + (size_t)v] > d)
+                d = p->round[(size_t)k * (size_t)p->n + (size_t)v];
+        fprintf(f, "tree %d: root GPU %d, parts %u/%u, %d rounds\n", k, r, p->parts[k],
+                p->denominator, d);
+        fprintf(f, "  GPU %d\n", r);
+        draw(f, t, p->n, p->parent + (size_t)k * (size_t)p->n, p->round + (size_t)k * (size_t)p->n, r, r, 4);
     }
 }

@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "common/sizes.h"
-#include "reduce/reduce.h"
 #include "tree/tree_int.h"
 
 void tree_slice(uint64_t count, int k, int i, uint64_t *off, uint64_t *len)
@@ -23,25 +22,31 @@ void tree_sched_fini(tree_sched *sc)
     memset(sc, 0, sizeof *sc);
 }
 
-int tree_sched_build(const tree_set *s, int root, unsigned phases, tree_sched *out)
+/* Steps of trees first..last (tree t: parent + t*n, round + t*n, rooted at
+ * roots[t] or t); sliced: step slice = t - first, else 0. */
+static int build(int n, int first, int last, const int *parent, const int *rounds,
+                 const int *roots, bool sliced, unsigned phases, tree_sched *out)
 {
-    int n = s->n, first = root < 0 ? 0 : root, last = root < 0 ? n - 1 : root, R = 0;
-    size_t maxsteps = 2 * (size_t)n * (size_t)n + 1;
-    memset(out, 0, sizeof *out);
-    if (root >= n || root < -1 || (phases & ~(TREE_PHASE_REDUCE | TREE_PHASE_BCAST)) != 0)
+    int R = 0, ntr = last - first + 1;
+    size_t maxsteps = 2 * (size_t)ntr * (size_t)n + 1;
+    if ((phases & ~(TREE_PHASE_REDUCE | TREE_PHASE_BCAST)) != 0)
         return KVS_EINVAL;
-    for (int t = first; t <= last; t++)
+    for (int t = first; t <= last; t++) {
+        int root = roots ? roots[t] : t;
+        if (root < 0 || root >= n)
+            return KVS_EINVAL;
         for (int v = 0; v < n; v++) {
-            int r = s->round[t * n + v], p = s->parent[t * n + v];
-            if (v == t)
+            int r = rounds[(size_t)t * (size_t)n + (size_t)v], p = parent[(size_t)t * (size_t)n + (size_t)v];
+            if (v == root)
                 continue;
             if (r < 1 || r > 63 || p < 0 || p >= n)
                 return KVS_EINVAL;
             if (r > R)
                 R = r;
         }
+    }
     out->n = n;
-    out->nslices = root < 0 ? n : 1;
+    out->nslices = sliced ? ntr : 1;
     out->steps = malloc(maxsteps * sizeof *out->steps);
     out->stage_start = malloc((2 * (size_t)R + 2) * sizeof *out->stage_start);
     if (out->steps == NULL || out->stage_start == NULL) {
@@ -54,17 +59,19 @@ int tree_sched_build(const tree_set *s, int root, unsigned phases, tree_sched *o
             continue;
         for (int k = 0; k < R; k++) {
             int r = phase == 0 ? R - k : k + 1, begin = out->nsteps;
-            for (int t = first; t <= last; t++)
+            for (int t = first; t <= last; t++) {
+                int root = roots ? roots[t] : t;
                 for (int v = 0; v < n; v++) {
-                    int p = s->parent[t * n + v];
-                    if (v == t || s->round[t * n + v] != r)
+                    int p = parent[(size_t)t * (size_t)n + (size_t)v];
+                    if (v == root || rounds[(size_t)t * (size_t)n + (size_t)v] != r)
                         continue;
                     tree_step *st = &out->steps[out->nsteps++];
                     st->op = phase == 0 ? TREE_OP_REDUCE : TREE_OP_COPY;
-                    st->slice = root < 0 ? t : 0;
+                    st->slice = sliced ? t - first : 0;
                     st->src = phase == 0 ? v : p;
                     st->dst = phase == 0 ? p : v;
                 }
+            }
             if (out->nsteps > begin)
                 out->stage_start[out->nstages++] = begin;
         }
@@ -73,40 +80,38 @@ int tree_sched_build(const tree_set *s, int root, unsigned phases, tree_sched *o
     return 0;
 }
 
-/* ------------------------------------------------------------- CPU backend */
-
-static int cpu_copy(void *ctx, int dst, void *dstp, int src, const void *srcp, uint64_t bytes)
+int tree_sched_build(const tree_set *s, int root, unsigned phases, tree_sched *out)
 {
-    (void)ctx;
-    (void)dst;
-    (void)src;
-    if (dstp != srcp && bytes > 0)
-        memcpy(dstp, srcp, bytes);
-    return 0;
+    int n = s->n;
+    memset(out, 0, sizeof *out);
+    if (root >= n || root < -1)
+        return KVS_EINVAL;
+    return build(n, root < 0 ? 0 : root, root < 0 ? n - 1 : root, s->parent, s->round, NULL,
+                 root < 0, phases, out);
 }
 
-static int cpu_reduce(void *ctx, int dst, void *dstp, int src, const void *srcp, kvs_dtype dtype,
-                      uint64_t count)
+int tree_wplan_first(const tree_wplan *p, int root)
 {
-    (void)dst;
-    (void)src;
-    if (count == 0)
-        return 0;
-    return red_add((red_pool *)ctx, dtype, dstp, srcp, count);
+    for (int k = 0; k < p->ntrees; k++)
+        if (p->root[k] == root)
+            return k;
+    return -1;
 }
 
-static int cpu_stage_end(void *ctx)
+int tree_sched_build_plan(const tree_wplan *p, int tree, unsigned phases, uint64_t min_bytes,
+                          tree_sched *out)
 {
-    (void)ctx;
-    return 0;
-}
-
-void tree_backend_cpu(struct red_pool *pool, tree_backend *out)
-{
-    out->ctx = pool;
-    out->copy = cpu_copy;
-    out->reduce = cpu_reduce;
-    out->stage_end = cpu_stage_end;
+    int rc;
+    memset(out, 0, sizeof *out);
+    if (tree >= p->ntrees || tree < -1 || p->ntrees < 1)
+        return KVS_EINVAL;
+    rc = build(p->n, tree < 0 ? 0 : tree, tree < 0 ? p->ntrees - 1 : tree, p->parent, p->round,
+               p->root, tree < 0, phases, out);
+    if (rc == 0 && tree < 0) {
+        out->plan = p;
+        out->min_bytes = min_bytes;
+    }
+    return rc;
 }
 
 /* ---------------------------------------------------------------- executor */
@@ -115,14 +120,29 @@ int tree_exec(const tree_sched *sc, const tree_backend *be, void *const *bufs, k
               uint64_t count)
 {
     size_t es = kvs_dtype_size(dtype);
+    uint64_t *offs = NULL, *lens = NULL;
+    int rc = 0;
     if (es == 0 || bufs == NULL || be == NULL)
         return KVS_EINVAL;
+    if (sc->plan != NULL) { /* weighted: slices by cumulative parts */
+        offs = malloc(sizeof(uint64_t) * (size_t)sc->nslices);
+        lens = malloc(sizeof(uint64_t) * (size_t)sc->nslices);
+        if (offs == NULL || lens == NULL) {
+            rc = KVS_ENOMEM;
+            goto out;
+        }
+        tree_wplan_slices(sc->plan, count, es, sc->min_bytes, offs, lens);
+    }
     for (int g = 0; g < sc->nstages; g++) {
-        int rc;
         for (int i = sc->stage_start[g]; i < sc->stage_start[g + 1]; i++) {
             const tree_step *st = &sc->steps[i];
             uint64_t off, len;
-            tree_slice(count, sc->nslices, st->slice, &off, &len);
+            if (offs != NULL) {
+                off = offs[st->slice];
+                len = lens[st->slice];
+            } else {
+                tree_slice(count, sc->nslices, st->slice, &off, &len);
+            }
             if (len == 0)
                 continue;
             char *d = (char *)bufs[st->dst] + off * es;
@@ -130,12 +150,15 @@ int tree_exec(const tree_sched *sc, const tree_backend *be, void *const *bufs, k
             rc = st->op == TREE_OP_REDUCE ? be->reduce(be->ctx, st->dst, d, st->src, s, dtype, len)
                                           : be->copy(be->ctx, st->dst, d, st->src, s, len * es);
             if (rc != 0)
-                return rc;
+                goto out;
         }
         if ((rc = be->stage_end(be->ctx)) != 0)
-            return rc;
+            goto out;
     }
-    return 0;
+out:
+    free(offs);
+    free(lens);
+    return rc;
 }
 
 int tree_allreduce(const tree_set *s, const tree_opts *o, const tree_backend *be,
@@ -150,6 +173,26 @@ int tree_allreduce(const tree_set *s, const tree_opts *o, const tree_backend *be
     if (!size_mul(count, kvs_dtype_size(dtype), &bytes))
         return KVS_ETOOBIG;
     rc = tree_sched_build(s, split ? -1 : root, TREE_PHASE_REDUCE | TREE_PHASE_BCAST, &sc);
+    if (rc != 0)
+        return rc;
+    rc = tree_exec(&sc, be, bufs, dtype, count);
+    tree_sched_fini(&sc);
+    return rc;
+}
+
+int tree_allreduce_plan(const tree_wplan *p, const tree_opts *o, const tree_backend *be,
+                        void *const *bufs, kvs_dtype dtype, uint64_t count, int root)
+{
+    tree_sched sc;
+    bool split = count > o->array_bound && p->n > 1;
+    int rc, first;
+    uint64_t bytes;
+    if (root < 0 || root >= p->n || (first = tree_wplan_first(p, root)) < 0)
+        return KVS_EINVAL;
+    if (!size_mul(count, kvs_dtype_size(dtype), &bytes))
+        return KVS_ETOOBIG;
+    rc = tree_sched_build_plan(p, split ? -1 : first, TREE_PHASE_REDUCE | TREE_PHASE_BCAST,
+                               o->min_slice, &sc);
     if (rc != 0)
         return rc;
     rc = tree_exec(&sc, be, bufs, dtype, count);

@@ -61,9 +61,9 @@ int tree_topo_parse(const char *s, const char *what, tree_topo *t, char *err, si
         v = strtod(p, &end);
         if (end == p || errno != 0 || !isfinite(v) || v < 0) {
             snprintf(err, errlen,
-                     "%s='%s': expected rows of non-negative numbers separated by ',' and rows "
-                     "separated by ';' (e.g. \"0,2;2,0\"), bad value at row %d column %d",
-                     what, s, rows, col);
+                     "%s: row %d, column %d: '%.*s': expected a non-negative number (weights "
+                     "separated by ',', rows by ';', e.g. \"0,2;2,0\"; or @FILE)",
+                     what, rows, col, (int)(strcspn(p, ",;") < 16 ? strcspn(p, ",;") : 16), p);
             return KVS_EINVAL;
         }
         if (col >= TREE_MAX_N || rows >= TREE_MAX_N) {
@@ -79,8 +79,10 @@ int tree_topo_parse(const char *s, const char *what, tree_topo *t, char *err, si
             continue;
         }
         if (*p != ';' && *p != '\0') {
-            snprintf(err, errlen, "%s='%s': unexpected '%c' at row %d (use ',' and ';')", what,
-                     s, *p, rows);
+            snprintf(err, errlen,
+                     "%s: row %d, column %d: unexpected '%c' after a number (use ',' between "
+                     "weights and ';' between rows)",
+                     what, rows, col - 1, *p);
             return KVS_EINVAL;
         }
         if (cols < 0)
@@ -112,21 +114,6 @@ int tree_topo_parse(const char *s, const char *what, tree_topo *t, char *err, si
     for (int i = 0; i < rows; i++)
         for (int j = 0; j < rows; j++)
             t->w[i * rows + j] = i == j ? 0.0 : vals[i * TREE_MAX_N + j];
-    return 0;
-}
-
-int tree_topo_from_env(tree_topo *t, bool *found, char *err, size_t errlen)
-{
-    const char *v = getenv("KVS_TOPOLOGY");
-    int rc;
-    *found = false;
-    if (v == NULL || *v == '\0')
-        return 0;
-    rc = tree_topo_parse(v, "KVS_TOPOLOGY", t, err, errlen);
-    if (rc != 0)
-        return rc == KVS_ENOMEM ? rc : KVS_ECONFIG;
-    snprintf(t->name, sizeof t->name, "KVS_TOPOLOGY");
-    *found = true;
     return 0;
 }
 
@@ -351,45 +338,23 @@ void tree_opts_default(tree_opts *o)
     o->optimize = true;
     o->effort = 100;
     o->depth_slack = 1;
+    o->weighted = true;
+    o->max_trees = 0;
+    o->min_slice = 262144;
 }
 
-int tree_opts_from_env(tree_opts *o, char *err, size_t errlen)
+void tree_opts_from_cfg(tree_opts *o, const struct cfg *c)
 {
-    bool bt;
-    int rc;
     tree_opts_default(o);
-    if ((rc = cfg_get_bool("MXNET_KVSTORE_TREE_BACKTRACK", false, &bt, err, errlen)) != 0)
-        return rc;
-    o->mode = bt ? TREE_MODE_BACKTRACK : TREE_MODE_KL;
-    if ((rc = cfg_get_double("MXNET_KVSTORE_TREE_LINK_USAGE_PENALTY", 0.7, 1e-6, 1.0,
-                             &o->penalty, err, errlen)) != 0)
-        return rc;
-    if ((rc = cfg_get_bool("MXNET_KVSTORE_LOGTREE", false, &o->log, err, errlen)) != 0)
-        return rc;
-    if ((rc = cfg_get_u64("MXNET_KVSTORE_TREE_ARRAY_BOUND", 10000000, 1, UINT64_MAX,
-                          &o->array_bound, err, errlen)) != 0)
-        return rc;
-    if ((rc = cfg_get_bool("MXNET_ENABLE_GPU_P2P", true, &o->gpu_p2p, err, errlen)) != 0)
-        return rc;
-    if ((rc = cfg_get_bool("KVS_TREE_OPTIMIZE", true, &o->optimize, err, errlen)) != 0)
-        return rc;
-    if ((rc = cfg_get_u64("KVS_TREE_EFFORT", 100, 0, 10000, &o->effort, err, errlen)) != 0)
-        return rc;
-    long long slack;
-    if ((rc = cfg_get_int("KVS_TREE_DEPTH_SLACK", 1, 0, 1, &slack, err, errlen)) != 0)
-        return rc;
-    o->depth_slack = (int)slack;
-    return 0;
-}
-
-int tree_env_check(char *err, size_t errlen)
-{
-    tree_opts o;
-    tree_topo t = {0};
-    bool found;
-    int rc = tree_opts_from_env(&o, err, errlen);
-    if (rc == 0)
-        rc = tree_topo_from_env(&t, &found, err, errlen);
-    tree_topo_fini(&t);
-    return rc;
+    o->mode = c->tree_backtrack ? TREE_MODE_BACKTRACK : TREE_MODE_KL;
+    o->penalty = c->tree_penalty;
+    o->log = c->tree_log;
+    o->array_bound = c->tree_array_bound;
+    o->gpu_p2p = c->gpu_p2p;
+    o->optimize = c->tree_optimize;
+    o->effort = c->tree_effort;
+    o->depth_slack = c->tree_depth_slack;
+    o->weighted = c->tree_weighted;
+    o->max_trees = c->tree_max_trees;
+    o->min_slice = c->tree_min_slice;
 }

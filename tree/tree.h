@@ -35,22 +35,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/topo.h"
 #include "kvs.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define TREE_MAX_N 64       /* GPUs per node the planner accepts */
-#define TREE_NAME_MAX 128   /* topology name, including the NUL */
 
 /* ---------------------------------------------------------------- topology */
-
-typedef struct tree_topo {
-    int n;                      /* GPUs, 1..TREE_MAX_N */
-    double *w;                  /* n*n, row-major, owned; diagonal ignored */
-    char name[TREE_NAME_MAX];   /* "" when unnamed */
-} tree_topo;
+/* (the type, tree_topo, tree_w and tree_link: common/topo.h) */
 
 /* n x n topology with all weights 0.  Returns 0, KVS_EINVAL (n out of range)
  * or KVS_ENOMEM.  Pair with tree_topo_fini(). */
@@ -58,26 +52,37 @@ int tree_topo_init(tree_topo *t, int n);
 /* Releases t->w; safe on a zeroed or already finished topology. */
 void tree_topo_fini(tree_topo *t);
 
-static inline double tree_w(const tree_topo *t, int i, int j)
-{
-    return i == j ? 0.0 : t->w[(size_t)i * (size_t)t->n + (size_t)j];
-}
-
-/* A usable link joins i and j when both directions have weight > 0. */
-static inline bool tree_link(const tree_topo *t, int i, int j)
-{
-    return i != j && tree_w(t, i, j) > 0 && tree_w(t, j, i) > 0;
-}
-
 /* Parse a matrix string: rows separated by ';', weights by ',' (spaces and
  * tabs allowed around numbers), e.g. "0,2,2;2,0,3;2,3,0".  Weights are finite
  * numbers >= 0; the matrix must be square with 1..TREE_MAX_N rows.  what
  * names the source in messages (e.g. "KVS_TOPOLOGY").  Initialises t. */
 int tree_topo_parse(const char *s, const char *what, tree_topo *t, char *err, size_t errlen);
 
-/* KVS_TOPOLOGY: *found = false (and t untouched) when unset or empty;
- * otherwise parses it (KVS_ECONFIG naming the variable when malformed). */
-int tree_topo_from_env(tree_topo *t, bool *found, char *err, size_t errlen);
+/* `nvidia-smi topo -m` text (as printed on a terminal: ANSI escapes, NIC
+ * rows and columns, CPU/NUMA affinity columns are ignored): NV# -> 1 + #,
+ * PIX/PXB/PHB/NODE/SYS -> 1, and MXNet's rule: PCIe pairs become 0 when the
+ * NVLink graph alone is connected.  Errors name what, the line, the row and
+ * column GPU and the entry.  Initialises t. */
+int tree_topo_parse_smi(const char *text, size_t len, const char *what, tree_topo *t, char *err,
+                        size_t errlen);
+
+/* A topology file: `nvidia-smi topo -m` text (when it mentions GPU0) or a
+ * matrix (rows separated by ';' or line breaks, weights by ',').  what names
+ * the source ("KVS_TOPOLOGY" gives "KVS_TOPOLOGY=@path: ..."; NULL: the
+ * path).  Initialises t (named after the path). */
+int tree_topo_load_file(const char *path, const char *what, tree_topo *t, char *err,
+                        size_t errlen);
+
+/* The KVS_TOPOLOGY string of t (rows ';', weights ',', %.17g: integers
+ * without a decimal point) into buf (NUL-terminated, cut to len); returns
+ * the full length (snprintf style). */
+size_t tree_topo_format(const tree_topo *t, char *buf, size_t len);
+
+/* spec: KVS_TOPOLOGY's text (cfg.topology).  *found = false (and t
+ * untouched) when NULL or empty; "@FILE" reads tree_topo_load_file(FILE);
+ * otherwise parses the matrix string (KVS_ECONFIG naming the variable when
+ * malformed). */
+int tree_topo_from_spec(const char *spec, tree_topo *t, bool *found, char *err, size_t errlen);
 
 /* Read {"topologies": [{"name": S, "n": N, "weights": [[...], ...]}, ...]}
  * (strict JSON).  On success *list (array of *count topologies, owned by the
@@ -95,9 +100,15 @@ void tree_topo_list_free(tree_topo *list, int count);
 int tree_topo_from_ranks(int n, const int *rank, tree_topo *t);
 
 /* The matrix of this machine's GPUs through the CUDA runtime (loaded with
- * dlopen, so it works in builds without nvcc).  raw: no MXNet adjustment.
- * KVS_EDEVICE with a message when no CUDA runtime or no GPU is found. */
-int tree_topo_detect(tree_topo *t, bool raw, char *err, size_t errlen);
+ * dlopen, so it works in builds without nvcc: plugin first when not NULL or
+ * "" (KVS_CUDA_PLUGIN, as device/cuda.c), then libcudart by name).  raw: no
+ * MXNet adjustment.  KVS_EDEVICE with a message when no CUDA runtime or no
+ * GPU is found. */
+int tree_topo_detect(tree_topo *t, bool raw, const char *plugin, char *err, size_t errlen);
+/* The same over the nsel GPUs sel[0..nsel) (KVS_DEVICES; entries may
+ * repeat: pairs on one GPU rank above every link).  nsel 0: every GPU. */
+int tree_topo_detect_sel(tree_topo *t, bool raw, const char *plugin, int nsel, const int *sel,
+                         char *err, size_t errlen);
 
 /* 0 when every GPU can reach GPU 0 over usable links; otherwise KVS_EINVAL
  * and "link graph is disconnected: GPUs 2, 3 cannot be reached from GPU 0". */
@@ -120,17 +131,20 @@ typedef struct tree_opts {
     uint64_t effort;        /* KVS_TREE_EFFORT, 100: search budget in percent */
     int depth_slack;        /* KVS_TREE_DEPTH_SLACK, 1: extra rounds allowed when they
                                lower reduce_load_time (0 or 1) */
+    bool weighted;          /* KVS_TREE_WEIGHTED, 1: several weighted trees per root */
+    int max_trees;          /* KVS_TREE_MAX_TREES, 0: 4n; trees of a weighted plan */
+    uint64_t min_slice;     /* KVS_TREE_MIN_SLICE, 262144: bytes; smaller slices merge */
 } tree_opts;
 
 void tree_opts_default(tree_opts *o);
-/* Defaults, then the variables above.  KVS_ECONFIG naming the variable. */
-int tree_opts_from_env(tree_opts *o, char *err, size_t errlen);
+/* The variables above, from the configuration (cfg_load validated them). */
+struct cfg;
+void tree_opts_from_cfg(tree_opts *o, const struct cfg *c);
 
-/* Validate every tree and GPU variable (the options above and KVS_TOPOLOGY)
- * without keeping them: kvs_create and kvs-server call it at start-up so a
- * bad value stops the process there (KVS_ECONFIG naming the variable, the
- * value and what is allowed), not when a tree is first planned. */
-int tree_env_check(char *err, size_t errlen);
+/* Validate KVS_TOPOLOGY's text without keeping it: kvs_create and kvs-server
+ * call it at start-up so a bad matrix stops the process there (KVS_ECONFIG
+ * naming the variable), not when a tree is first planned. */
+int tree_topo_check(const char *spec, char *err, size_t errlen);
 
 /* ------------------------------------------------------------------- trees */
 
@@ -172,6 +186,83 @@ int tree_set_from_edges(tree_set *s, int root, const tree_edge *edges, int nedge
 /* Print the trees as indented drawings (MXNET_KVSTORE_LOGTREE, kvs-topo). */
 void tree_set_print(const tree_topo *t, const tree_set *s, void *file);
 
+/* ------------------------------------------------------ weighted plans (v2) */
+
+/* A weighted plan: several trees per root, each carrying an integer share
+ * (parts) of a common denominator.  The trees of one root together carry 1/n
+ * of the array (their parts sum to denominator / n).  The data path cuts an
+ * array into contiguous slices in tree order by cumulative parts and runs
+ * every slice along its tree.  A v1 tree set is the plan with one tree per
+ * root and parts 1 of n. */
+#define TREE_PLAN_QUANTUM 720u  /* parts per root in planned weighted plans */
+
+typedef struct tree_wplan {
+    int n;                  /* GPUs */
+    int ntrees;             /* sorted by root, then parts descending */
+    int rounds;             /* max round over all trees */
+    uint32_t denominator;   /* n * parts per root */
+    int *root;              /* ntrees */
+    uint32_t *parts;        /* ntrees, each >= 1 */
+    int *parent;            /* ntrees * n: parent[k*n+v], -1 at the root; owned */
+    int *round;             /* ntrees * n: broadcast round in which v receives */
+} tree_wplan;
+
+/* Room for ntrees trees of n GPUs (parents -2 = unset, roots -1 unset);
+ * KVS_EINVAL (n, ntrees or denominator out of range) or KVS_ENOMEM.  Pair
+ * with tree_wplan_fini() (safe on a zeroed plan). */
+int tree_wplan_init(tree_wplan *p, int n, int ntrees, uint32_t denominator);
+void tree_wplan_fini(tree_wplan *p);
+/* Edges of tree k, sorted by (round, parent); room for n-1.  Returns the
+ * number written. */
+int tree_wplan_edges(const tree_wplan *p, int k, tree_edge *edges);
+/* Print the trees as indented drawings with their parts (LOGTREE). */
+void tree_wplan_print(const tree_topo *t, const tree_wplan *p, void *file);
+/* The v1 set as a plan: one tree per root, parts 1, denominator n. */
+int tree_wplan_from_set(const tree_set *s, tree_wplan *out);
+
+/* Plan several weighted trees per root (at most o->max_trees, 0 = 4n): the
+ * one-tree-per-root construction of o->mode with o->penalty seeds a packing
+ * search that lowers the predicted bottleneck load towards the fractional
+ * packing bound (see docs/design/planner.md).  Deterministic.  out is
+ * initialised here (fini it on success only).  Errors as tree_plan(). */
+int tree_plan_weighted(const tree_topo *t, const tree_opts *o, tree_wplan *out, char *err,
+                       size_t errlen);
+
+/* Rules of every tree (tree_validate's, per tree), roots in 0..n-1, parts
+ * >= 1, every root's parts summing to denominator / n.  0 or KVS_EINVAL with
+ * the first broken rule in err. */
+int tree_wplan_validate(const tree_topo *t, const tree_wplan *p, char *err, size_t errlen);
+/* Predicted bottleneck load: max over directed links c->p of
+ * sum(parts/denominator of the trees whose reduce sends c->p) / w[c][p]
+ * (the v1 reduce_load_time for one tree per root).  INFINITY when a tree
+ * uses a pair without a link. */
+double tree_wplan_load(const tree_topo *t, const tree_wplan *p);
+
+/* The fractional packing bound: the least bottleneck load any weighted set
+ * of in-trees (every root carrying 1/n) can reach,
+ *   max over nonempty proper S of (n - |S|) / (n * c(S -> V\S)),
+ * exact by Edmonds' branching theorem; computed by Dinkelbach's method over
+ * minimum cuts.  cut (optional, room for n) gets the members of a worst S
+ * (1/0).  KVS_EINVAL when the link graph is disconnected. */
+int tree_frac_bound(const tree_topo *t, double *lb, bool *cut, char *err, size_t errlen);
+
+/* The minimum-cost in-tree (spanning arborescence towards the root) of
+ * every root: cost[c*n+p] = cost of the link c -> p as used by a reduce
+ * (>= 1e300 or not finite: no link).  One root-free Chu-Liu/Edmonds
+ * contraction serves all roots (the packing's oracle).  par gets n rows of
+ * n parent pointers (row r: the tree of root r, par[r*n+r] = -1).  0,
+ * KVS_EINVAL (n out of range, or some GPU cannot reach another) or
+ * KVS_ENOMEM. */
+int tree_min_intrees(int n, const double *cost, int *par);
+
+/* Slices of count elements of es bytes over the plan's trees: slice k is
+ * [off[k], off[k] + len[k]); boundaries follow cumulative parts, rounded
+ * down to whole multiples of 64 bytes where es divides 64.  A tree whose
+ * slice would be below min_bytes gives its parts to the heaviest tree of its
+ * root (so small arrays use one tree per root). */
+void tree_wplan_slices(const tree_wplan *p, uint64_t count, size_t es, uint64_t min_bytes,
+                       uint64_t *off, uint64_t *len);
+
 /* ----------------------------------------------------------------- quality */
 
 typedef struct tree_score {
@@ -211,7 +302,9 @@ typedef struct tree_step {
 
 typedef struct tree_sched {
     int n;              /* GPUs */
-    int nslices;        /* 1 (one tree) or n (slice i along tree i) */
+    int nslices;        /* 1 (one tree), n (slice i along tree i) or a plan's ntrees */
+    const tree_wplan *plan; /* borrowed: slices by its parts (NULL: equal slices) */
+    uint64_t min_bytes;     /* with plan: smaller slices merge (tree_wplan_slices) */
     int nstages;        /* steps within a stage are independent */
     int *stage_start;   /* nstages + 1 offsets into steps */
     tree_step *steps;
@@ -225,10 +318,19 @@ typedef struct tree_sched {
 int tree_sched_build(const tree_set *s, int root, unsigned phases, tree_sched *out);
 void tree_sched_fini(tree_sched *sc);
 
+/* The schedule of a weighted plan: tree (>= 0) for the whole array, or -1:
+ * slice k along tree k for every tree, cut by tree_wplan_slices(min_bytes)
+ * when executed (empty slices are skipped).  p must outlive the schedule. */
+int tree_sched_build_plan(const tree_wplan *p, int tree, unsigned phases, uint64_t min_bytes,
+                          tree_sched *out);
+/* The first (heaviest) tree of root in p, -1 when none. */
+int tree_wplan_first(const tree_wplan *p, int root);
+
 /* Slice i of count elements over k slices: [*off, *off + *len). */
 void tree_slice(uint64_t count, int k, int i, uint64_t *off, uint64_t *len);
 
-/* A backend moves and sums bytes between the n buffers.  Calls within a stage
+/* A backend moves and sums bytes between the n buffers (the tests' backends:
+ * tests/unit/tree_backend_cpu.c, tests/gpu/backend/tree_cuda.cu).  Calls within a stage
  * may run concurrently; stage_end waits for all of them. */
 typedef struct tree_backend {
     void *ctx;
@@ -237,10 +339,6 @@ typedef struct tree_backend {
                   uint64_t count);
     int (*stage_end)(void *ctx);
 } tree_backend;
-
-struct red_pool;
-/* Host buffers summed with red_add() (pool may be NULL). */
-void tree_backend_cpu(struct red_pool *pool, tree_backend *out);
 
 /* Run sc over bufs[0..n-1] (count elements of dtype each). */
 int tree_exec(const tree_sched *sc, const tree_backend *be, void *const *bufs, kvs_dtype dtype,
@@ -251,13 +349,10 @@ int tree_exec(const tree_sched *sc, const tree_backend *be, void *const *bufs, k
 int tree_allreduce(const tree_set *s, const tree_opts *o, const tree_backend *be,
                    void *const *bufs, kvs_dtype dtype, uint64_t count, int root);
 
-/* CUDA backend (tree/cuda.cu; only in libkvs_cuda.a, built where nvcc is
- * found).  devices[i] = CUDA device of buffer i; bytes = largest array.
- * Peer copies (cudaMemcpyPeerAsync) where p2p and cudaDeviceCanAccessPeer,
- * else staged through pinned host memory. */
-int tree_backend_cuda_new(int n, const int *devices, uint64_t bytes, bool p2p, tree_backend *out,
-                          char *err, size_t errlen);
-void tree_backend_cuda_free(tree_backend *be);
+/* tree_allreduce over a weighted plan: every tree, slices by parts (and
+ * o->min_slice), when count > o->array_bound; else root's first tree. */
+int tree_allreduce_plan(const tree_wplan *p, const tree_opts *o, const tree_backend *be,
+                        void *const *bufs, kvs_dtype dtype, uint64_t count, int root);
 
 #ifdef __cplusplus
 }

@@ -9,8 +9,15 @@
 #include "common/memtune.h"
 #include "common/sizes.h"
 #include "worker/metrics.h"
+#include "worker/notify.h"
 #include "tree/tree.h"
 #include "worker/trace.h"
+#include "worker/comm.h"
+#include "reduce/codec.h"
+#include "worker/compress.h"
+#include "worker/group.h"
+#include "worker/op.h"
+#include "worker/failover.h"
 #include "worker/wrk_int.h"
 
 
@@ -125,6 +132,9 @@ int kvs_create(const char *type, kvs_store **out)
         return err_set(KVS_ENOMEM, "out of memory");
     s->kind = kind;
     s->async = async;
+    s->comm_mode = comm;
+    s->local_size = 1; /* alone until the node table says otherwise */
+    s->local_group = -1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     hmap_init(&s->keys);
@@ -133,7 +143,7 @@ int kvs_create(const char *type, kvs_store **out)
     hmap_init(&s->batches);
     snprintf(s->who, sizeof s->who, "worker");
     if (cfg_load(&s->c, kind == WRK_DIST, err, sizeof err) != 0 ||
-        tree_env_check(err, sizeof err) != 0) {
+        tree_topo_check(s->c.topology, err, sizeof err) != 0) {
         rc = err_set(KVS_ECONFIG, "%s", err);
         goto fail;
     }
@@ -143,8 +153,7 @@ int kvs_create(const char *type, kvs_store **out)
                      cfg_role_name(s->c.role));
         goto fail;
     }
-    if (s->c.verbose > log_level)
-        log_level = s->c.verbose;
+    log_raise_level(s->c.verbose); /* never lowers another store's level */
     if (s->c.worker_id >= 0)
         snprintf(s->who, sizeof s->who, "worker %d", s->c.worker_id);
     if (kind == WRK_DIST && s->c.malloc_tune)
@@ -170,6 +179,10 @@ int kvs_create(const char *type, kvs_store **out)
     s->num_servers = s->c.num_server;
     s->routing = (wrk_routing){s->c.num_server, s->c.bigarray_bound, s->c.van == CFG_VAN_P3,
                                s->c.slice_threshold, s->c.chunk_bytes};
+    if (wrk_grp_config(s, comm == WRK_COMM_CPU, err, sizeof err) != 0) {
+        rc = err_set(KVS_ECONFIG, "%s", err);
+        goto fail;
+    }
     if (cfg_resolve_host(&s->c, s->host, sizeof s->host, err, sizeof err) != 0) {
         rc = err_set(KVS_ECONFIG, "%s", err);
         goto fail;
@@ -183,6 +196,8 @@ int kvs_create(const char *type, kvs_store **out)
     rc = wrk_io_start(s);
     if (rc)
         goto fail; /* wrk_io_start set the message */
+    if ((rc = wrk_grp_start(s)) != 0)
+        goto fail; /* it set the message */
     if (s->c.trace_path[0]) {
         char path[sizeof s->c.trace_path + 16];
         trace_path(s->c.trace_path, s->rank, path, sizeof path);
@@ -212,11 +227,12 @@ int kvs_init(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals
     err_clear();
     if ((rc = check_args(s, n, keys, vals, "init")) != 0)
         return rc;
+    wrk_grp_forget(s); /* a re-init replaces values the group keeps for late pulls */
     if (wrk_comm_takes(s->comm, n, vals, NULL))
         return wrk_comm_call(s, WRK_OP_INIT, n, keys, vals, NULL, 0);
     if (s->kind == WRK_LOCAL)
         return wrk_local_init(s, n, keys, vals);
-    rc = wrk_submit(s, WRK_OP_INIT, n, keys, vals, NULL, 0, &op, NULL, NULL);
+    rc = wrk_submit(s, WRK_OP_INIT, n, keys, vals, NULL, 0, &op, NULL, NULL, NULL);
     if (rc)
         return rc;
     return wrk_wait_op(s, op);
@@ -232,7 +248,11 @@ int kvs_push(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals
         return wrk_comm_call(s, WRK_OP_PUSH, n, keys, vals, NULL, priority);
     if (s->kind == WRK_LOCAL)
         return wrk_local_push(s, n, keys, vals);
-    return wrk_submit(s, WRK_OP_PUSH, n, keys, vals, NULL, priority, NULL, NULL, NULL);
+    if ((rc = wrk_rsp_dense_check(s, n, keys)) != 0)
+        return rc;
+    if (wrk_grp_on(s))
+        return wrk_grp_submit(s, WRK_OP_PUSH, n, keys, vals, NULL, priority, NULL, NULL);
+    return wrk_submit(s, WRK_OP_PUSH, n, keys, vals, NULL, priority, NULL, NULL, NULL, NULL);
 }
 
 int kvs_pull(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *outs, int priority)
@@ -245,7 +265,12 @@ int kvs_pull(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *outs
         return wrk_comm_call(s, WRK_OP_PULL, n, keys, NULL, outs, priority);
     if (s->kind == WRK_LOCAL)
         return wrk_local_pull(s, n, keys, outs);
-    return wrk_submit(s, WRK_OP_PULL, n, keys, NULL, outs, priority, NULL, NULL, NULL);
+    if (wrk_grp_on(s) && !s->async) { /* group.c: one pull per host */
+        if ((rc = wrk_rsp_dense_check(s, n, keys)) != 0)
+            return rc;
+        return wrk_grp_submit(s, WRK_OP_PULL, n, keys, NULL, outs, priority, NULL, NULL);
+    }
+    return wrk_submit(s, WRK_OP_PULL, n, keys, NULL, outs, priority, NULL, NULL, NULL, NULL);
 }
 
 int kvs_pushpull(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals,
@@ -265,7 +290,11 @@ int kvs_pushpull(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *
             rc = wrk_local_push(s, n, keys, vals);
         return rc ? rc : wrk_local_pull(s, n, keys, outs);
     }
-    return wrk_submit(s, WRK_OP_PUSHPULL, n, keys, vals, outs, priority, NULL, NULL, NULL);
+    if ((rc = wrk_rsp_dense_check(s, n, keys)) != 0)
+        return rc;
+    if (wrk_grp_on(s))
+        return wrk_grp_submit(s, WRK_OP_PUSHPULL, n, keys, vals, outs, priority, NULL, NULL);
+    return wrk_submit(s, WRK_OP_PUSHPULL, n, keys, vals, outs, priority, NULL, NULL, NULL, NULL);
 }
 
 int kvs_wait(kvs_store *s, uint64_t key)
@@ -294,19 +323,114 @@ int kvs_barrier(kvs_store *s)
     return wrk_op_control(s, WRK_OP_BARRIER);
 }
 
+/* In an elastic job: the rank and size of the epoch the program has seen
+ * (worker/elastic.h), which another thread's call may change. */
+static int elastic_view(const kvs_store *s, bool rank)
+{
+    pthread_mutex_t *mu = (pthread_mutex_t *)&s->mu; /* the store's lock: not its state */
+    pthread_mutex_lock(mu);
+    int v = rank ? s->e_rank : s->e_num;
+    pthread_mutex_unlock(mu);
+    return v;
+}
+
 int kvs_rank(const kvs_store *s)
 {
+    if (s && s->kind == WRK_DIST && s->c.elastic)
+        return elastic_view(s, true);
     return s ? s->rank : KVS_EINVAL;
 }
 
 int kvs_num_workers(const kvs_store *s)
 {
+    if (s && s->kind == WRK_DIST && s->c.elastic)
+        return elastic_view(s, false);
     return s ? s->num_workers : KVS_EINVAL;
 }
 
 int kvs_num_servers(const kvs_store *s)
 {
     return s ? s->num_servers : KVS_EINVAL;
+}
+
+int kvs_broadcast(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals,
+                  const kvs_array *outs, int priority)
+{
+    int rc = kvs_init(s, n, keys, vals);
+    if (rc)
+        return rc;
+    return kvs_pull(s, n, keys, outs, priority);
+}
+
+int kvs_is_capable(const kvs_store *s, int cap)
+{
+    err_clear();
+    if (s == NULL)
+        return err_set(KVS_EINVAL, "store is NULL");
+    switch (cap) {
+    case KVS_CAP_OPTIMIZER:
+        return s->kind == WRK_DIST;
+    case KVS_CAP_PUSHPULL:
+    case KVS_CAP_BROADCAST:
+        return 1;
+    case KVS_CAP_DEVICE_STORE:
+        return s->comm_mode != WRK_COMM_CPU;
+    case KVS_CAP_ASYNC:
+        return s->async;
+    case KVS_CAP_COMPRESSION:
+        return s->kind == WRK_DIST && s->comm_mode == WRK_COMM_CPU;
+    case KVS_CAP_ROW_SPARSE:
+        return s->kind == WRK_DIST;
+    default:
+        return err_set(KVS_EINVAL, "unknown capability %d (expected %d..%d, see kvs_capability)",
+                       cap, KVS_CAP_OPTIMIZER, KVS_CAP_ROW_SPARSE);
+    }
+}
+
+int kvs_set_gradient_compression(kvs_store *s, const char *spec)
+{
+    err_clear();
+    if (s == NULL)
+        return err_set(KVS_EINVAL, "store is NULL");
+    if (!kvs_is_capable(s, KVS_CAP_COMPRESSION)) {
+        char why[256];
+        red_codec c;
+        if (red_codec_parse(spec, &c, why, sizeof why) != 0) /* a bad spec first */
+            return err_set(KVS_EINVAL, "%s", why);
+        return err_set(KVS_EINVAL, "gradient compression: only the pushes of dist_sync and "
+                       "dist_async stores (host arrays, to servers) are compressed; this "
+                       "is %s", s->kind == WRK_LOCAL ? "a local store"
+                                                     : "a device store (dist_*_device)");
+    }
+    return wrk_codec_set(s, spec);
+}
+
+int kvs_num_dead_node(const kvs_store *s, int mask)
+{
+    int n = 0;
+    err_clear();
+    if (s == NULL)
+        return err_set(KVS_EINVAL, "store is NULL");
+    if (mask == 0 || (mask & ~(KVS_GROUP_SERVER | KVS_GROUP_WORKER)) != 0)
+        return err_set(KVS_EINVAL, "node group mask %d: expected KVS_GROUP_SERVER (2), "
+                       "KVS_GROUP_WORKER (4) or both (6)", mask);
+    pthread_mutex_lock((pthread_mutex_t *)&s->mu);
+    if (mask & KVS_GROUP_SERVER)
+        n += s->dead_servers;
+    if (mask & KVS_GROUP_WORKER)
+        n += s->dead_workers;
+    pthread_mutex_unlock((pthread_mutex_t *)&s->mu);
+    return n;
+}
+
+int kvs_local_rank(const kvs_store *s)
+{
+    return s ? s->local_rank : KVS_EINVAL;
+}
+
+int kvs_local_size(const kvs_store *s)
+{
+    return s ? s->local_size : KVS_EINVAL;
 }
 
 int kvs_get_device_stats(kvs_store *s, kvs_device_stats *out)
@@ -323,10 +447,12 @@ int kvs_close(kvs_store *s)
     int rc = 0;
     if (s == NULL)
         return 0;
+    wrk_notify_stop(s); /* every callback runs, each once its key is done */
     if (s->thread_started) {
         rc = wrk_wait_keys(s, true, 0);
         char keep[512];
         snprintf(keep, sizeof keep, "%s", kvs_last_error());
+        wrk_grp_stop(s); /* every op of ours is done: leave the group */
         pthread_mutex_lock(&s->mu);
         bool ok = s->registered && !s->sched_gone;
         pthread_mutex_unlock(&s->mu);
@@ -371,10 +497,14 @@ int kvs_close(kvs_store *s)
     free(s->held_head);
     free(s->held_tail);
     free(s->nonces);
+    wrk_grp_stop(s); /* (a group that never started, or one left with pulls in flight) */
+    free(s->peers);
     free(s->connected);
+    wrk_fo_free(s);
     free(s->server_ep);
     free(s->mon_args);
     red_pool_free(s->pool);
+    wrk_codec_free(s->codec);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);

@@ -22,6 +22,9 @@
 #include "device/dev.h"
 #include "tree/tree.h"
 #include "worker/comm.h"
+#include "worker/group.h"
+#include "worker/op.h"
+#include "worker/pinned.h"
 #include "worker/wrk_int.h"
 
 typedef struct ckey {
@@ -37,7 +40,7 @@ typedef struct ckey {
                   * post step swaps it with buf[m] */
     atomic_bool rbusy; /* rbuf belongs to an op in flight */
     bool whole;  /* buf[m] holds the value */
-    bool sliced; /* tree, split: buf[i] holds slice i of the value (root of tree i) */
+    bool sliced; /* tree, split: buf[root of tree t] holds slice t of the value */
 } ckey;
 
 struct wrk_comm {
@@ -45,6 +48,7 @@ struct wrk_comm {
     int mode;
     pthread_mutex_t mu; /* everything below but the queue */
     dev_layer *L;
+    wrk_pinned *_Atomic pool; /* host staging (set once with L; read by metrics lock-free) */
     int open_rc;
     char open_err[512];
     bool opened;
@@ -52,7 +56,7 @@ struct wrk_comm {
     tree_opts topts;
     tree_topo topo;
     bool have_topo;
-    tree_set trees;
+    tree_wplan plan;   /* weighted trees (one per root with KVS_TREE_WEIGHTED=0) */
     dev_nccl *nccl;
     hmap keys; /* key -> ckey */
     uint64_t load[DEV_MAX];
@@ -118,9 +122,10 @@ static int open_locked(wrk_comm *c)
     if (c->opened)
         return c->open_rc ? err_set(c->open_rc, "%s", c->open_err) : 0;
     c->opened = true;
-    dev_opts o = {c->s->c.sim_devices, c->topts.gpu_p2p, NULL, c->s->c.sim_link_gbps};
+    dev_opts o = {c->s->c.sim_devices, c->topts.gpu_p2p, NULL, c->s->c.sim_link_gbps,
+                  c->s->c.cuda_plugin, c->s->c.ndevices, c->s->c.devices};
     bool found = false;
-    if ((rc = tree_topo_from_env(&c->topo, &found, err, sizeof err)) != 0) {
+    if ((rc = tree_topo_from_spec(c->s->c.topology, &c->topo, &found, err, sizeof err)) != 0) {
         rc = err_set(rc, "%s", err);
         goto out;
     }
@@ -129,6 +134,10 @@ static int open_locked(wrk_comm *c)
         o.topo = &c->topo;
     if ((rc = dev_open(&o, &c->L)) != 0)
         goto out;
+    if ((c->pool = wrk_pinned_new(c->L)) == NULL) {
+        rc = err_set(KVS_ENOMEM, "out of memory");
+        goto out;
+    }
     int n = dev_count(c->L);
     if (found && c->topo.n != n) {
         rc = err_set(KVS_ECONFIG, "KVS_TOPOLOGY has %d devices but the %s backend has %d",
@@ -140,7 +149,11 @@ static int open_locked(wrk_comm *c)
     if (c->mode == WRK_COMM_DEVICE && c->s->c.use_tree && n > 1) {
         if (!found) {
             if (dev_is_cuda(c->L)) {
-                if ((rc = tree_topo_detect(&c->topo, false, err, sizeof err)) != 0) {
+                int sel[DEV_MAX];
+                for (int i = 0; i < n; i++)
+                    sel[i] = dev_ordinal(c->L, i);
+                if ((rc = tree_topo_detect_sel(&c->topo, false, c->s->c.cuda_plugin, n, sel, err,
+                                                sizeof err)) != 0) {
                     rc = err_set(KVS_EDEVICE, "MXNET_KVSTORE_USETREE=1: %s", err);
                     goto out;
                 }
@@ -154,7 +167,7 @@ static int open_locked(wrk_comm *c)
             }
             c->have_topo = true;
         }
-        if ((rc = tree_plan(&c->topo, &c->topts, &c->trees, err, sizeof err)) != 0) {
+        if ((rc = tree_plan_weighted(&c->topo, &c->topts, &c->plan, err, sizeof err)) != 0) {
             rc = err_set(rc == KVS_EINVAL ? KVS_ECONFIG : rc, "MXNET_KVSTORE_USETREE=1: "
                          "cannot plan trees over %d devices: %s", n, err);
             goto out;
@@ -174,7 +187,6 @@ out:
 
 int wrk_comm_new(kvs_store *s, int mode, wrk_comm **out)
 {
-    char err[512];
     int rc;
     wrk_comm *c = calloc(1, sizeof *c);
     *out = NULL;
@@ -186,10 +198,7 @@ int wrk_comm_new(kvs_store *s, int mode, wrk_comm **out)
     pthread_mutex_init(&c->qmu, NULL);
     pthread_cond_init(&c->qcv, NULL);
     hmap_init(&c->keys);
-    if ((rc = tree_opts_from_env(&c->topts, err, sizeof err)) != 0) {
-        rc = err_set(rc, "%s", err);
-        goto fail;
-    }
+    tree_opts_from_cfg(&c->topts, &s->c);
     if (mode != WRK_COMM_CPU && (rc = open_locked(c)) != 0)
         goto fail;
     if (s->kind == WRK_DIST) {
@@ -234,9 +243,10 @@ void wrk_comm_free(wrk_comm *c)
         if (c->keys.used[i] == 1)
             ckey_free(c, c->keys.vals[i]);
     hmap_fini(&c->keys);
+    wrk_pinned_free(c->pool);
     dev_nccl_close(c->nccl);
     if (c->tree)
-        tree_set_fini(&c->trees);
+        tree_wplan_fini(&c->plan);
     tree_topo_fini(&c->topo);
     dev_close(c->L);
     pthread_mutex_destroy(&c->mu);
@@ -283,11 +293,57 @@ void wrk_comm_stats(wrk_comm *c, kvs_device_stats *out)
     if (c->L)
         dev_stats(c->L, out);
     pthread_mutex_unlock(&c->mu);
+    wrk_pinned_size(c->pool, &out->pinned_bytes, &out->pinned_buffers);
+}
+
+uint64_t wrk_comm_pinned_bytes(wrk_comm *c)
+{
+    uint64_t bytes = 0, bufs;
+    if (c)
+        wrk_pinned_size(c->pool, &bytes, &bufs);
+    return bytes;
 }
 
 /* ------------------------------------------------------- per-key state */
 
-static int key_get(wrk_comm *c, uint64_t key, const kvs_array *shape, ckey **out)
+static bool flat(const wrk_comm *c);
+
+/* The devices that arrays ix[0..cnt) of a and b name (bit per device). */
+static uint64_t named(const kvs_array *a, const kvs_array *b, const size_t *ix, size_t cnt)
+{
+    uint64_t m = 0;
+    for (size_t j = 0; j < cnt; j++) {
+        if (a && a[ix[j]].device >= 0 && a[ix[j]].device < DEV_MAX)
+            m |= 1ull << a[ix[j]].device;
+        if (b && b[ix[j]].device >= 0 && b[ix[j]].device < DEV_MAX)
+            m |= 1ull << b[ix[j]].device;
+    }
+    return m;
+}
+
+/* The merge device of a new key: the one with the fewest merge bytes so
+ * far among the candidates.  Flat, the candidates are the devices the
+ * key's arrays name (else the devices opened so far, else device 0), so no
+ * device the application does not use is ever opened; trees and NCCL span
+ * every device anyway. */
+static int merge_device(wrk_comm *c, uint64_t names)
+{
+    int n = dev_count(c->L), m = -1;
+    uint64_t cand = names;
+    if (!flat(c))
+        cand = ~0ull;
+    for (int i = 0; i < n && cand == 0; i++)
+        if (dev_opened(c->L, i))
+            cand |= 1ull << i;
+    if (cand == 0)
+        cand = 1;
+    for (int i = 0; i < n; i++)
+        if ((cand >> i & 1) && (m < 0 || c->load[i] < c->load[m]))
+            m = i;
+    return m < 0 ? 0 : m;
+}
+
+static int key_get(wrk_comm *c, uint64_t key, const kvs_array *shape, uint64_t names, ckey **out)
 {
     ckey *k = hmap_get(&c->keys, key);
     if (k) {
@@ -304,10 +360,7 @@ static int key_get(wrk_comm *c, uint64_t key, const kvs_array *shape, ckey **out
     k->count = shape->count;
     k->dtype = shape->dtype;
     k->bytes = shape->count * kvs_dtype_size(shape->dtype);
-    /* merge device: the one with the fewest merge bytes so far */
-    for (int i = 1; i < dev_count(c->L); i++)
-        if (c->load[i] < c->load[k->m])
-            k->m = i;
+    k->m = merge_device(c, names);
     int rc = dev_alloc(c->L, k->m, k->bytes, &k->buf[k->m]);
     if (rc == 0 && hmap_put(&c->keys, key, k) != 0)
         rc = err_set(KVS_ENOMEM, "out of memory");
@@ -393,15 +446,17 @@ static bool split(const wrk_comm *c, const ckey *k)
     return c->tree && k->count > c->topts.array_bound && dev_count(c->L) > 1;
 }
 
-/* Run the reduce and/or broadcast phases of the key's trees: the tree
- * rooted at the merge device (one_tree or not split), or slice i along
- * tree i. */
+/* Run the reduce and/or broadcast phases of the key's trees: the first
+ * tree rooted at the merge device (one_tree or not split), or slice k along
+ * tree k (slices by cumulative parts). */
 static int tree_run(wrk_comm *c, ckey *k, unsigned phases, bool one_tree)
 {
     tree_sched sc;
     tctx t = {c, k};
     tree_backend be = {&t, t_copy, t_reduce, t_stage_end};
-    int rc = tree_sched_build(&c->trees, split(c, k) && !one_tree ? -1 : k->m, phases, &sc);
+    int rc = tree_sched_build_plan(&c->plan,
+                                   split(c, k) && !one_tree ? -1 : tree_wplan_first(&c->plan, k->m),
+                                   phases, c->topts.min_slice, &sc);
     if (rc)
         return err_set(rc, "tree schedule: %s", kvs_strerror(rc));
     rc = tree_exec(&sc, &be, k->buf, k->dtype, k->count);
@@ -411,22 +466,45 @@ static int tree_run(wrk_comm *c, ckey *k, unsigned phases, bool one_tree)
     return rc;
 }
 
+/* The slices of a split key: slice t (off[t], len[t] elements) belongs to
+ * tree t and lives at the tree's root.  *off and *len are malloc'ed. */
+static int key_slices(wrk_comm *c, const ckey *k, uint64_t **off, uint64_t **len)
+{
+    size_t nt = (size_t)c->plan.ntrees;
+    *off = malloc(nt * sizeof **off);
+    *len = malloc(nt * sizeof **len);
+    if (*off == NULL || *len == NULL) {
+        free(*off);
+        free(*len);
+        return err_set(KVS_ENOMEM, "out of memory");
+    }
+    tree_wplan_slices(&c->plan, k->count, kvs_dtype_size(k->dtype), c->topts.min_slice, *off,
+                      *len);
+    return 0;
+}
+
 /* Slices between the roots of the trees and one place (a merge buffer or
- * host memory) at where on device wdev: to_roots moves slice i from there to
- * buf[i], else from buf[i] to there. */
+ * host memory) at where on device wdev: to_roots moves slice t from there to
+ * buf[root of tree t], else from there to where. */
 static int slices(wrk_comm *c, ckey *k, int wdev, char *where, bool to_roots)
 {
-    int n = dev_count(c->L), rc = 0;
+    int rc;
     size_t es = kvs_dtype_size(k->dtype);
-    for (int i = 0; i < n && rc == 0; i++) {
-        uint64_t off, len;
+    uint64_t *off, *len;
+    if ((rc = key_slices(c, k, &off, &len)) != 0)
+        return rc;
+    for (int t = 0; t < c->plan.ntrees && rc == 0; t++) {
+        int i = c->plan.root[t];
         char *root = k->buf[i];
-        tree_slice(k->count, n, i, &off, &len);
-        if (wdev == i && where == root)
+        if (len[t] == 0 || (wdev == i && where == root))
             continue;
-        rc = to_roots ? dev_copy(c->L, i, root + off * es, wdev, where + off * es, len * es)
-                      : dev_copy(c->L, wdev, where + off * es, i, root + off * es, len * es);
+        rc = to_roots ? dev_copy(c->L, i, root + off[t] * es, wdev, where + off[t] * es,
+                                 len[t] * es)
+                      : dev_copy(c->L, wdev, where + off[t] * es, i, root + off[t] * es,
+                                 len[t] * es);
     }
+    free(off);
+    free(len);
     return rc ? rc : dev_sync(c->L, -1);
 }
 
@@ -588,10 +666,12 @@ static int to_host_range(wrk_comm *c, ckey *k, char *h, uint64_t off, uint64_t l
         return rc ? rc : dev_sync(c->L, -1);
     }
     size_t es = kvs_dtype_size(k->dtype);
-    for (int i = 0; i < dev_count(c->L) && rc == 0; i++) {
-        uint64_t so, sl;
-        tree_slice(k->count, dev_count(c->L), i, &so, &sl);
-        uint64_t a = so * es, b = (so + sl) * es;
+    uint64_t *so, *sl;
+    if ((rc = key_slices(c, k, &so, &sl)) != 0)
+        return rc;
+    for (int t = 0; t < c->plan.ntrees && rc == 0; t++) {
+        int i = c->plan.root[t];
+        uint64_t a = so[t] * es, b = (so[t] + sl[t]) * es;
         if (a < off)
             a = off;
         if (b > off + len)
@@ -599,6 +679,8 @@ static int to_host_range(wrk_comm *c, ckey *k, char *h, uint64_t off, uint64_t l
         if (a < b)
             rc = dev_copy(c->L, DEV_HOST, h + a, i, (char *)k->buf[i] + a, b - a);
     }
+    free(so);
+    free(sl);
     return rc ? rc : dev_sync(c->L, -1);
 }
 
@@ -690,8 +772,10 @@ static int same_shapes(const groups *g, const uint64_t *keys, const kvs_array *a
 
 /* ------------------------------------------------------ host staging */
 
-/* Pinned host copies of the device arrays of a[0..n) (copy: their data too);
- * h gets the host views.  Buffers are appended to *host (count *nhost). */
+/* Pinned host copies of the device arrays of a[0..n) (copy: their data too)
+ * from the pool; h gets the host views.  Buffers are appended to *host
+ * (count *nhost).  The pinning (when the pool grows) happens in the
+ * context of the array's own device. */
 static int stage(wrk_comm *c, size_t n, const kvs_array *a, bool copy, kvs_array *h,
                  void **host, size_t *nhost)
 {
@@ -702,7 +786,8 @@ static int stage(wrk_comm *c, size_t n, const kvs_array *a, bool copy, kvs_array
             continue;
         size_t bytes = a[i].count * kvs_dtype_size(a[i].dtype);
         void *p;
-        if ((rc = dev_alloc(c->L, DEV_HOST, bytes, &p)) != 0)
+        if ((rc = dev_use(c->L, a[i].device)) != 0 ||
+            (rc = wrk_pinned_get(c->pool, bytes, &p)) != 0)
             break;
         host[(*nhost)++] = p;
         h[i].data = p;
@@ -723,10 +808,11 @@ static int unstage(wrk_comm *c, size_t n, const kvs_array *outs, const kvs_array
     return rc ? rc : dev_sync(c->L, -1);
 }
 
+/* Back to the pool (no CUDA call: any thread, any lock). */
 static void free_host(wrk_comm *c, void **host, size_t nhost)
 {
     for (size_t i = 0; i < nhost; i++)
-        dev_free(c->L, DEV_HOST, host[i]);
+        wrk_pinned_put(c->pool, host[i]);
 }
 
 /* ------------------------------------------------------------ local kinds */
@@ -821,7 +907,7 @@ static int local_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64
         size_t cnt = g.head[u + 1] - g.head[u];
         const kvs_array *shape = vals ? &vals[ix[0]] : &outs[ix[0]];
         ckey *k;
-        if ((rc = key_get(c, keys[ix[0]], shape, &k)) != 0)
+        if ((rc = key_get(c, keys[ix[0]], shape, named(vals, outs, ix, cnt), &k)) != 0)
             break;
         if (type == WRK_OP_INIT) {
             if ((rc = dev_copy(c->L, k->m, k->buf[k->m], shape->device, shape->data,
@@ -845,6 +931,9 @@ out:
 
 /* ------------------------------------------------------------- dist kinds */
 
+static void post_free(wrk_post *p);
+static const wrk_op_ops post_ops;
+
 static wrk_post *post_new(wrk_comm *c, size_t nhost, size_t ncopies, size_t nkeys, size_t narrays)
 {
     wrk_post *p = calloc(1, sizeof *p);
@@ -856,13 +945,13 @@ static wrk_post *post_new(wrk_comm *c, size_t nhost, size_t ncopies, size_t nkey
     p->keys = calloc(nkeys + 1, sizeof *p->keys);
     p->arrays = calloc(narrays + 1, sizeof *p->arrays);
     if (p->host == NULL || p->copies == NULL || p->keys == NULL || p->arrays == NULL) {
-        wrk_comm_post_free(p);
+        post_free(p);
         return NULL;
     }
     return p;
 }
 
-void wrk_comm_post_free(wrk_post *p)
+static void post_free(wrk_post *p)
 {
     if (p == NULL)
         return;
@@ -878,8 +967,17 @@ void wrk_comm_post_free(wrk_post *p)
     free(p);
 }
 
+static void post_free_owner(void *owner)
+{
+    post_free(owner);
+}
+
 /* dist_* with device arrays: host copies go through the host path; the
- * pulled values are copied to the device outputs afterwards. */
+ * pulled values are copied to the device outputs afterwards.  In a local
+ * group (group.h) a push or pushpull of them goes through the group like a
+ * host array's: the members read each other's pinned copies, and the
+ * round's value lands in every member's pinned copy before its post step
+ * copies it to the devices. */
 static int dist_cpu(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_t *keys,
                     const kvs_array *vals, const kvs_array *outs, int priority)
 {
@@ -904,16 +1002,19 @@ static int dist_cpu(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_
             p->copies[p->ncopies++] = (post_copy){outs[i].device, outs[i].data, ho[i].data,
                                                   outs[i].count * kvs_dtype_size(outs[i].dtype)};
     if (type == WRK_OP_INIT) {
-        if ((rc = wrk_submit(s, type, n, keys, hv, NULL, 0, &op, NULL, NULL)) == 0)
+        if ((rc = wrk_submit(s, type, n, keys, hv, NULL, 0, &op, NULL, NULL, NULL)) == 0)
             rc = wrk_wait_op(s, op);
         goto out;
     }
-    rc = wrk_submit(s, type, n, keys, vals ? hv : NULL, outs ? ho : NULL, priority, NULL, p,
-                    NULL);
+    if (wrk_grp_on(s) && type != WRK_OP_PULL)
+        rc = wrk_grp_submit(s, type, n, keys, hv, outs ? ho : NULL, priority, &post_ops, p);
+    else
+        rc = wrk_submit(s, type, n, keys, vals ? hv : NULL, outs ? ho : NULL, priority, NULL,
+                        &post_ops, p, NULL);
     if (rc == 0)
         p = NULL; /* the op owns it */
 out:
-    wrk_comm_post_free(p);
+    post_free(p);
     free(hv);
     free(ho);
     return rc;
@@ -980,8 +1081,8 @@ static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_
                 break;
             continue;
         }
-        if ((rc = key_get(c, uk[u], shape, &k)) != 0 ||
-            (rc = dev_alloc(c->L, DEV_HOST, k->bytes, &h)) != 0)
+        if ((rc = key_get(c, uk[u], shape, named(vals, outs, ix, cnt), &k)) != 0 ||
+            (rc = wrk_pinned_get(c->pool, k->bytes, &h)) != 0)
             break;
         ks[u] = k;
         p->host[p->nhost++] = h;
@@ -1006,13 +1107,13 @@ static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_
     }
     if (rc == 0 && type == WRK_OP_INIT) {
         pthread_mutex_unlock(&c->mu);
-        if ((rc = wrk_submit(s, type, g.nu, uk, hv, NULL, 0, &op, NULL, NULL)) == 0)
+        if ((rc = wrk_submit(s, type, g.nu, uk, hv, NULL, 0, &op, NULL, NULL, NULL)) == 0)
             rc = wrk_wait_op(s, op);
         goto out;
     }
     if (rc == 0)
         rc = wrk_submit(s, type, g.nu, uk, vals ? hv : NULL, outs ? ho : NULL, priority, NULL,
-                        p, vals ? &op : NULL);
+                        &post_ops, p, vals ? &op : NULL);
     if (rc == 0) {
         p = NULL; /* the op owns it */
         if (op) {
@@ -1027,7 +1128,7 @@ static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_
     }
     pthread_mutex_unlock(&c->mu);
 out:
-    wrk_comm_post_free(p);
+    post_free(p);
     free(uk);
     free(hv);
     free(ho);
@@ -1100,9 +1201,12 @@ static void queue_item(wrk_comm *c, post_item *it)
     pthread_mutex_unlock(&c->qmu);
 }
 
-bool wrk_comm_post_locked(kvs_store *s, wrk_op *op)
+/* op's replies are all in and it has no error (op.h's post; mu held): if
+ * its post step (broadcast to the device outputs) has not run, queue it for
+ * the comm thread and keep the op pending. */
+static bool post_locked(kvs_store *s, wrk_op *op)
 {
-    wrk_post *p = op->post;
+    wrk_post *p = op->owner;
     wrk_comm *c = s->comm;
     if (p == NULL || p->ran || (p->ncopies == 0 && p->nkeys == 0))
         return false;
@@ -1114,26 +1218,37 @@ bool wrk_comm_post_locked(kvs_store *s, wrk_op *op)
     return true;
 }
 
-void wrk_comm_reply(kvs_store *s, wrk_req *q)
+/* The I/O thread wrote a successful reply of q (op.h's reply; without mu):
+ * queue the copy of its part to the key's merge device for the comm thread
+ * (the op stays pending until it is done). */
+static int post_reply(kvs_store *s, wrk_req *q, const proto_hdr *h, const void *body,
+                      const char **why)
 {
-    wrk_post *p = q->op->post;
+    wrk_post *p = q->op->owner;
     wrk_comm *c = s->comm;
+    (void)h;
+    (void)body;
+    (void)why;
     if (p == NULL || q->nouts == 0 || q->kidx >= p->nkeys || p->keys[q->kidx].ck == NULL ||
         q->h.count == 0)
-        return;
+        return 0;
     post_key *pk = &p->keys[q->kidx];
     size_t es = kvs_dtype_size((kvs_dtype)q->h.dtype);
     post_item *it = malloc(sizeof *it);
     if (it == NULL) {
         pk->rmissed = true; /* (I/O thread only) the post step copies it all */
-        return;
+        return 0;
     }
     *it = (post_item){NULL, p, q->op, q->kidx, q->h.offset * es, q->h.count * es};
     pthread_mutex_lock(&s->mu);
     q->op->pending++; /* the op lives until the part is on its device */
     pthread_mutex_unlock(&s->mu);
     queue_item(c, it);
+    return 0;
 }
+
+static const wrk_op_ops post_ops = {.reply = post_reply, .post = post_locked,
+                                    .free = post_free_owner};
 
 static void *post_thread(void *arg)
 {

@@ -50,18 +50,10 @@ bool wrk_comm_takes(const wrk_comm *c, size_t n, const kvs_array *a, const kvs_a
 int wrk_comm_call(struct kvs_store *s, int type, size_t n, const uint64_t *keys,
                   const kvs_array *vals, const kvs_array *outs, int priority);
 
-/* op's replies are all in and it has no error: if its post step (broadcast
- * to device outputs) has not run, queue it for the comm thread and return
- * true (the op stays pending); else false.  Called with store->mu held. */
-bool wrk_comm_post_locked(struct kvs_store *s, struct wrk_op *op);
-/* The I/O thread wrote a successful reply of q (a request of an op with a
- * post): queue the copy of its part to the key's merge device for the comm
- * thread (the op stays pending until it is done).  Called without mu. */
-struct wrk_req;
-void wrk_comm_reply(struct kvs_store *s, struct wrk_req *q);
-/* Release a post (host staging).  NULL: no-op.  Any thread. */
-void wrk_comm_post_free(wrk_post *p);
-
+/* The device counters and the pinned staging pool's size.  Any thread. */
 void wrk_comm_stats(wrk_comm *c, kvs_device_stats *out);
+/* The pinned staging pool's bytes; lock-free (the I/O thread's metrics).
+ * NULL: 0. */
+uint64_t wrk_comm_pinned_bytes(wrk_comm *c);
 
 #endif

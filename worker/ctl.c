@@ -23,6 +23,8 @@
 #include "common/datapath.h"
 #include "common/err.h"
 #include "optim/optim.h"
+#include "worker/group.h"
+#include "worker/op.h"
 #include "worker/wrk_int.h"
 
 #define CTL_TEXT_MAX 4096 /* longest text a collective carries (inline, copied) */
@@ -58,26 +60,33 @@ static int res_init(wrk_ctl_res *r, int n)
     return 0;
 }
 
-void wrk_ctl_reply(kvs_store *s, wrk_req *q, const proto_hdr *h, const void *body)
+/* A collective's answer from server q->server (I/O thread; op.h's reply):
+ * keep the save id and the LOAD pairs it carries. */
+static int ctl_reply(kvs_store *s, wrk_req *q, const proto_hdr *h, const void *body,
+                     const char **why)
 {
-    wrk_ctl_res *r = q->op->ctl;
-    int err = 0;
-    if (r && q->server >= 0 && q->server < r->n) {
-        r->ids[q->server] = h->round;
-        if (body && h->body_len > 0) {
-            if (h->dtype != KVS_INT64 || h->body_len % 16 != 0 || r->pairs[q->server]) {
-                err = KVS_EPROTO;
-            } else if ((r->pairs[q->server] = malloc(h->body_len)) == NULL) {
-                err = KVS_ENOMEM;
-            } else {
-                memcpy(r->pairs[q->server], body, h->body_len);
-                r->npairs[q->server] = h->body_len / 16;
-            }
-        }
+    wrk_ctl_res *r = q->op->owner;
+    (void)s;
+    if (r == NULL || q->server < 0 || q->server >= r->n)
+        return 0;
+    r->ids[q->server] = h->round;
+    if (body == NULL || h->body_len == 0)
+        return 0;
+    if (h->dtype != KVS_INT64 || h->body_len % 16 != 0 || r->pairs[q->server]) {
+        *why = "a server's answer to a load is malformed";
+        return KVS_EPROTO;
     }
-    wrk_op_release(s, q->op, err, err == KVS_EPROTO ? "a server's answer to a load is "
-                   "malformed" : err ? "out of memory" : NULL);
+    if ((r->pairs[q->server] = malloc(h->body_len)) == NULL) {
+        *why = "out of memory";
+        return KVS_ENOMEM;
+    }
+    memcpy(r->pairs[q->server], body, h->body_len);
+    r->npairs[q->server] = h->body_len / 16;
+    return 0;
 }
+
+/* A collective's answers go to the caller's wrk_ctl_res (which it owns). */
+static const wrk_op_ops ctl_ops = {.reply = ctl_reply};
 
 /* Send (type, key, text) to every server as the next collective; answers
  * into res (may be NULL). */
@@ -95,7 +104,8 @@ static int collective(kvs_store *s, int type, uint64_t key, const char *text, wr
     op->store = s;
     op->type = WRK_OP_CTL;
     op->sync = true;
-    op->ctl = res;
+    op->ops = &ctl_ops;
+    op->owner = res;
     op->nreqs = (size_t)s->num_servers;
     op->pending = s->num_servers;
     pthread_mutex_lock(&s->mu);
@@ -330,6 +340,7 @@ int kvs_load(kvs_store *s, const char *dir)
     err_clear();
     if ((rc = check_store(s, "kvs_load")) != 0 || (rc = check_dir(dir)) != 0)
         return rc;
+    wrk_grp_forget(s); /* values the group keeps for late pulls */
     uint64_t gen = 0;
     char text[CTL_DIR_MAX + 32];
     rc = ckpt_list(s, dir, &res);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "worker/op.h"
 #include "worker/wrk_int.h"
 
 static int local_shape(uint64_t key, const wrk_key *k, const kvs_array *a, const char *what)

@@ -7,6 +7,7 @@
 #include "common/err.h"
 #include "common/metrics.h"
 #include "net/http.h"
+#include "worker/comm.h"
 #include "worker/metrics.h"
 
 struct wrk_met {
@@ -15,7 +16,7 @@ struct wrk_met {
     int npeers;
     met_series *req[PROTO_TYPE_MAX];
     met_series *lat[PROTO_TYPE_MAX];
-    met_series *inflight, *ops, *queued, *hb;
+    met_series *inflight, *ops, *queued, *hb, *pinned;
     net_http *http;
 };
 
@@ -34,6 +35,7 @@ static void collect(void *arg)
     pthread_mutex_unlock(&s->mu);
     met_set(s->met->ops, (double)ops);
     met_set(s->met->queued, (double)queued);
+    met_set(s->met->pinned, (double)wrk_comm_pinned_bytes(s->comm));
 }
 
 int wrk_met_init(kvs_store *s)
@@ -84,6 +86,10 @@ int wrk_met_init(kvs_store *s)
                                "registered)", "node", "host"),
                     "scheduler", s->c.root_uri[0] ? s->c.root_uri : "-");
     met_set(m->hb, -1);
+    m->pinned = met_get(met_family(r, MET_GAUGE, "kvs_pinned_staging_bytes",
+                                   "Pinned host memory held by the store's staging pool "
+                                   "(device arrays staged through the host)", NULL, NULL),
+                        NULL, NULL);
     met_reg_on_collect(r, collect, s);
     return 0;
 }

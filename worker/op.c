@@ -6,7 +6,10 @@
 #include "common/clock.h"
 #include "common/datapath.h"
 #include "common/err.h"
+#include "worker/compress.h"
+#include "worker/elastic.h"
 #include "worker/trace.h"
+#include "worker/op.h"
 #include "worker/wrk_int.h"
 
 /* ---- lifetime and the store's list of ops ---- */
@@ -20,8 +23,10 @@ void wrk_op_free(wrk_op *op)
     free(op->reqs);
     free(op->outptrs);
     free(op->tmp);
+    free(op->ztmp);
     free(op->tleft);
-    wrk_comm_post_free(op->post);
+    if (op->ops && op->ops->free)
+        op->ops->free(op->owner);
     free(op);
 }
 
@@ -49,6 +54,19 @@ static void list_append(kvs_store *s, wrk_op *op)
     s->ops_tail = op;
 }
 
+/* Queue op for the I/O thread (io.c drains store->queue on each wake-up).
+ * Call with mu held. */
+static void io_queue_locked(kvs_store *s, wrk_op *op)
+{
+    op->qnext = NULL;
+    if (s->q_tail)
+        s->q_tail->qnext = op;
+    else
+        s->q_head = op;
+    s->q_tail = op;
+    uv_async_send(&s->wake);
+}
+
 void wrk_ops_free_all(kvs_store *s)
 {
     wrk_op *op = s->ops_head;
@@ -70,6 +88,10 @@ static void busy_undo_locked(kvs_store *s, wrk_op *op, size_t upto)
     for (size_t i = 0; i < upto; i++) {
         if (op->kbusy[i]) {
             (*op->kbusy[i])--;
+            if (op->type == WRK_OP_PULL) {
+                wrk_key *k = (wrk_key *)(void *)((char *)op->kbusy[i] - offsetof(wrk_key, busy));
+                k->pulls_done++;
+            }
             continue;
         }
         uintptr_t c = (uintptr_t)hmap_get(&s->busy, op->keys[i]);
@@ -87,6 +109,8 @@ static int busy_add_locked(kvs_store *s, wrk_op *op, wrk_key *const *ks)
         if (ks[i]) {
             op->kbusy[i] = &ks[i]->busy;
             ks[i]->busy++;
+            if (op->type == WRK_OP_PULL)
+                ks[i]->pulls_issued++;
             continue;
         }
         op->kbusy[i] = NULL;
@@ -100,7 +124,16 @@ static int busy_add_locked(kvs_store *s, wrk_op *op, wrk_key *const *ks)
     return 0;
 }
 
-static bool key_busy_locked(kvs_store *s, uint64_t key)
+bool wrk_key_pulls_done(kvs_store *s, uint64_t key, uint64_t mark)
+{
+    pthread_mutex_lock(&s->mu);
+    wrk_key *k = hmap_get(&s->keys, key);
+    bool done = k == NULL || k->pulls_done >= mark;
+    pthread_mutex_unlock(&s->mu);
+    return done;
+}
+
+bool wrk_key_busy_locked(kvs_store *s, uint64_t key)
 {
     wrk_key *k = hmap_get(&s->keys, key);
     return (k && k->busy > 0) || hmap_get(&s->busy, key) != NULL;
@@ -116,12 +149,16 @@ static void op_release_locked(kvs_store *s, wrk_op *op, int err, const char *tex
     }
     if (--op->pending > 0 || op->done)
         return;
-    if (op->err == 0 && op->post && wrk_comm_post_locked(s, op))
-        return; /* the comm thread broadcasts to the device outputs first */
+    if (op->err == 0 && op->ops && op->ops->post && op->ops->post(s, op))
+        return; /* its owner has more to do first (comm.c: the device outputs) */
     op->done = true;
+    if (op->ops && op->ops->done)
+        op->ops->done(s, op); /* its owner learns it now (group.c's chunk ops) */
     if (!op->sync) {
         busy_undo_locked(s, op, op->nkeys);
         s->nbusy--;
+        if (op->type == WRK_OP_PULL && s->grp_pull_done)
+            s->grp_pull_done(s);
         if (op->err == 0) {
             list_remove(s, op);
             wrk_op_free(op);
@@ -371,7 +408,10 @@ static int key_reqs(kvs_store *s, const plan *p, wrk_op *op, size_t i, size_t ku
     wrk_route_chunks(&s->routing, p->keys[i], a->count, esz, wps);
     if (op->trace_id)
         op->tleft[ku] = (uint32_t)parts;
-    bool sends = src && (p->type != WRK_OP_INIT || s->rank == 0);
+    /* an init's values: rank 0's (in an elastic job the program's epoch's
+     * rank 0, always a worker that was a member before: never a joiner) */
+    bool rank0 = s->c.elastic ? s->e_rank == 0 && !s->joiner : s->rank == 0;
+    bool sends = src && (p->type != WRK_OP_INIT || rank0);
     for (uint64_t k = 0; k < parts; k++) {
         wrk_part wp = wps[k];
         wrk_req *q = &op->reqs[(*r)++];
@@ -381,6 +421,7 @@ static int key_reqs(kvs_store *s, const plan *p, wrk_op *op, size_t i, size_t ku
         q->h.type = wire_type(p->type);
         q->h.flags = s->async && p->type == WRK_OP_INIT ? PROTO_F_ASYNC : 0;
         q->h.priority = p->priority;
+        q->h.contrib = p->type == WRK_OP_PUSH || p->type == WRK_OP_PUSHPULL;
         q->h.key = p->keys[i];
         q->h.part = wp.part;
         q->h.offset = wp.offset;
@@ -452,6 +493,11 @@ static int keys_locked(kvs_store *s, wrk_op *op, wrk_key **ks)
         wrk_key *k = hmap_get(&s->keys, h->key);
         if (k && (k->count != h->total || k->dtype != (kvs_dtype)h->dtype))
             return shape_err(h->key, k, h, op->type);
+        if (k && (k->row_len != 0) != op->rsp)
+            return err_set(KVS_EINVAL, "key %llu is %s: use %s", (unsigned long long)h->key,
+                           k->row_len ? "row-sparse" : "dense",
+                           k->row_len ? "kvs_push_rsp, kvs_pushpull_rsp and kvs_row_sparse_pull"
+                                      : "kvs_push, kvs_pull and kvs_pushpull");
         ks[op->reqs[r].kidx] = k;
     }
     for (size_t r = 0; r < op->nreqs && op->type == WRK_OP_INIT; r++) {
@@ -479,7 +525,7 @@ static void rounds_locked(wrk_op *op, wrk_key *const *ks)
     for (size_t r = 0; r < op->nreqs; r++) {
         if (FIRST_REQ(op, r)) {
             wrk_key *k = ks[op->reqs[r].kidx];
-            round = k ? k->pushes : 0;
+            round = wrk_elastic_round(op->store, k ? k->pushes : 0);
             if (pushes && k)
                 k->pushes++;
         }
@@ -511,24 +557,27 @@ static int queue_locked(kvs_store *s, wrk_op *op, wrk_key **ks, uint64_t t_call)
         return err_set(KVS_ECLOSED, "store is closing");
     if (op->nreqs == 0 && !op->sync)
         return 0; /* no keys: nothing to do (the caller frees op) */
+    if ((rc = wrk_elastic_check_locked(s)) != 0)
+        return rc;
     if ((rc = keys_locked(s, op, ks)) != 0)
         return rc;
     if (!op->sync && op->nreqs > 0 && (rc = busy_add_locked(s, op, ks)) != 0)
         return rc;
     rounds_locked(op, ks);
+    s->pushed = s->pushed || op->type == WRK_OP_PUSH || op->type == WRK_OP_PUSHPULL;
     if (op->trace_id)
         trace_queued(s, op, t_call);
     if (op->nreqs == 0)
         op->done = true;
     list_append(s, op);
     if (op->nreqs > 0)
-        wrk_io_submit(s, op);
+        io_queue_locked(s, op);
     return 0;
 }
 
 int wrk_submit(kvs_store *s, int type, size_t n, const uint64_t *keys, const kvs_array *vals,
-               const kvs_array *outs, int priority, wrk_op **sync_op, wrk_post *post,
-               wrk_op **gated)
+               const kvs_array *outs, int priority, wrk_op **sync_op, const wrk_op_ops *ops,
+               void *owner, wrk_op **gated)
 {
     uint64_t t_call = clock_ns();
     plan p = {.type = type, .n = n, .keys = keys, .vals = vals, .outs = outs,
@@ -546,8 +595,16 @@ int wrk_submit(kvs_store *s, int type, size_t n, const uint64_t *keys, const kvs
     op->store = s;
     op->type = type;
     op->sync = sync_op != NULL;
-    op->post = post;
+    op->ops = ops;
+    op->owner = owner;
     if ((rc = op_alloc(s, &p, op)) != 0 || (rc = op_build(s, &p, op)) != 0)
+        goto out;
+    if (s->codec && gated && (type == WRK_OP_PUSH || type == WRK_OP_PUSHPULL)) {
+        rc = err_set(KVS_EINVAL, "gradient compression takes host arrays: this push's "
+                     "arrays are staged from a device");
+        goto out;
+    }
+    if ((rc = wrk_codec_op(s, op)) != 0)
         goto out;
     if (gated && !op->sync) {
         *gated = NULL;
@@ -571,11 +628,27 @@ int wrk_submit(kvs_store *s, int type, size_t n, const uint64_t *keys, const kvs
         *gated = op;
 out:
     if (rc && op) {
-        op->post = NULL; /* on failure the caller still owns post */
+        op->ops = NULL; /* on failure the caller still owns owner */
+        op->owner = NULL;
         wrk_op_free(op);
     }
     free(ks);
     plan_fini(&p);
+    return rc;
+}
+
+int wrk_submit_built(kvs_store *s, wrk_op *op)
+{
+    uint64_t t_call = clock_ns();
+    wrk_key **ks = calloc(op->nkeys ? op->nkeys : 1, sizeof *ks);
+    if (ks == NULL)
+        return err_set(KVS_ENOMEM, "out of memory");
+    pthread_mutex_lock(&s->mu);
+    int rc = queue_locked(s, op, ks, t_call);
+    pthread_mutex_unlock(&s->mu);
+    free(ks);
+    if (rc == 0 && !op->sync && op->nreqs == 0)
+        wrk_op_free(op); /* never queued */
     return rc;
 }
 
@@ -630,6 +703,7 @@ int wrk_wait_op(kvs_store *s, wrk_op *op)
     rc = op->err;
     if (rc)
         err_set(rc, "%s", op->errtext);
+    wrk_elastic_seen_locked(s, rc, wrk_elastic_op_epoch(op));
     pthread_mutex_unlock(&s->mu);
     wrk_op_free(op);
     return rc;
@@ -645,10 +719,19 @@ static bool op_has_key(const wrk_op *op, uint64_t key)
 
 int wrk_wait_keys(kvs_store *s, bool all, uint64_t key)
 {
-    int rc = 0;
+    int rc;
     pthread_mutex_lock(&s->mu);
-    while (all ? s->nbusy > 0 : key_busy_locked(s, key))
+    while (all ? s->nbusy > 0 : wrk_key_busy_locked(s, key))
         pthread_cond_wait(&s->cv, &s->mu);
+    rc = wrk_reap_locked(s, all, key);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int wrk_reap_locked(kvs_store *s, bool all, uint64_t key)
+{
+    int rc = 0;
+    uint64_t ep = 0;
     /* only failed ops stay listed once done: scan only when there are some */
     wrk_op *op = s->nfailed > 0 ? s->ops_head : NULL;
     while (op) {
@@ -656,6 +739,7 @@ int wrk_wait_keys(kvs_store *s, bool all, uint64_t key)
         if (op->done && !op->sync && (all || op_has_key(op, key))) {
             if (rc == 0 && op->err) {
                 rc = op->err;
+                ep = wrk_elastic_op_epoch(op);
                 err_set(rc, "%s", op->errtext);
             }
             s->nfailed -= op->err != 0;
@@ -664,9 +748,8 @@ int wrk_wait_keys(kvs_store *s, bool all, uint64_t key)
         }
         op = n;
     }
-    rc = sticky_locked(s, rc);
-    pthread_mutex_unlock(&s->mu);
-    return rc;
+    wrk_elastic_seen_locked(s, rc, ep);
+    return sticky_locked(s, rc);
 }
 
 int wrk_op_run(kvs_store *s, wrk_op *op)
@@ -680,7 +763,7 @@ int wrk_op_run(kvs_store *s, wrk_op *op)
         return rc;
     }
     list_append(s, op);
-    wrk_io_submit(s, op);
+    io_queue_locked(s, op);
     pthread_mutex_unlock(&s->mu);
     return wrk_wait_op(s, op);
 }
@@ -712,7 +795,7 @@ int wrk_op_control(kvs_store *s, int type)
         return rc;
     }
     list_append(s, op);
-    wrk_io_submit(s, op);
+    io_queue_locked(s, op);
     pthread_mutex_unlock(&s->mu);
     uint64_t t0 = clock_ns();
     int rc = wrk_wait_op(s, op);
@@ -721,4 +804,189 @@ int wrk_op_control(kvs_store *s, int type)
         wrk_trace_add(s->trace, &ev);
     }
     return rc;
+}
+
+/* ---- ops of local groups (group.c) ---- */
+
+int wrk_submit_held(kvs_store *s, int type, size_t n, const uint64_t *keys,
+                    const kvs_array *vals, const kvs_array *outs, wrk_op **out,
+                    wrk_held *held)
+{
+    plan p = {.type = type, .n = n, .keys = keys, .vals = vals, .outs = outs,
+              .shape = vals ? vals : outs};
+    wrk_op *op = NULL;
+    wrk_key **ks = NULL;
+    int rc;
+    size_t tmp_bytes = 0;
+
+    *out = NULL;
+    if ((rc = plan_keys(&p)) != 0)
+        goto out;
+    if ((op = calloc(1, sizeof *op)) == NULL) {
+        rc = err_set(KVS_ENOMEM, "out of memory");
+        goto out;
+    }
+    op->store = s;
+    op->type = type;
+    size_t nu = (size_t)p.nu;
+    op->nkeys = nu;
+    op->keys = malloc((nu ? nu : 1) * sizeof *op->keys);
+    op->kbusy = malloc((nu ? nu : 1) * sizeof *op->kbusy);
+    ks = calloc(nu ? nu : 1, sizeof *ks);
+    if (op->keys == NULL || op->kbusy == NULL || ks == NULL) {
+        rc = err_set(KVS_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n && vals; i++)
+        if (p.first[i] == i && p.cnt[i] > 1)
+            tmp_bytes += (key_bytes(&vals[i]) + 63) & ~(size_t)63;
+    if (tmp_bytes && (op->tmp = aligned_alloc(64, tmp_bytes)) == NULL) {
+        rc = err_set(KVS_ENOMEM, "out of memory");
+        goto out;
+    }
+    uint8_t *tmp = op->tmp;
+    for (size_t i = 0, u = 0; i < n; i++) {
+        if (p.first[i] != i)
+            continue;
+        const uint8_t *src = vals ? vals[i].data : NULL;
+        if (vals && p.cnt[i] > 1) { /* a repeated key: its local sum is what the group adds */
+            size_t *ix = malloc(p.cnt[i] * sizeof *ix), c = 0;
+            if (ix == NULL) {
+                rc = err_set(KVS_ENOMEM, "out of memory");
+                goto out;
+            }
+            for (size_t j = i; j != NO_NEXT; j = p.next[j])
+                ix[c++] = j;
+            rc = wrk_sum_local(s, tmp, vals, ix, c);
+            free(ix);
+            if (rc) {
+                rc = err_set(rc, "key %llu: summing %zu local values failed",
+                             (unsigned long long)keys[i], c);
+                goto out;
+            }
+            src = tmp;
+            tmp += (key_bytes(&vals[i]) + 63) & ~(size_t)63;
+        }
+        wrk_held *h = &held[u];
+        op->keys[u++] = keys[i];
+        *h = (wrk_held){.key = keys[i], .count = p.shape[i].count, .dtype = p.shape[i].dtype,
+                        .src = src, .dst = outs ? outs[i].data : NULL, .nouts = 0};
+        for (size_t j = i; outs && j != NO_NEXT; j = p.next[j]) {
+            if (outs[j].data == h->dst)
+                continue;
+            if (h->nouts == WRK_HELD_OUTS) {
+                rc = err_set(KVS_EINVAL, "key %llu: more than %d outputs in one call",
+                             (unsigned long long)keys[i], WRK_HELD_OUTS + 1);
+                goto out;
+            }
+            h->extra[h->nouts++] = outs[j].data;
+        }
+    }
+    pthread_mutex_lock(&s->mu);
+    if (s->fatal)
+        rc = err_set(s->fatal, "%s", s->fatal_text);
+    else if (s->stop)
+        rc = err_set(KVS_ECLOSED, "store is closing");
+    for (size_t u = 0; u < nu && rc == 0; u++) {
+        wrk_key *k = hmap_get(&s->keys, op->keys[u]);
+        if (k && (k->count != held[u].count || k->dtype != held[u].dtype)) {
+            proto_hdr h = {.key = op->keys[u], .total = held[u].count,
+                           .dtype = (uint32_t)held[u].dtype};
+            rc = shape_err(op->keys[u], k, &h, type);
+        }
+        ks[u] = k;
+    }
+    if (rc == 0)
+        rc = busy_add_locked(s, op, ks);
+    if (rc == 0) {
+        s->pushed = s->pushed || type == WRK_OP_PUSH || type == WRK_OP_PUSHPULL;
+        for (size_t u = 0; u < nu; u++) { /* the rounds: as rounds_locked numbers them */
+            held[u].round = wrk_elastic_round(s, ks[u] == NULL ? 0
+                                              : type == WRK_OP_PULL ? ks[u]->pushes
+                                                                    : ks[u]->pushes++);
+            held[u].pull_mark = ks[u] ? ks[u]->pulls_issued : 0;
+        }
+        op->pending = (int)nu;
+        list_append(s, op);
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (rc == 0)
+        *out = op;
+out:
+    if (rc && op)
+        wrk_op_free(op);
+    free(ks);
+    plan_fini(&p);
+    return rc;
+}
+
+int wrk_submit_chunk(kvs_store *s, int type, const wrk_held *k, const wrk_part *part,
+                     uint16_t contrib, const uint8_t *src, uint8_t *dst, int priority,
+                     const wrk_op_ops *ops, void *owner, wrk_op **out)
+{
+    size_t esz = kvs_dtype_size(k->dtype);
+    wrk_op *op = calloc(1, sizeof *op);
+    int rc = 0;
+    *out = NULL;
+    if (op == NULL)
+        return err_set(KVS_ENOMEM, "out of memory");
+    op->store = s;
+    op->type = type;
+    op->sync = true;
+    op->nreqs = 1;
+    op->nkeys = 1;
+    op->keys = malloc(sizeof *op->keys);
+    op->reqs = calloc(1, sizeof *op->reqs);
+    op->outptrs = calloc(1, sizeof *op->outptrs);
+    if (op->keys == NULL || op->reqs == NULL || op->outptrs == NULL) {
+        wrk_op_free(op);
+        return err_set(KVS_ENOMEM, "out of memory");
+    }
+    op->keys[0] = k->key;
+    if (s->trace && (op->tleft = calloc(1, sizeof *op->tleft)) != NULL) {
+        op->trace_id = __atomic_add_fetch(&s->trace_seq, 1, __ATOMIC_RELAXED);
+        op->tleft[0] = 1;
+    }
+    op->ops = ops;
+    op->owner = owner;
+    wrk_req *q = &op->reqs[0];
+    q->op = op;
+    q->server = part->server;
+    q->h = (proto_hdr){.type = wire_type(type), .priority = priority, .contrib = contrib,
+                       .key = k->key, .part = part->part, .offset = part->offset,
+                       .count = part->count, .total = k->count, .dtype = (uint32_t)k->dtype,
+                       .round = k->round};
+    if (type != WRK_OP_PULL) {
+        q->send = src;
+        q->h.body_len = part->count * esz;
+        q->zc = q->h.body_len >= DP_ZERO_COPY_MIN;
+    }
+    if (type == WRK_OP_PUSHPULL || type == WRK_OP_PULL) {
+        op->outptrs[0] = dst;
+        q->outs = op->outptrs;
+        q->nouts = 1;
+    }
+    op->pending = 1 + q->zc;
+    if ((rc = wrk_codec_op(s, op)) != 0) {
+        op->ops = NULL; /* on failure the caller still owns owner */
+        wrk_op_free(op);
+        return rc;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (s->fatal)
+        rc = err_set(s->fatal, "%s", s->fatal_text);
+    else if (s->stop)
+        rc = err_set(KVS_ECLOSED, "store is closing");
+    if (rc == 0) {
+        list_append(s, op);
+        io_queue_locked(s, op);
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (rc) {
+        op->ops = NULL; /* on failure the caller still owns owner */
+        wrk_op_free(op);
+        return rc;
+    }
+    *out = op;
+    return 0;
 }

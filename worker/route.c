@@ -28,7 +28,7 @@ static uint64_t split_point(uint64_t n, uint64_t i, uint64_t s)
 
 static int home_server(uint64_t key, int num_servers)
 {
-    return (int)((key * 9973ull) % (uint64_t)num_servers);
+    return (int)((key * UINT64_C(9973)) % (uint64_t)num_servers);
 }
 
 uint64_t wrk_route_nparts(const wrk_routing *r, uint64_t count)
@@ -49,7 +49,7 @@ void wrk_route_part(const wrk_routing *r, uint64_t key, uint64_t count, uint64_t
     if (r->p3) {
         out->offset = i * r->slice;
         out->count = count - out->offset < r->slice ? count - out->offset : r->slice;
-        out->server = (int)((home_server(key, r->num_servers) + i) % (uint64_t)r->num_servers);
+        out->server = (int)(((uint64_t)home_server(key, r->num_servers) + i) % (uint64_t)r->num_servers);
         return;
     }
     if (count < r->bigarray_bound || r->num_servers == 1) {
@@ -96,4 +96,14 @@ uint64_t wrk_route_chunks(const wrk_routing *r, uint64_t key, uint64_t count, si
         }
     }
     return n;
+}
+
+uint64_t wrk_route_split(uint64_t n, uint64_t i, uint64_t s)
+{
+    return split_point(n, i, s);
+}
+
+int wrk_route_home(uint64_t key, int num_servers)
+{
+    return home_server(key, num_servers);
 }

@@ -82,7 +82,7 @@ static void write_event(wrk_trace *t, const wrk_tev *e)
                 us(t, arrive + e->b), (unsigned long long)e->key);
         fprintf(t->f, ",\"part\":%u,\"server\":%d,\"server_us\":%.3f,\"sum_us\":%.3f,"
                       "\"round_wait_us\":%.3f,\"event\":\"%s\"}}",
-                e->part, e->server, e->a / 1000.0, e->b / 1000.0, e->c / 1000.0,
+                e->part, e->server, (double)e->a / 1000.0, (double)e->b / 1000.0, (double)e->c / 1000.0,
                 sums ? "summed" : "server");
         if (e->c) {
             sep(t);
@@ -111,7 +111,7 @@ static void write_event(wrk_trace *t, const wrk_tev *e)
         sep(t);
         fprintf(t->f, "{\"name\":\"barrier\",\"cat\":\"barrier\",\"ph\":\"X\",\"pid\":%d,"
                       "\"tid\":2,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"event\":\"barrier\"}}",
-                t->rank, us(t, e->ts_ns), e->a / 1000.0);
+                t->rank, us(t, e->ts_ns), (double)e->a / 1000.0);
         break;
     default:
         break;

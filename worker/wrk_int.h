@@ -21,9 +21,7 @@
 #include "net/live.h"
 #include "net/net.h"
 #include "reduce/reduce.h"
-#include "worker/comm.h"
 #include "worker/pq.h"
-#include "worker/op.h"
 #include "worker/reqmap.h"
 #include <stdatomic.h>
 
@@ -59,6 +57,10 @@ void wrk_route_part(const wrk_routing *r, uint64_t key, uint64_t count, uint64_t
  * NULL) and returns the number of messages. */
 uint64_t wrk_route_chunks(const wrk_routing *r, uint64_t key, uint64_t count, size_t esz,
                           wrk_part *out);
+/* MXNet's split point of n things into s parts at part i, and a key's home
+ * server (the placement rules above, for sparse.c's row ranges). */
+uint64_t wrk_route_split(uint64_t n, uint64_t i, uint64_t s);
+int wrk_route_home(uint64_t key, int num_servers);
 
 /* ---- operations ---- */
 
@@ -110,10 +112,12 @@ struct wrk_op {
     wrk_req *reqs;
     uint8_t **outptrs;   /* storage behind reqs[].outs */
     void *tmp;           /* locally summed push data */
+    void *ztmp;          /* compressed push bodies (compress.h) */
     uint64_t trace_id;   /* KVS_TRACE: the op's number (0: not traced) */
     uint32_t *tleft;     /* KVS_TRACE: per key, parts not yet replied (io) */
-    struct wrk_ctl_res *ctl; /* WRK_OP_CTL: where replies go (owned by the caller) */
-    wrk_post *post;      /* comm.c: host staging; broadcast to device outputs when done */
+    const struct wrk_op_ops *ops; /* its owner's operations (op.h), or NULL */
+    void *owner;         /* its owner's data (comm.c: host staging; ctl.c: where a
+                          * collective's answers go) */
     /* gated ops (wrk_submit's gated): their requests leave only as the comm
      * layer stages their data (wrk_op_open) */
     bool gated;
@@ -122,6 +126,7 @@ struct wrk_op {
     int cut_err;         /* (mu) */
     size_t sent;         /* (io) requests handed on (sent, queued or dropped) so far */
     wrk_op *gnext;       /* (io) store->gated */
+    bool rsp;            /* a row-sparse op (sparse.c): the only kind a row-sparse key takes */
 };
 
 typedef struct wrk_key {
@@ -130,22 +135,28 @@ typedef struct wrk_key {
     uint64_t pushes; /* pushes issued by this worker: the next push's round */
     uint8_t *local;  /* local store: the value */
     size_t busy;     /* (mu) unfinished async ops with this key (op.c) */
+    uint64_t pulls_issued, pulls_done; /* (mu) async plain pulls of this key issued and
+                                          finished: a local group posts a push only after
+                                          the pulls issued before it (group.c) */
+    uint64_t row_len; /* (mu) a row-sparse key's row length (sparse.c); 0: dense */
 } wrk_key;
 
 struct kvs_store {
     int kind;
     bool async;
+    int comm_mode; /* enum wrk_comm_mode */
     cfg c;
     char who[32];
     wrk_routing routing;
     red_pool *pool;
-    wrk_comm *comm;      /* comm.c: device arrays, device store types */
+    struct wrk_comm *comm; /* comm.c: device arrays, device store types */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
     wrk_op *ops_head, *ops_tail; /* (mu) not done, or done with an unreported error */
     wrk_op *q_head, *q_tail;     /* (mu) waiting for the I/O thread */
     hmap keys;                   /* (mu) key -> wrk_key */
+    size_t nrsp;                 /* (mu) row-sparse keys among them (sparse.c) */
     hmap busy;                   /* (mu) key without a wrk_key -> unfinished async ops
                                   * with it (uintptr_t); other keys count in wrk_key */
     size_t nbusy;                /* (mu) unfinished async ops */
@@ -153,10 +164,23 @@ struct kvs_store {
     int fatal;                   /* (mu) job broken: every call fails with it */
     char fatal_text[512];        /* (mu) */
     bool registered;             /* (mu) */
+    int dead_servers, dead_workers; /* (mu) nodes the scheduler declared dead */
     bool sched_gone;             /* (mu) the scheduler ended the job or went silent */
     bool stop;                   /* (mu) I/O thread must stop */
-    int rank, node_id, num_workers, num_servers;
+    int rank, node_id, num_workers, num_servers; /* rank: the slot (node id 9 + 2*rank) */
+    /* KVS_ELASTIC (worker/elastic.h): (mu) the epoch the I/O thread knows,
+     * with the rank and size it gives this worker; the epoch the program
+     * works in, with its rank and size (kvs_rank, kvs_num_workers);
+     * admitted: a member (a joiner waits in kvs_create until it is);
+     * joiner: registered while the job ran (its inits send no values) */
+    uint64_t epoch_known, epoch_seen;
+    int known_rank, known_num, e_rank, e_num;
+    bool admitted, joiner;
     uint64_t ctl_seq;            /* (mu) collectives issued (ctl.c) */
+    struct wrk_notify *notify;   /* (mu) completion callbacks (notify.c), or NULL */
+    struct wrk_codec *codec;     /* gradient compression (compress.h), or NULL; set under
+                                  * mu before the first push, then read-only */
+    bool pushed;                 /* (mu) a push or pushpull was queued */
 
     /* (io) */
     pthread_t thread;
@@ -185,6 +209,8 @@ struct kvs_store {
                       * that it can prove we are the process we named (server/cma.h) */
     uv_timer_t grace;  /* fails direct-copy requests a live server never answered */
     bool grace_on;
+    int *owner;        /* KVS_REPLICAS=1: per key range, the server that owns it now
+                        * (failover.h); NULL: not replicated */
     net_mon **mons;    /* per server: connection events of its socket */
     bool *connected;   /* per server: its connection came up */
     char (*server_ep)[128]; /* per server: its endpoint, for messages */
@@ -198,17 +224,34 @@ struct kvs_store {
     struct wrk_trace *trace; /* KVS_TRACE timeline (worker/trace.c), or NULL */
     uint64_t trace_seq;   /* last op number given (atomic) */
     uv_timer_t met_timer; /* (io) heartbeat age, once a second */
+
+    /* local group (group.h); set before kvs_create returns, then read-only */
+    int local_rank, local_size, local_group; /* alone: 0, 1, -1 */
+    bool local_agg;                /* KVS_LOCAL_AGG in effect */
+    int local_rank_env, local_size_env; /* as given (-1: not given) */
+    uint8_t local_nonce[PROTO_NONCE_LEN]; /* the proof group members read */
+    char grp_reg[400];             /* what this worker registers with */
+    uint64_t job_id;
+    proto_node *peers;             /* the group's members by local rank */
+    struct wrk_grp *grp;           /* the running group (NULL: none) */
+    void (*grp_pull_done)(struct kvs_store *s); /* (mu) group.c's: an async pull finished */
 };
+
+/* Replicated servers: the server that owns key range r now (r without
+ * replicas; failover.c keeps s->owner).  I/O thread. */
+static inline int wrk_fo_route(const struct kvs_store *s, int r)
+{
+    return s->owner && r >= 0 && r < s->num_servers ? s->owner[r] : r;
+}
 
 /* io.c */
 int wrk_io_start(kvs_store *s);      /* start the thread; wait for registration */
 void wrk_io_stop(kvs_store *s);      /* stop and join; frees the loop and sockets */
-void wrk_io_submit(kvs_store *s, wrk_op *op); /* call with mu held */
 
-/* ctl.c */
-/* A successful reply to a WRK_OP_CTL request (I/O thread): keep what it
- * carries, then release the request. */
-void wrk_ctl_reply(kvs_store *s, wrk_req *q, const proto_hdr *h, const void *body);
+/* sparse.c: KVS_EINVAL (message set) if one of keys is row-sparse: dense
+ * push, pull and pushpull paths that do not reach op.c's check call it.
+ * User thread; takes mu. */
+int wrk_rsp_dense_check(kvs_store *s, size_t n, const uint64_t *keys);
 
 /* local.c */
 int wrk_local_init(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals);

@@ -15,6 +15,8 @@ Store methods (kvsd.Store):
     kv.pull(key, out, priority=0)             asynchronous; several outs = broadcast
     kv.pushpull(key, value, out=None, priority=0)   out=None: in place
     kv.wait(key), kv.wait_all()               raise the first error they waited for
+    kv.on_complete(key, fn)                   fn(error or None) on the completion thread
+                                              once key is done (see Store.on_complete)
     kv.barrier(), kv.set_optimizer(spec), kv.close()   (also: with ... as kv)
 
 key: an int (0 .. 2**64-1), a str (see kvsd.key_of), or a list of them;
@@ -26,6 +28,8 @@ dtypes float16, bfloat16, float32, float64, int32, int64.  Anything else is
 a TypeError naming the dtype, raised before anything is queued.  The store
 keeps the arrays of push/pull/pushpull alive until a wait covers them;
 reading an output before then is undefined.
+
+PyTorch: kvsd.torch (DistributedOptimizer, broadcasts, a DDP comm hook).
 
 Errors: kvsd.Error (.code, .name, .message) and one subclass per libkvs error
 code: PeerDead, Timeout, ConfigError, NoKey, ShapeError, ...; each is also

@@ -10,16 +10,22 @@ or ValueError (a read-only output) before anything is queued.
 Accepted, in the order they are tried:
   - numpy.ndarray (and subclasses);
   - torch.Tensor, CPU or CUDA (the tensor's own memory; device from
-    tensor.device);
+    tensor.device; a CUDA tensor waits for torch's current stream of its
+    device unless that is the legacy default stream; a CPU tensor's storage
+    is held and marked not resizable, as tensor.numpy() does: _pin_cpu);
   - __cuda_array_interface__ (CuPy, Numba, ...): device id from the
     object's __dlpack_device__(), else its .device (.id / .index / int), else
-    the CUDA driver's pointer attributes;
+    the CUDA driver's pointer attributes; its `stream` is waited for in the
+    device's own context (_cuda.sync_stream);
   - __array_interface__ (viewed through NumPy, no copy);
   - __dlpack__ (CPU, CUDA, CUDA host and managed memory; device id from the
     DLPack tensor);
   - the buffer protocol (array.array, memoryview, bytearray, ...).
+A CUDA device ordinal becomes a kvsd device number through KVS_DEVICES
+(kvsd_device).
 """
 import ctypes
+import os
 import sys
 
 import numpy as np
@@ -102,6 +108,26 @@ def _count(shape):
     return c
 
 
+# ---- device numbers ----------------------------------------------------------
+
+def kvsd_device(ordinal, what):
+    """The kvsd device of CUDA device `ordinal`: itself, or with KVS_DEVICES
+    set (kvsd device i = its i-th entry) the first entry naming it."""
+    if ordinal == KVS_CPU:
+        return ordinal
+    sel = os.environ.get("KVS_DEVICES", "").strip()
+    if not sel:
+        return ordinal
+    try:
+        entries = [int(x) for x in sel.split(",")]
+    except ValueError:
+        return ordinal   # the library rejects the value with its own message
+    if ordinal in entries:
+        return entries.index(ordinal)
+    raise TypeError("%s: the array is on CUDA device %d, which KVS_DEVICES=%s does not select"
+                    % (_label(what), ordinal, sel))
+
+
 # ---- torch ---------------------------------------------------------------
 
 _torch_codes = None
@@ -129,14 +155,33 @@ def _from_torch(t, writable, what):
         raise _noncontig(what, _torch_name(t), "shape %s, strides %s"
                          % (tuple(t.shape), t.stride()))
     dev = t.device
+    keep = t
     if dev.type == "cpu":
         device = KVS_CPU
+        keep = (t, _pin_cpu(t))
     elif dev.type == "cuda":
         device = dev.index if dev.index is not None else sys.modules["torch"].cuda.current_device()
+        from . import _cuda
+        _cuda.sync_torch(t, what)
+        device = kvsd_device(device, what)
     else:
         raise TypeError("%s: tensor of dtype %s is on a %s device; kvsd takes host (cpu) and "
                         "CUDA memory" % (_label(what), _torch_name(t), dev.type))
-    return (t.data_ptr(), t.numel(), code, device, t)
+    return (t.data_ptr(), t.numel(), code, device, keep)
+
+
+def _pin_cpu(t):
+    """Keep a CPU tensor's memory where it is while the library may touch it:
+    a NumPy view of an alias of the tensor holds its storage (the tensor may
+    be deleted, or set_() to another storage) and, as for tensor.numpy(),
+    torch marks that storage not resizable, so resize_() of the tensor (or of
+    any view of it) beyond its size raises instead of freeing the memory
+    under a push or a pull in flight.  The mark stays after the wait."""
+    torch = sys.modules["torch"]
+    a = t.detach()
+    if a.dtype == torch.bfloat16:   # NumPy has no bfloat16: the same bytes as int16
+        a = a.view(torch.int16)
+    return a.numpy()
 
 
 def _from_torch_checked(t, writable, what):
@@ -213,7 +258,8 @@ def _from_cai(obj, cai, writable, what):
     stream = cai.get("stream")
     if stream is not None and device != KVS_CPU:
         from . import _cuda
-        _cuda.sync_stream(int(stream), what)
+        _cuda.sync_stream(int(stream), device, what)
+    device = kvsd_device(device, what)
     return (ptr or 0, _count(shape), code, device, obj)
 
 
@@ -300,7 +346,7 @@ def _from_dlpack(obj, writable, what):
     if dtype in (_KDL_CPU, _KDL_CUDA_HOST):
         device = KVS_CPU
     elif dtype in (_KDL_CUDA, _KDL_CUDA_MANAGED):
-        device = t.device.device_id
+        device = kvsd_device(t.device.device_id, what)
     else:
         raise TypeError("%s: DLPack array of dtype %s is on a %s device; kvsd takes host and "
                         "CUDA memory" % (_label(what), name, _KDL_NAMES.get(dtype, dtype)))

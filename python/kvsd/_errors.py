@@ -30,6 +30,7 @@ _FRIENDLY = {
     "KVS_EINTERNAL": ("InternalError", ()),
     "KVS_EAUTH": ("AuthError", ()),
     "KVS_EFULL": ("QueueFull", ()),
+    "KVS_EMEMBERSHIP": ("MembershipChanged", ()),
 }
 
 _UNKNOWN = "KVS_E?"

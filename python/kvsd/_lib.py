@@ -88,7 +88,13 @@ _PROTOTYPES = {
     "kvs_rank": (_int, [c_store_p]),
     "kvs_num_workers": (_int, [c_store_p]),
     "kvs_num_servers": (_int, [c_store_p]),
+    "kvs_broadcast": (_int, [c_store_p, _sz, _KEYS, _ARR, _ARR, _int]),
+    "kvs_is_capable": (_int, [c_store_p, _int]),
+    "kvs_num_dead_node": (_int, [c_store_p, _int]),
+    "kvs_local_rank": (_int, [c_store_p]),
+    "kvs_local_size": (_int, [c_store_p]),
     "kvs_set_optimizer": (_int, [c_store_p, ctypes.c_char_p]),
+    "kvs_set_gradient_compression": (_int, [c_store_p, ctypes.c_char_p]),
     "kvs_set_optimizer_key": (_int, [c_store_p, ctypes.c_uint64, ctypes.c_char_p]),
     "kvs_save": (_int, [c_store_p, ctypes.c_char_p]),
     "kvs_load": (_int, [c_store_p, ctypes.c_char_p]),
@@ -110,9 +116,15 @@ for _name, (_res, _args) in _PROTOTYPES.items():
     _f.argtypes = _args
 
 
+# void (*kvs_complete_fn)(uint64_t key, int err, void *arg)
+COMPLETE_FN = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_int, ctypes.c_void_p)
+
 # Functions of later libkvs versions: set up where the library has them.
 _OPTIONAL = {
     "kvs_version": (ctypes.c_char_p, []),
+    "kvs_on_complete": (_int, [c_store_p, ctypes.c_uint64, COMPLETE_FN, ctypes.c_void_p]),
+    "kvs_local_rank": (_int, [c_store_p]),
+    "kvs_local_size": (_int, [c_store_p]),
 }
 for _name, (_res, _args) in _OPTIONAL.items():
     _f = getattr(lib, _name, None)

@@ -15,7 +15,7 @@ import threading
 import weakref
 from ctypes import byref, c_uint64
 
-from . import _arrays, _errors, _keys, _lib
+from . import _arrays, _errors, _keys, _lib, _sparse
 from ._lib import KvsArray, lib
 
 _INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
@@ -56,6 +56,38 @@ def _c_arrays(views):
     return arr
 
 
+def compression_spec(spec):
+    """The spec string of a compression given as a string, None, or MXNet's
+    dict form {'type': '2bit', 'threshold': 0.5} ({'type': 'topk', 'ratio':
+    0.01}; 'pull': False or 0 keeps the servers' replies in float32);
+    TypeError / ValueError for anything else (libkvs checks the words and
+    values)."""
+    if spec is None:
+        return "none"
+    if isinstance(spec, str):
+        return spec
+    if not isinstance(spec, dict):
+        raise TypeError("a gradient compression is a str such as '2bit threshold=0.5' or a "
+                        "dict such as {'type': '2bit', 'threshold': 0.5}, not %s"
+                        % type(spec).__name__)
+    if "type" not in spec or not isinstance(spec["type"], str):
+        raise ValueError("gradient compression %r: 'type' (a str: 2bit, 1bit, topk, fp16, "
+                         "none) is missing" % (spec,))
+    words = [spec["type"]]
+    for name, value in spec.items():
+        if name == "type":
+            continue
+        if name == "pull" and (value is True or value is False or value in (0, 1)):
+            words.append("pull=%d" % int(value))
+            continue
+        if not isinstance(name, str) or not isinstance(value, numbers.Real) or \
+                isinstance(value, bool):
+            raise ValueError("gradient compression %r: setting %r=%r is not a name and a "
+                             "number" % (spec, name, value))
+        words.append("%s=%r" % (name, float(value)))
+    return " ".join(words)
+
+
 class Store:
     """A connection to a kvsd job (or a local store).  Make one with
     kvsd.create(); see the package docstring for the methods."""
@@ -66,27 +98,56 @@ class Store:
         self._rank = lib.kvs_rank(handle)
         self._num_workers = lib.kvs_num_workers(handle)
         self._num_servers = lib.kvs_num_servers(handle)
+        self._local_rank = lib.kvs_local_rank(handle)
+        self._local_size = lib.kvs_local_size(handle)
         self._lock = threading.Lock()
         self._pending = []   # (sequence number, keys of the call, objects to keep)
         self._seq = 0
         self._names = {}     # 64-bit key -> the int or str that init gave for it
+        self._callbacks = {}  # token -> (fn, 64-bit key, call number), for on_complete
+        self._token = 0
+        self._trampoline = None  # the C function pointer of on_complete (kept alive)
+        self._rsp = {}        # 64-bit key -> row length, for row-sparse keys (_sparse.py)
         _live.add(self)
 
     # ---- what the job looks like -------------------------------------------
 
     @property
     def rank(self):
-        """This worker's rank, 0 .. num_workers - 1."""
+        """This worker's rank, 0 .. num_workers - 1.  In an elastic job
+        (KVS_ELASTIC=1) it changes when a call raises
+        kvsd.MembershipChanged."""
+        h = self._h
+        if h is not None:
+            self._rank = lib.kvs_rank(h)
         return self._rank
 
     @property
     def num_workers(self):
+        """The number of workers (in an elastic job: of the membership the
+        program has seen; see rank)."""
+        h = self._h
+        if h is not None:
+            self._num_workers = lib.kvs_num_workers(h)
         return self._num_workers
 
     @property
     def num_servers(self):
         """Servers of the job (0 for a local store)."""
         return self._num_servers
+
+    @property
+    def local_rank(self):
+        """This worker's rank among the workers of its host, 0 .. local_size - 1
+        (KVS_LOCAL_RANK / LOCAL_RANK when given); 0 for a local store.  Use it
+        to pick this process's GPU."""
+        return self._local_rank
+
+    @property
+    def local_size(self):
+        """Workers of the job on this host (its local group); 1 for a local
+        store or a worker alone on its host."""
+        return self._local_size
 
     def __repr__(self):
         state = "closed" if self._h is None else "rank %d of %d, %d server(s)" % (
@@ -208,12 +269,80 @@ class Store:
         first.  Asynchronous: see wait()."""
         h = self._handle()
         priority = _priority(priority)
+        if self._row_sparse(key):
+            return _sparse.push(self, key, value, priority)
         ks, vs, _ = self._flatten(key, value, "push value", False)
         n = len(ks)
         rc = lib.kvs_push(h, n, _c_keys(ks), _c_arrays(vs), priority)
         if rc:
             raise self._err(rc)
         self._keep(ks, vs)
+
+    # ---- row-sparse keys (_sparse.py) -------------------------------------------
+
+    def _row_sparse(self, key):
+        """True when key (or the first of a list) was made by init_row_sparse."""
+        if not self._rsp:
+            return False
+        k = key[0] if isinstance(key, (list, tuple)) and key else key
+        try:
+            return self._key(k) in self._rsp
+        except (TypeError, ValueError):
+            return False
+
+    def init_row_sparse(self, key, value, row_len=None):
+        """Initialise row-sparse key(s): value is the whole table, a 2-D array
+        of rows x row_len (or a flat one with row_len given).  Afterwards
+        push and pushpull take (ids, rows) pairs or torch.sparse_coo tensors
+        for the key, and row_sparse_pull pulls rows.  Synchronous."""
+        _sparse.init(self, key, value, row_len)
+
+    def row_sparse_pull(self, key, ids, out, priority=0):
+        """Pull rows ids (int64, distinct, any order) of a row-sparse key into
+        out (len(ids) x row_len; row i of out is row ids[i]).  Asynchronous:
+        read out after wait(key).  priority is checked and taken for MXNet's
+        signature; row-sparse pulls go at priority 0."""
+        _priority(priority)
+        _sparse.pull(self, key, ids, out)
+
+    def broadcast(self, key, value, out, priority=0):
+        """MXNet's kv.broadcast: init(key, value), then pull(key, out) (out may
+        be value).  Every worker calls it with the same keys; out holds rank
+        0's values after wait()."""
+        self.init(key, value)
+        self.pull(key, out, priority)
+
+    # kvs_capability in kvs.h
+    CAPABILITIES = {"optimizer": 1, "pushpull": 2, "broadcast": 3, "device_store": 4,
+                    "async": 5, "compression": 6, "row_sparse": 7}
+
+    def is_capable(self, capability):
+        """True when the store supports capability, one of CAPABILITIES
+        ("optimizer", "pushpull", "broadcast", "device_store", "async",
+        "compression", "row_sparse"); ValueError for any other name."""
+        cap = self.CAPABILITIES.get(str(capability).lower())
+        if cap is None:
+            raise ValueError("unknown capability %r: expected one of %s" % (
+                capability, ", ".join(sorted(self.CAPABILITIES))))
+        rc = lib.kvs_is_capable(self._handle(), cap)
+        if rc < 0:
+            raise self._err(rc)
+        return rc == 1
+
+    _GROUPS = {"server": 2, "worker": 4, "all": 6}
+
+    def num_dead_node(self, group="all"):
+        """How many nodes of group ("server", "worker", "all", or ps-lite's
+        mask 2, 4, 6) the scheduler has declared dead (MXNet's
+        kv.num_dead_node)."""
+        mask = self._GROUPS.get(group) if isinstance(group, str) else group
+        if not isinstance(mask, numbers.Integral) or isinstance(mask, bool) or mask not in (2, 4, 6):
+            raise ValueError("node group %r: expected 'server', 'worker', 'all' or 2, 4, 6" % (
+                group,))
+        rc = lib.kvs_num_dead_node(self._handle(), int(mask))
+        if rc < 0:
+            raise self._err(rc)
+        return rc
 
     def pull(self, key, out, priority=0):
         """Pull key(s) into out; several outputs for one key all receive the
@@ -233,6 +362,8 @@ class Store:
         key has as many outputs as values; otherwise a push and a pull."""
         h = self._handle()
         priority = _priority(priority)
+        if self._row_sparse(key):
+            return _sparse.pushpull(self, key, value, out, priority)
         if out is None:
             ks, vs, _ = self._flatten(key, value, "pushpull value", True)
             ko, os_ = ks, vs
@@ -287,6 +418,46 @@ class Store:
         if err is not None:
             raise err
 
+    def on_complete(self, key, fn):
+        """Call fn(error) once no operation on key is unfinished: the
+        non-blocking form of wait(key) (kvs_on_complete).  error is None, or
+        the kvsd.Error that wait(key) would have raised.  fn runs on the
+        store's completion thread (one per store, never the caller's), one
+        call at a time, holding the GIL: keep it short (set a Future, put on
+        a queue) and do not call wait on another key, wait_all, barrier,
+        close or a collective from it.  An exception in fn is printed and
+        dropped.  close() runs every callback still registered."""
+        h = self._handle()
+        if not callable(fn):
+            raise TypeError("on_complete needs a callable, not %s" % type(fn).__name__)
+        if getattr(lib, "kvs_on_complete", None) is None:
+            raise _errors.by_name["KVS_ENOTSUP"](
+                "%s has no kvs_on_complete(): it is an older libkvs" % _lib.path)
+        kk = self._key(key)
+        with self._lock:
+            if self._trampoline is None:
+                self._trampoline = _lib.COMPLETE_FN(self._completed)
+            self._token += 1
+            token = self._token
+            self._callbacks[token] = (fn, kk, self._seq)
+        rc = lib.kvs_on_complete(h, kk, self._trampoline, token)
+        if rc:
+            with self._lock:
+                del self._callbacks[token]
+            raise self._err(rc)
+
+    def _completed(self, key, err, token):
+        """(the completion thread) kvs_on_complete's call."""
+        try:
+            with self._lock:
+                fn, kk, upto = self._callbacks.pop(token)
+            exc = self._err(err) if err else None  # this thread's message describes err
+            self._release(upto, kk)
+            fn(exc)
+        except BaseException:  # noqa: nothing above this frame could report it
+            import traceback
+            traceback.print_exc()
+
     def barrier(self):
         """Block until every worker of the job has entered the barrier."""
         rc = lib.kvs_barrier(self._handle())
@@ -295,12 +466,26 @@ class Store:
 
     def set_optimizer(self, spec):
         """Set the servers' optimizer, e.g. "sgd learning_rate=0.1 momentum=0.9"
+        or "adamw learning_rate=0.001 wd=0.01 lr_scheduler=warmup_cosine
+        warmup_steps=1000 total_steps=100000" (sgd, nag, adam, adagrad,
+        rmsprop, adamw, lamb; lr_scheduler factor, warmup_cosine,
+        warmup_linear, poly)
         (MXNet's names; passed unchanged to kvs_set_optimizer, see kvs.h).
         Collective: every worker calls it; rank 0's spec decides."""
         if not isinstance(spec, str):
             raise TypeError("an optimizer spec is a str such as 'sgd lr=0.1', not %s"
                             % type(spec).__name__)
         rc = lib.kvs_set_optimizer(self._handle(), spec.encode("utf-8"))
+        if rc:
+            raise self._err(rc)
+
+    def set_gradient_compression(self, spec):
+        """Compress this worker's pushes (kvs_set_gradient_compression): a
+        spec string ("2bit threshold=0.5", "1bit", "topk ratio=0.01", "fp16",
+        "none") or MXNet's dict ({'type': '2bit', 'threshold': 0.5}).  Call it
+        before the first push, with the same spec on every worker."""
+        rc = lib.kvs_set_gradient_compression(self._handle(),
+                                              compression_spec(spec).encode("utf-8"))
         if rc:
             raise self._err(rc)
 
@@ -373,7 +558,7 @@ class Store:
 def create(store_type="dist_sync"):
     """Create a store: "dist_sync" (default), "dist_async", "local", or any
     other type kvs_create accepts.  Reads DMLC_* and the other variables of
-    the README from the environment, as the C library does; a dist store
+    docs/ref/env.md from the environment, as the C library does; a dist store
     returns once this worker has joined the job."""
     if not isinstance(store_type, str):
         raise TypeError("store type is a str such as 'dist_sync', not %s"

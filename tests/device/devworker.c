@@ -16,7 +16,9 @@
  *     (push + pull; the last one a pushpull) against the round's sum.
  *   --async: init zeros, R pushes, barrier, pull: the sum of all rounds.
  * Prints "devworker W: ok ..." and exits 0, or prints the mismatch and
- * exits 1.
+ * exits 1.  The line ends with the bytes this worker sent to the servers in
+ * its rounds (kvs_metrics' kvs_sent_bytes_total, after init and its check):
+ * a local group sends each key part once (tests/integ/test_group.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,9 +35,9 @@ static devmem M;
 
 static int val(int w, int r, int src, uint64_t key, uint64_t i)
 {
-    uint64_t h = (uint64_t)(w + 1) * 0x94D049BB133111EBull ^ (uint64_t)r * 0x9E3779B97F4A7C15ull ^
-                 (uint64_t)(src + 7) * 0xC2B2AE3D27D4EB4Full ^ key * 0x165667B19E3779F9ull ^
-                 (i + 1) * 0xD6E8FEB86659FD93ull;
+    uint64_t h = (uint64_t)(w + 1) * UINT64_C(0x94D049BB133111EB) ^ (uint64_t)r * UINT64_C(0x9E3779B97F4A7C15) ^
+                 (uint64_t)(src + 7) * UINT64_C(0xC2B2AE3D27D4EB4F) ^ key * UINT64_C(0x165667B19E3779F9) ^
+                 (i + 1) * UINT64_C(0xD6E8FEB86659FD93);
     h ^= h >> 29;
     h *= 0xBF58476D1CE4E5B9ull;
     h ^= h >> 32;
@@ -124,6 +126,25 @@ static int check(const char *what, const key *k, const kvs_array *o, int r, int 
     return bad;
 }
 
+/* Bytes sent to the servers so far (every data path). */
+static double sent_bytes(kvs_store *s)
+{
+    int need = kvs_metrics(s, NULL, 0);
+    double sent = 0;
+    char *text = need > 0 ? malloc((size_t)need + 1) : NULL;
+    if (text == NULL || kvs_metrics(s, text, (size_t)need + 1) != need) {
+        free(text);
+        return -1;
+    }
+    for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n")) {
+        char *sp = strrchr(l, ' ');
+        if (sp && strncmp(l, "kvs_sent_bytes_total{", 21) == 0)
+            sent += atof(sp + 1);
+    }
+    free(text);
+    return sent;
+}
+
 static int fail(const char *call, int rc)
 {
     printf("devworker %d: %s: %s: %s\n", rank, call, kvs_errname(rc), kvs_last_error());
@@ -196,6 +217,7 @@ int main(int argc, char **argv)
         for (int o = 0; o < n && !bad; o++)
             bad |= check("pull after init", &keys[o / nout], &out[o], 0, 0, 1);
     }
+    double sent0 = sent_bytes(s);
     for (int r = 1; r <= rounds && !bad; r++) {
         int m = 0;
         for (int k = 0; k < nkeys; k++)
@@ -240,16 +262,17 @@ int main(int argc, char **argv)
     }
     kvs_device_stats st;
     kvs_get_device_stats(s, &st);
+    double sent = sent_bytes(s) - sent0;
     if (!bad && (rc = kvs_barrier(s)) != 0)
         return fail("final kvs_barrier", rc);
     rc = kvs_close(s);
     if (rc)
         return fail("kvs_close", rc);
     printf("devworker %d: %s %d devices: %s (peer %llu, staged %llu, sums %llu, h2d %llu, "
-           "d2h %llu)\n", rank, type, N, bad ? "FAILED" : "ok",
+           "d2h %llu), sent %.0f bytes\n", rank, type, N, bad ? "FAILED" : "ok",
            (unsigned long long)st.peer_copies, (unsigned long long)st.staged_copies,
            (unsigned long long)st.sums, (unsigned long long)st.h2d_copies,
-           (unsigned long long)st.d2h_copies);
+           (unsigned long long)st.d2h_copies, sent);
     for (int o = 0; o < n; o++)
         release(&out[o]);
     free(ks);

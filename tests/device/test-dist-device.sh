@@ -14,8 +14,9 @@ pass=0 fail=0
 # KVS_DEVTEST_CUDA=1 (tests/gpu/run.sh): the CUDA devices instead of simulated
 # ones; jobs written for another device count are skipped.
 CUDA=${KVS_DEVTEST_CUDA:-0}
+# the GPUs the CUDA runtime sees (KVS_DEVTEST_NGPU: as run.sh counted them)
 NGPU=0
-[[ $CUDA == 1 ]] && NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+[[ $CUDA == 1 ]] && NGPU=${KVS_DEVTEST_NGPU:-$("$BUILD/tests/kvs-gpucheck" count 2>/dev/null || echo 0)}
 
 # job NAME WORKERS SERVERS DEVICES ENV... -- ARGS...
 # With EXPECT=peer (or staged) every worker's device-to-device copies must all
@@ -78,6 +79,10 @@ EXPECT=
 job "dist_sync (CPU sums) 2x4x2"           2 2 4 -- --type dist_sync
 job "dist_async_device 2x4x2"              2 2 4 -- --type dist_async_device --async
 job "dist_async (CPU sums) 2x3x1"          2 1 3 -- --type dist_async --async
+# three workers on one host form a local group (docs/guide/local-groups.md):
+# their simulated-device arrays are reduced in each process and pushed each
+# for itself, beside the group's aggregation of host arrays; sums exact
+job "dist_sync (CPU sums) 3x2x2, one local group" 3 2 2 KVS_LOCAL_AGG=1 -- --type dist_sync --rounds 2
 EXPECT=peer
 job "dist_sync_device 3x8x2 tree DGX-1"    3 2 8 MXNET_KVSTORE_USETREE=1 \
     "KVS_TOPOLOGY=0,2,2,3,3,0,0,0;2,0,3,2,0,3,0,0;2,3,0,3,0,0,2,0;3,2,3,0,0,0,0,2;3,0,0,0,0,2,2,3;0,3,0,0,2,0,3,2;0,0,2,0,2,3,0,3;0,0,0,2,3,2,3,0" \

@@ -119,6 +119,9 @@ void fz_hdr_fields(fz_in *in, proto_hdr *h)
     h->priority = (b & 2) ? (int8_t)fz_u8(in) : 0;
     h->status = (b & 4) ? -(int32_t)fz_u16(in) : 0;
     h->flags = 0;
+    /* a push's contribution count: mostly 1, sometimes 0..3 (no input byte
+     * of its own, so the corpus keeps its meaning) */
+    h->contrib = (b & 0xC0) == 0xC0 ? (uint16_t)(h->count % 4) : 1;
     if (b & 8)
         h->flags |= PROTO_F_ASYNC;
     if (b & 16)
@@ -305,7 +308,7 @@ void fz_setup(cfg *c, enum cfg_role role, int servers, int workers, const char *
         abort();
     }
     c->role = role;
-    log_level = LOG_DEBUG;
+    log_set_level(LOG_DEBUG);
     if (!getenv("FUZZ_LOG"))
         log_set_handler(discard_log, NULL);
 }

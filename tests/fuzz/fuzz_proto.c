@@ -72,7 +72,15 @@ static void fuzz_decode(const uint8_t *p, size_t n, int nframes, size_t body)
         CHECK(h.dtype < KVS_NUM_DTYPES);
     if (is_data_type(h.type) || h.type == PROTO_REPLY)
         CHECK(h.offset <= h.total && h.count <= h.total - h.offset);
-    if (proto_has_data(&h)) {
+    if (h.flags & PROTO_F_RSP) { /* row-sparse: the inside is proto_rsp_parse's */
+        CHECK(h.type == PROTO_PUSH || h.type == PROTO_PUSHPULL || h.type == PROTO_PULL);
+        CHECK(h.body_len >= PROTO_RSP_HDR && h.body_len <= FUZZ_MAX_MESSAGE);
+    } else if (proto_has_data(&h) && PROTO_CODEC(h.flags)) { /* a compressed push */
+        CHECK(h.type == PROTO_PUSH || h.type == PROTO_PUSHPULL);
+        CHECK(h.dtype == KVS_FLOAT32);
+        CHECK((unsigned __int128)h.body_len <= (unsigned __int128)h.count * 8 + 8);
+        CHECK(h.body_len <= FUZZ_MAX_MESSAGE);
+    } else if (proto_has_data(&h)) {
         unsigned __int128 need = (unsigned __int128)h.count * kvs_dtype_size((kvs_dtype)h.dtype);
         CHECK(need == h.body_len);
         CHECK(h.body_len <= FUZZ_MAX_MESSAGE);
@@ -216,6 +224,7 @@ void fz_seeds(fz_seed_fn add)
     proto_hdr h;
     memset(&h, 0, sizeof h);
     h.type = PROTO_PUSH;
+    h.contrib = 1;
     h.sender = 9;
     h.req_id = 1;
     h.key = 42;

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tree/tree.h"
+#include "tests/gpu/backend/tree_cuda.h"
 
 static int failures = 0;
 
@@ -95,7 +95,7 @@ int main(void)
         return 77;
     }
     tree_opts_default(&o);
-    if (ndev >= 2 && tree_topo_detect(&t, false, err, sizeof err) == 0 &&
+    if (ndev >= 2 && tree_topo_detect(&t, false, NULL, err, sizeof err) == 0 &&
         tree_topo_check_connected(&t, err, sizeof err) == 0) {
         for (int i = 0; i < t.n; i++)
             dev[i] = i;

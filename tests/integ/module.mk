@@ -23,9 +23,21 @@ $(INTEG_OPTWORKER): $(call obj,tests/integ/optworker.c) $(LIBKVS_A)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
 
-TEST_DEPS += $(INTEG_RUNNER) $(INTEG_WORKER) $(INTEG_OPTWORKER)
+# The worker of the row-sparse tests (test_sparse.c).
+INTEG_SPARSEWORKER := $(BUILD)/tests/kvs-sparseworker
+$(INTEG_SPARSEWORKER): $(call obj,tests/integ/sparseworker.c) $(LIBKVS_A)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
 
-integ: $(INTEG_RUNNER) $(INTEG_WORKER) $(INTEG_OPTWORKER) $(SCHED_BIN) $(SERVER_BIN)
+# The worker of the worker memory tests (test_memory.c).
+INTEG_MEMWORKER  := $(BUILD)/tests/kvs-memworker
+$(INTEG_MEMWORKER): $(call obj,tests/integ/memworker.c) $(LIBKVS_A)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
+
+TEST_DEPS += $(INTEG_RUNNER) $(INTEG_WORKER) $(INTEG_OPTWORKER) $(INTEG_SPARSEWORKER) $(INTEG_MEMWORKER)
+
+integ: $(INTEG_RUNNER) $(INTEG_WORKER) $(INTEG_OPTWORKER) $(INTEG_SPARSEWORKER) $(INTEG_MEMWORKER) $(SCHED_BIN) $(SERVER_BIN)
 	BUILD=$(BUILD) $(INTEG_RUNNER) $(INTEG_ARGS)
 
 # kvs-server with checkpoint fault injection (KVS_TEST_CKPT_CRASH, server/ctl.c):
@@ -40,3 +52,28 @@ $(INTEG_FAULT_SERVER): $(filter-out $(call obj,server/ctl.c),$(call obj,$(SERVER
 	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
 TEST_DEPS += $(INTEG_FAULT_SERVER)
 integ: $(INTEG_FAULT_SERVER)
+
+# The worker of the gradient compression tests (test_compress.c); it links
+# reduce/codec.h from libkvs.a for its reference of the codecs.
+INTEG_COMPWORKER := $(BUILD)/tests/kvs-compworker
+$(INTEG_COMPWORKER): $(call obj,tests/integ/compworker.c) $(LIBKVS_A)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
+TEST_DEPS += $(INTEG_COMPWORKER)
+integ: $(INTEG_COMPWORKER)
+
+# The worker of the elastic membership tests (test_elastic.c).
+INTEG_ELASTICWORKER := $(BUILD)/tests/kvs-elasticworker
+$(INTEG_ELASTICWORKER): $(call obj,tests/integ/elasticworker.c) $(LIBKVS_A)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
+TEST_DEPS += $(INTEG_ELASTICWORKER)
+integ: $(INTEG_ELASTICWORKER)
+
+# The worker of the replicated server tests (test_replica.c).
+INTEG_REPLWORKER := $(BUILD)/tests/kvs-replworker
+$(INTEG_REPLWORKER): $(call obj,tests/integ/replworker.c) $(LIBKVS_A)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
+TEST_DEPS += $(INTEG_REPLWORKER)
+integ: $(INTEG_REPLWORKER)

@@ -3,7 +3,7 @@
  * checkpoint integration tests (test_optim.c).
  *
  *   kvs-optworker train --spec SPEC [--rounds N] [--from R] [--mult] [--half]
- *                       [--sums] [--save-at R --save-dir D] [--load D]
+ *                       [--sums] [--save-at R --save-dir D] [--load D] [--split-refused]
  *                       [--dump FILE] [--hang-after-save]
  *                       [--save2-at R2 --crash-save] [--pull-dump FILE] [--save-end]
  *                       [--dump-rounds]
@@ -29,6 +29,11 @@
  * pull every key and dump it (rank 0); --save-end: then kvs_save(D).
  * --dump-rounds: rank 0 dumps the weights after each round r (1, 2, ...) to
  * round<r>.bin (what an automatic checkpoint of round r holds).
+ * --split-refused: the keys are dist_async, and the spec (lamb) must be
+ * refused, KVS_ENOTSUP naming a key split over the servers; then the worker
+ * leaves.
+ * lamb's reference is per key (the trust ratio ||w|| / ||r|| of the whole
+ * key, float64); the others' per element.
  *
  * errors: bad specs, per-key and int-key errors, saves during a round, and
  * load failures (corrupted, truncated, mixed, shape) that must change
@@ -45,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define NKEYS 5
@@ -126,8 +132,9 @@ static void put(kvs_dtype dt, void *p, uint64_t i, double v)
 typedef struct spec {
     char name[16];
     double lr, wd, rg, clip, mom, b1, b2, eps, g1, g2, cw;
-    int centered, sched, mp;
+    int centered, sched, mp, bc;
     double step, factor, stop;
+    double lower, upper, warmup, total, final_lr, begin_lr, power;
 } spec;
 
 static int parse_spec(const char *text, spec *s)
@@ -139,13 +146,18 @@ static int parse_spec(const char *text, spec *s)
     if (w == NULL)
         return -1;
     snprintf(s->name, sizeof s->name, "%s", w);
-    int adamlike = !strcmp(w, "adam") || !strcmp(w, "rmsprop");
+    int adamlike = !strcmp(w, "adam") || !strcmp(w, "rmsprop") || !strcmp(w, "adamw") ||
+                   !strcmp(w, "lamb");
     s->lr = adamlike ? 0.001 : 0.01;
+    s->wd = !strcmp(w, "adamw") ? 0.01 : 0;
+    s->lower = s->upper = -1;
+    s->bc = 1;
+    s->power = 2;
     s->rg = 1;
     s->clip = -1;
     s->b1 = 0.9;
     s->b2 = 0.999;
-    s->eps = !strcmp(w, "adagrad") ? 1e-7 : 1e-8;
+    s->eps = !strcmp(w, "adagrad") ? 1e-7 : !strcmp(w, "lamb") ? 1e-6 : 1e-8;
     s->g1 = s->g2 = 0.9;
     s->cw = -1;
     s->factor = 1;
@@ -155,7 +167,7 @@ static int parse_spec(const char *text, spec *s)
         if (!eq)
             return -1;
         *eq++ = '\0';
-        double v = strcmp(eq, "factor") ? atof(eq) : 1;
+        double v = atof(eq);
         if (!strcmp(w, "learning_rate")) s->lr = v;
         else if (!strcmp(w, "wd")) s->wd = v;
         else if (!strcmp(w, "rescale_grad")) s->rg = v;
@@ -169,7 +181,17 @@ static int parse_spec(const char *text, spec *s)
         else if (!strcmp(w, "centered")) s->centered = (int)v;
         else if (!strcmp(w, "clip_weights")) s->cw = v;
         else if (!strcmp(w, "multi_precision")) s->mp = (int)v;
-        else if (!strcmp(w, "lr_scheduler")) s->sched = 1;
+        else if (!strcmp(w, "lr_scheduler"))
+            s->sched = !strcmp(eq, "factor") ? 1 : !strcmp(eq, "warmup_cosine") ? 2
+                     : !strcmp(eq, "warmup_linear") ? 3 : !strcmp(eq, "poly") ? 4 : -1;
+        else if (!strcmp(w, "lower_bound")) s->lower = v;
+        else if (!strcmp(w, "upper_bound")) s->upper = v;
+        else if (!strcmp(w, "bias_correction")) s->bc = (int)v;
+        else if (!strcmp(w, "warmup_steps")) s->warmup = v;
+        else if (!strcmp(w, "total_steps")) s->total = v;
+        else if (!strcmp(w, "final_lr")) s->final_lr = v;
+        else if (!strcmp(w, "warmup_begin_lr")) s->begin_lr = v;
+        else if (!strcmp(w, "power")) s->power = v;
         else if (!strcmp(w, "step")) s->step = v;
         else if (!strcmp(w, "factor")) s->factor = v;
         else if (!strcmp(w, "stop_factor_lr")) s->stop = v;
@@ -188,13 +210,54 @@ typedef struct ref {
     double w, a, b, c; /* weight; m / h / n; v / s; d */
 } ref;
 
+/* The learning rate of update t (kvs.h's schedules). */
+static double sched_lr(const spec *s, uint64_t t)
+{
+    double lr = s->lr, W = s->warmup, T = s->total, x = (double)t;
+    if (s->sched == 1) /* FactorScheduler: floor((t-1)/step) reductions, clamped */
+        for (uint64_t k = 0; k < (t - 1) / (uint64_t)s->step; k++)
+            lr = fmax(lr * s->factor, s->stop);
+    if (s->sched >= 2 && x < W)
+        lr = s->begin_lr + (s->lr - s->begin_lr) * x / W;
+    else if (s->sched >= 2 && x >= T)
+        lr = s->final_lr;
+    else if (s->sched == 2)
+        lr = s->final_lr + (s->lr - s->final_lr) * (1 + cos(M_PI * (x - W) / (T - W))) / 2;
+    else if (s->sched == 3)
+        lr = s->final_lr + (s->lr - s->final_lr) * (1 - (x - W) / (T - W));
+    else if (s->sched == 4)
+        lr = s->final_lr + (s->lr - s->final_lr) * pow(1 - (x - W) / (T - W), s->power);
+    return lr;
+}
+
+/* LAMB update t of a whole key of n elements with gradient sums g. */
+static void ref_lamb(const spec *s, ref *e, const double *g, uint64_t n, uint64_t t,
+                     double lr_mult, double wd_mult)
+{
+    double lr = sched_lr(s, t) * lr_mult, wd = s->wd * wd_mult, ws = 0, rs = 0;
+    double bc1 = s->bc ? 1 - pow(s->b1, (double)t) : 1, bc2 = s->bc ? 1 - pow(s->b2, (double)t) : 1;
+    for (uint64_t i = 0; i < n; i++) {
+        double gp = clipv(s->rg * g[i], s->clip);
+        e[i].a = s->b1 * e[i].a + (1 - s->b1) * gp;
+        e[i].b = s->b2 * e[i].b + (1 - s->b2) * gp * gp;
+        e[i].c = (e[i].a / bc1) / (sqrt(e[i].b / bc2) + s->eps) + wd * e[i].w;
+        ws += e[i].w * e[i].w;
+        rs += e[i].c * e[i].c;
+    }
+    double r1 = sqrt(ws), r2 = sqrt(rs);
+    if (s->lower > 0)
+        r1 = fmax(r1, s->lower);
+    if (s->upper > 0)
+        r1 = fmin(r1, s->upper);
+    double ratio = r1 == 0 || r2 == 0 ? 1 : r1 / r2;
+    for (uint64_t i = 0; i < n; i++)
+        e[i].w -= lr * ratio * e[i].c;
+}
+
 /* Update t (from 1) of one element with gradient sum g. */
 static void ref_step(const spec *s, ref *e, double g, uint64_t t, double lr_mult, double wd_mult)
 {
-    double lr = s->lr;
-    if (s->sched) /* FactorScheduler: floor((t-1)/step) reductions, clamped */
-        for (uint64_t k = 0; k < (t - 1) / (uint64_t)s->step; k++)
-            lr = fmax(lr * s->factor, s->stop);
+    double lr = sched_lr(s, t);
     lr *= lr_mult;
     double wd = s->wd * wd_mult, w = e->w;
     if (!strcmp(s->name, "sgd") && s->mom == 0) {
@@ -212,6 +275,13 @@ static void ref_step(const spec *s, ref *e, double g, uint64_t t, double lr_mult
         e->b = s->b2 * e->b + (1 - s->b2) * gp * gp;
         double lrt = lr * sqrt(1 - pow(s->b2, (double)t)) / (1 - pow(s->b1, (double)t));
         e->w = w - lrt * e->a / (sqrt(e->b) + s->eps);
+    } else if (!strcmp(s->name, "adamw")) { /* torch.optim.AdamW */
+        double gp = clipv(s->rg * g, s->clip);
+        e->a = s->b1 * e->a + (1 - s->b1) * gp;
+        e->b = s->b2 * e->b + (1 - s->b2) * gp * gp;
+        double step = lr / (1 - pow(s->b1, (double)t));
+        double den = sqrt(e->b) / sqrt(1 - pow(s->b2, (double)t)) + s->eps;
+        e->w = w * (1 - lr * wd) - step * (e->a / den);
     } else if (!strcmp(s->name, "adagrad")) {
         double gp = clipv(s->rg * g, s->clip);
         e->a += gp * gp;
@@ -324,14 +394,22 @@ static int round_trip(job *j, const spec *sp, int r, int check, int mult)
     for (int k = 0; k < j->nkeys && check; k++) {
         int bad = 0;
         double tol = keys[k].dt == KVS_FLOAT16 ? 2e-3 : 1e-6;
+        int m = mult && keys[k].key == 8;
+        if (check == 1 && !strcmp(sp->name, "lamb")) {
+            double *gs = xcalloc(keys[k].n, sizeof *gs);
+            for (uint64_t i = 0; i < keys[k].n; i++)
+                gs[i] = grad(0, keys[k].key, i, r) + grad(1, keys[k].key, i, r);
+            ref_lamb(sp, j->refs[k], gs, keys[k].n, (uint64_t)r + 1, m ? 0.5 : 1, m ? 0 : 1);
+            free(gs);
+        }
         for (uint64_t i = 0; i < keys[k].n; i++) {
             double g = grad(0, keys[k].key, i, r) + grad(1, keys[k].key, i, r), want;
             ref *e = &j->refs[k][i];
             if (check == 2) {
                 want = g;
             } else {
-                int m = mult && keys[k].key == 8;
-                ref_step(sp, e, g, (uint64_t)r + 1, m ? 0.5 : 1, m ? 0 : 1);
+                if (strcmp(sp->name, "lamb") != 0)
+                    ref_step(sp, e, g, (uint64_t)r + 1, m ? 0.5 : 1, m ? 0 : 1);
                 want = e->w;
                 if (keys[k].dt == KVS_FLOAT16 && !sp->mp) /* the weight lives in float16 */
                     e->w = f16_to_f32(f32_to_f16((float)e->w));
@@ -374,11 +452,18 @@ static void touch(const char *name)
         close(fd);
 }
 
+/* v as n little-endian bytes at p. */
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
 static int train(int argc, char **argv)
 {
     const char *spec_text = NULL, *save_dir = NULL, *load_dir = NULL, *dump_name = NULL;
     int rounds = 6, from = 0, mult = 0, half = 0, sums = 0, save_at = -1, hang = 0;
-    int save2_at = -1, crash_save = 0, save_end = 0, dump_rounds = 0;
+    int save2_at = -1, crash_save = 0, save_end = 0, dump_rounds = 0, split_refused = 0;
     const char *pull_dump = NULL;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -398,6 +483,7 @@ static int train(int argc, char **argv)
         else if (!strcmp(a, "--pull-dump") && v) pull_dump = argv[++i];
         else if (!strcmp(a, "--save-end")) save_end = 1;
         else if (!strcmp(a, "--dump-rounds")) dump_rounds = 1;
+        else if (!strcmp(a, "--split-refused")) split_refused = 1;
         else {
             fprintf(stderr, "kvs-optworker train: bad argument '%s'\n", a);
             return 2;
@@ -409,7 +495,17 @@ static int train(int argc, char **argv)
         return 2;
     }
     job j = {0};
-    job_open(&j, half);
+    if (split_refused)
+        job_open_type(&j, half, "dist_async");
+    else
+        job_open(&j, half);
+    if (split_refused) { /* keys 11 and 20 are split */
+        expect_rc(kvs_set_optimizer(j.s, spec_text), KVS_ENOTSUP, "kvs_set_optimizer",
+                  "split over servers");
+        int rc = kvs_close(j.s);
+        CHECK(rc == 0, "kvs_close: %s: %s", kvs_errname(rc), kvs_last_error());
+        return failures ? 1 : 0;
+    }
     expect_rc(kvs_set_optimizer(j.s, spec_text), 0, "kvs_set_optimizer", NULL);
     if (mult)
         expect_rc(kvs_set_optimizer_key(j.s, 8, "lr_mult=0.5 wd_mult=0"), 0,
@@ -452,8 +548,8 @@ static int train(int argc, char **argv)
             clock_gettime(CLOCK_MONOTONIC, &t0);
             expect_rc(kvs_save(j.s, save_dir), 0, "kvs_save", NULL);
             clock_gettime(CLOCK_MONOTONIC, &t1);
-            say("kvs_save took %.3f ms", (t1.tv_sec - t0.tv_sec) * 1e3 +
-                                             (t1.tv_nsec - t0.tv_nsec) / 1e6);
+            say("kvs_save took %.3f ms", (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
+                                             (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
             if (hang) {
                 char name[64];
                 snprintf(name, sizeof name, "saved-w%d", rank);
@@ -649,6 +745,69 @@ static int errors(int argc, char **argv)
     /* missing */
     expect_rc(kvs_load(j.s, "/nonexistent-kvs-dir"), KVS_EPROTO, "load of a missing dir",
               "server-");
+    /* a FIFO (any non-regular file) where a manifest or a checkpoint file
+     * is expected: refused at once, not waited on forever */
+    {
+        char d4[4200], g4[4300], f[4400];
+        snprintf(d4, sizeof d4, "%s/fifo", dir);
+        snprintf(g4, sizeof g4, "%s/gen-000000000001", d4);
+        if (rank == 0) {
+            if (mkdir(d4, 0755) != 0 || mkdir(g4, 0755) != 0)
+                failures++;
+            for (int i = 0; i < 2; i++) {
+                snprintf(f, sizeof f, "%s/server-%d.manifest", d4, i);
+                if (mkfifo(f, 0644) != 0)
+                    failures++;
+                snprintf(f, sizeof f, "%s/server-%d.kvsckpt", g4, i);
+                if (mkfifo(f, 0644) != 0)
+                    failures++;
+            }
+        }
+        expect_rc(kvs_barrier(j.s), 0, "barrier", NULL);
+        expect_rc(kvs_load(j.s, d4), KVS_EPROTO, "load with FIFO manifests", "not a regular file");
+        expect_rc(kvs_load(j.s, g4), KVS_EPROTO, "load of FIFO checkpoint files",
+                  "not a regular file");
+        expect_unchanged(&j, before, "a load of FIFOs");
+    }
+    /* a sparse file declaring 3 GiB (a few KiB on disk): one entry of
+     * nearly 3 GiB of float32 for this job's first key.  Refused as more
+     * than the job's keys hold, before the server allocates it; server 1's
+     * file is a good one. */
+    {
+        char d5[4200], f[4400];
+        const uint64_t size = 3ull << 30, vbytes = (size - 64 - 80 - 16) & ~3ull;
+        snprintf(d5, sizeof d5, "%s/sparse", dir);
+        if (rank == 0) {
+            uint8_t h[64 + 80] = {0};
+            memcpy(h, "KVSCKPT1", 8);
+            put_le(h + 8, 1, 4);                /* format version */
+            put_le(h + 16, 2, 4);               /* servers */
+            put_le(h + 20, 2, 4);               /* workers */
+            put_le(h + 24, 0x5ba75e, 8);        /* save id */
+            put_le(h + 32, 1, 8);               /* entries */
+            put_le(h + 40, size, 8);            /* the file's size */
+            uint8_t *e = h + 64;
+            put_le(e, j.ks[0], 8);
+            put_le(e + 12, KVS_FLOAT32, 4);
+            put_le(e + 16, vbytes / 4, 8);      /* count */
+            put_le(e + 32, vbytes / 4, 8);      /* total */
+            put_le(e + 64, vbytes, 8);
+            snprintf(f, sizeof f, "%s/server-0.kvsckpt", d5);
+            int fd = -1;
+            if (mkdir(d5, 0755) != 0 || (fd = open(f, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0 ||
+                write(fd, h, sizeof h) != (ssize_t)sizeof h || ftruncate(fd, (off_t)size) != 0)
+                failures++;
+            if (fd >= 0)
+                close(fd);
+            snprintf(p, sizeof p, "%s/gen-000000000001/server-1.kvsckpt", d3);
+            snprintf(q, sizeof q, "%s/server-1.kvsckpt", d5);
+            copy_file(p, q);
+        }
+        expect_rc(kvs_barrier(j.s), 0, "barrier", NULL);
+        expect_rc(kvs_load(j.s, d5), KVS_ESHAPE, "load of a sparse file declaring 3 GiB",
+                  "more than this job's keys");
+        expect_unchanged(&j, before, "a load of a sparse file");
+    }
     /* files of two saves mixed */
     expect_rc(kvs_barrier(j.s), 0, "barrier", NULL);
     if (rank == 0) {

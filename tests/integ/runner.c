@@ -9,7 +9,10 @@
  * (the whole group: SIGTERM, then SIGKILL) and counts as failed.  The logs
  * of a failed test (its own output and every process's log) are printed;
  * those of a passed test are removed.  The last line is
- *   "integ: N passed, N failed[, N skipped]".
+ *   "integ: N passed, N failed[, N skipped, N flaky]".
+ * A test of IT_FLAKY_LIST (tests.h) that fails is run once more, after its
+ * logs are printed; passing then, it counts as passed and is named on a
+ * "# flaky" line and in the flaky count, so that flakes stay visible.
  * Environment: BUILD (default "build"), KVS_INTEG_SLOW (deadline factor),
  * KVS_INTEG_KEEP=1 (keep the directories of passed tests too).
  */
@@ -178,6 +181,78 @@ static void skip_reason(const char *dir, char *buf, size_t len)
     free(s);
 }
 
+/* The tests known to flake (tests.h: IT_FLAKY_LIST): why, or NULL. */
+static const char *flaky_reason(const char *name)
+{
+#define IT_FLAKY_(n, why)      \
+    if (!strcmp(name, #n))     \
+        return why;
+    IT_FLAKY_LIST(IT_FLAKY_)
+#undef IT_FLAKY_
+    return NULL;
+}
+
+/* A name on IT_FLAKY_LIST that is no test is a mistake in tests.h. */
+static int flaky_names_known(void)
+{
+    int ok = 1;
+#define IT_FLAKY_(n, why)                                                        \
+    {                                                                            \
+        int found = 0;                                                           \
+        for (int i = 0; i < NTESTS; i++)                                         \
+            found |= !strcmp(tests[i].name, #n);                                 \
+        if (!found) {                                                            \
+            fprintf(stderr, "test-integ: IT_FLAKY_LIST names %s: no such test\n", #n); \
+            ok = 0;                                                              \
+        }                                                                        \
+    }
+    IT_FLAKY_LIST(IT_FLAKY_)
+#undef IT_FLAKY_
+    return ok;
+}
+
+enum { RUN_PASS, RUN_SKIP, RUN_FAIL, RUN_NOT_STARTED };
+
+/* Run one test in a fresh directory dir, with its deadline.  why: the time
+ * taken, the skip reason, or what went wrong. */
+static int run_one(const it_test *test, const char *dir, char *why, size_t whylen)
+{
+    if (mkdir(dir, 0755) != 0) {
+        snprintf(why, whylen, "mkdir %s: %s", dir, strerror(errno));
+        return RUN_NOT_STARTED;
+    }
+    fflush(NULL);
+    double t0 = it_now();
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(why, whylen, "fork: %s", strerror(errno));
+        return RUN_NOT_STARTED;
+    }
+    if (pid == 0)
+        run_child(test, dir);
+    setpgid(pid, pid);
+    double deadline = test->deadline_s * it_slow;
+    int status = wait_child(pid, deadline);
+    double secs = it_now() - t0;
+    if (status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        snprintf(why, whylen, "%.1f s", secs);
+        return RUN_PASS;
+    }
+    if (status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == IT_EXIT_SKIP) {
+        skip_reason(dir, why, whylen);
+        return RUN_SKIP;
+    }
+    if (status == -1)
+        snprintf(why, whylen, "timed out after %.0f s", deadline);
+    else if (status < 0)
+        snprintf(why, whylen, "lost the test process");
+    else if (WIFSIGNALED(status))
+        snprintf(why, whylen, "test process killed by signal %d", WTERMSIG(status));
+    else
+        snprintf(why, whylen, "%.1f s", secs);
+    return RUN_FAIL;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: test-integ [--list] [PATTERN...]\n"
@@ -188,6 +263,8 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     int list = 0, npat = 0;
+    if (!flaky_names_known())
+        return 2;
     char **pat = calloc((size_t)argc + 1, sizeof *pat);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--list") == 0 || strcmp(argv[i], "-l") == 0)
@@ -246,51 +323,42 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     printf("1..%d\n", nsel);
 
-    int passed = 0, failed = 0, skipped = 0, kept = 0;
+    int passed = 0, failed = 0, skipped = 0, kept = 0, flaky = 0;
+    char flaky_names[4096] = "";
     double t_all = it_now();
     for (int k = 0; k < nsel; k++) {
         const it_test *test = &tests[selected[k]];
-        char dir[1024];
+        char dir[1040], why[256];
         snprintf(dir, sizeof dir, "%s/%s", root, test->name);
-        if (mkdir(dir, 0755) != 0) {
-            printf("not ok %d - %s (mkdir %s: %s)\n", k + 1, test->name, dir, strerror(errno));
-            failed++;
-            continue;
-        }
-        fflush(NULL);
+        const char *flaky_why = flaky_reason(test->name);
         double t0 = it_now();
-        pid_t pid = fork();
-        if (pid < 0) {
-            printf("not ok %d - %s (fork: %s)\n", k + 1, test->name, strerror(errno));
-            failed++;
-            continue;
+        int r = run_one(test, dir, why, sizeof why);
+        if (r == RUN_FAIL && flaky_why != NULL) {
+            /* a test known to flake: its logs, then one more run */
+            printf("# %s failed (%s); known to flake (%s): its logs, then a rerun\n",
+                   test->name, why, flaky_why);
+            dump_logs(dir);
+            size_t dl = strlen(dir);
+            snprintf(dir + dl, sizeof dir - dl, ".rerun");
+            r = run_one(test, dir, why, sizeof why);
+            if (r == RUN_PASS) {
+                flaky++;
+                size_t n = strlen(flaky_names);
+                snprintf(flaky_names + n, sizeof flaky_names - n, " %s", test->name);
+                snprintf(why, sizeof why, "%.1f s # FLAKY: failed, then passed on rerun",
+                         it_now() - t0);
+            }
         }
-        if (pid == 0)
-            run_child(test, dir);
-        setpgid(pid, pid);
-        double deadline = test->deadline_s * it_slow;
-        int status = wait_child(pid, deadline);
-        double secs = it_now() - t0;
-        if (status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-            printf("ok %d - %s (%.1f s)\n", k + 1, test->name, secs);
+        if (r == RUN_PASS) {
+            printf("ok %d - %s (%s)\n", k + 1, test->name, why);
             passed++;
-        } else if (status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == IT_EXIT_SKIP) {
-            char why[256];
-            skip_reason(dir, why, sizeof why);
+        } else if (r == RUN_SKIP) {
             printf("ok %d - %s # SKIP %s\n", k + 1, test->name, why);
             skipped++;
         } else {
-            char why[128];
-            if (status == -1)
-                snprintf(why, sizeof why, "timed out after %.0f s", deadline);
-            else if (status < 0)
-                snprintf(why, sizeof why, "lost the test process");
-            else if (WIFSIGNALED(status))
-                snprintf(why, sizeof why, "test process killed by signal %d", WTERMSIG(status));
-            else
-                snprintf(why, sizeof why, "%.1f s", secs);
             printf("not ok %d - %s (%s)\n", k + 1, test->name, why);
-            dump_logs(dir);
+            if (r == RUN_FAIL)
+                dump_logs(dir);
             failed++;
             kept++;
             continue;
@@ -303,8 +371,11 @@ int main(int argc, char **argv)
     if (kept == 0)
         rmdir(root);
     printf("# %d tests in %.1f s\n", nsel, it_now() - t_all);
-    if (skipped)
-        printf("integ: %d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    if (flaky)
+        printf("# flaky (failed, then passed on rerun):%s\n", flaky_names);
+    if (skipped || flaky)
+        printf("integ: %d passed, %d failed, %d skipped, %d flaky\n", passed, failed, skipped,
+               flaky);
     else
         printf("integ: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

@@ -139,6 +139,7 @@ static void make_hdr(blast *b, uint8_t *h, int type, uint64_t body_len)
     put16(h + 4, rnd(b) % 50 ? 1 : (uint16_t)rnd(b));
     put16(h + 6, (uint16_t)type);
     put16(h + 8, rnd(b) % 4 ? 0 : (uint16_t)rnd(b)); /* flags: CMA, ASYNC, TRACE, junk */
+    put16(h + 10, rnd(b) % 4 ? 1 : (uint16_t)(rnd(b) % 6)); /* contrib: 1, or 0..5 */
     put32(h + 12, (uint32_t)pick_u64(b, ids, 7));
     put32(h + 16, rnd(b) % 4 ? 0 : (uint32_t)-(int32_t)(rnd(b) % 1200));
     put64(h + 24, rnd(b));
@@ -497,7 +498,7 @@ static double mono(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static void progress(const char *dir, long sent)
@@ -591,7 +592,7 @@ static void blast_job(it_ctx *t, int secret)
     int sport[2], mport[3];
     blast b;
     memset(&b, 0, sizeof b);
-    b.rng = 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid();
+    b.rng = UINT64_C(0x9E3779B97F4A7C15) ^ (uint64_t)getpid();
     b.secret = secret;
     it_setenv(t, "MXNET_KVSTORE_BIGARRAY_BOUND", "1000");
     it_setenv(t, "KVS_START_TIMEOUT", "30");

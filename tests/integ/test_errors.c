@@ -106,6 +106,7 @@ IT_TEST(bad_env_server)
         {"PS_VERBOSE", "9"},                    {"DMLC_SERVER_ID", "abc"},
         {"KVS_TREE_EFFORT", "10001"},           {"KVS_TOPOLOGY", "garbage"},
         {"MXNET_ENABLE_GPU_P2P", "7"},          {"MXNET_KVSTORE_TREE_LINK_USAGE_PENALTY", "2"},
+        {"KVS_TREE_WEIGHTED", "2"},             {"KVS_TOPOLOGY", "@/nonexistent/topo.txt"},
     };
     run_bad_env(t, SERVER, cases, (int)(sizeof cases / sizeof cases[0]));
 }
@@ -118,6 +119,11 @@ IT_TEST(bad_env_worker)
         {"DMLC_ROLE", "boss"},               {"PS_HEARTBEAT_TIMEOUT", "fast"},
         {"KVS_TREE_EFFORT", "10001"},        {"KVS_TOPOLOGY", "garbage"},
         {"MXNET_ENABLE_GPU_P2P", "7"},       {"MXNET_KVSTORE_TREE_ARRAY_BOUND", "0"},
+        {"KVS_TREE_MAX_TREES", "300"},       {"KVS_TREE_MIN_SLICE", "big"},
+        {"KVS_TOPOLOGY", "@/nonexistent/topo.txt"},
+        {"KVS_LOCAL_AGG", "maybe"},          {"KVS_LOCAL_RANK", "-1"},
+        {"KVS_LOCAL_SIZE", "0"},             {"LOCAL_RANK", "one"},
+        {"LOCAL_WORLD_SIZE", "70000"},
     };
     run_bad_env(t, WORKER, cases, (int)(sizeof cases / sizeof cases[0]));
 }

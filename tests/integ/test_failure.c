@@ -105,6 +105,29 @@ IT_TEST(kill_worker_2x3)
     expect_survivors(t, alive, 2, t_kill);
 }
 
+/* A worker dies while the other's completions are registered with
+ * kvs_on_complete: every callback runs, with KVS_EPEERDEAD naming it. */
+IT_TEST(kill_worker_callback_1x2)
+{
+    static const char *const cb[] = {"peer-dead", "--block", "callback", NULL};
+    static const char *const victim[] = {"victim", NULL};
+    failure_env(t);
+    it_start_scheduler(t, 1, 2, NULL);
+    it_start_server(t, 0, NULL);
+    int w0 = it_start_worker(t, 0, cb, NULL);
+    int w1 = it_start_worker(t, 1, victim, NULL);
+    wait_ready(t);
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/ready-w1", t->dir);
+    char *s = it_slurp(path, NULL);
+    IT_ASSERT(t, s != NULL, "cannot read %s", path);
+    int rank = atoi(s);
+    free(s);
+    double t_kill = kill_node(t, w1, "worker", rank);
+    int alive[1] = {w0};
+    expect_survivors(t, alive, 1, t_kill);
+}
+
 /* Kill server 1 of a 2x2 job: worker0 does not push until after the kill,
  * worker1 is blocked in its wait.  bound: MXNET_KVSTORE_BIGARRAY_BOUND (the
  * split key has 2 x bound + 1 elements). */
@@ -178,6 +201,7 @@ static void encode(const fake_hdr *h, uint8_t out[HDR_SIZE])
     le32(out + 0, h->magic);
     le16(out + 4, h->version);
     le16(out + 6, h->type);
+    le16(out + 10, h->type == 12 || h->type == 14); /* a push stands for one worker */
     le32(out + 12, (uint32_t)h->sender);
     le64(out + 24, 4242);
     le64(out + 32, h->key);

@@ -302,10 +302,47 @@ IT_TEST(queue_bound_1x2)
         it_setenv(&sub, "PS_VERBOSE", "1");
         it_setenv(&sub, "KVS_START_TIMEOUT", "30");
         it_setenv(&sub, bounds[k][0], "%s", bounds[k][1]);
+        /* the bound is per worker: each pushes for itself (in a local group
+         * a worker cannot run ahead of the group's other members) */
+        it_setenv(&sub, "KVS_LOCAL_AGG", "0");
         it_start_job(&sub, 1, 2, argv);
         it_expect_job_ok(&sub, 60);
         IT_ASSERT(&sub, it_log_has(&sub, sub.worker[0], "returned KVS_EFULL", 0),
                   "worker 0 did not get KVS_EFULL");
+        it_info(t, "%s=%s: bound met", bounds[k][0], bounds[k][1]);
+        it_ctx_fini(&sub);
+    }
+}
+
+/* Worker 0 inits more keys than a server holds: by count (KVS_MAX_KEYS=40)
+ * and by bytes (KVS_MAX_KEY_BYTES=20000: each key part of 8 float32 costs its
+ * value plus the entry's own size, a few hundred bytes).  The init past the
+ * bound returns KVS_EFULL naming it, the keys within it sum exactly for both
+ * workers, the job ends 0. */
+IT_TEST(keys_bound_1x2)
+{
+    static const char *const argv[] = {"keys-bound", "--keys", "200", NULL};
+    static const char *const bounds[][2] = {{"KVS_MAX_KEYS", "40"},
+                                            {"KVS_MAX_KEY_BYTES", "20000"}};
+    for (int k = 0; k < 2; k++) {
+        it_ctx sub;
+        char dir[sizeof t->dir + 16];
+        snprintf(dir, sizeof dir, "%s/%s", t->dir, k ? "bytes" : "keys");
+        IT_ASSERT(t, mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
+        it_ctx_init(&sub, t->test, dir);
+        it_setenv(&sub, "KVS_START_TIMEOUT", "30");
+        it_setenv(&sub, bounds[k][0], "%s", bounds[k][1]);
+        it_start_job(&sub, 1, 2, argv);
+        it_expect_job_ok(&sub, 90);
+        IT_ASSERT(&sub, it_log_has(&sub, sub.worker[0], "returned KVS_EFULL", 0),
+                  "worker 0 did not get KVS_EFULL");
+        if (k == 0)
+            IT_ASSERT(&sub, it_log_has(&sub, sub.worker[0], "keys-bound: 40 keys exact", 0) &&
+                                it_log_has(&sub, sub.worker[1], "keys-bound: 40 keys exact", 0),
+                      "not exactly 40 keys created and summed under KVS_MAX_KEYS=40");
+        else
+            IT_ASSERT(&sub, it_log_has(&sub, sub.worker[1], "keys exact, the next one refused", 0),
+                      "worker 1 did not sum the created keys");
         it_info(t, "%s=%s: bound met", bounds[k][0], bounds[k][1]);
         it_ctx_fini(&sub);
     }

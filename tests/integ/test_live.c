@@ -40,6 +40,17 @@ static double exit_within(it_ctx *t, int idx, int code, double t0, double secs)
     return p->t_end - t0;
 }
 
+/* Worker 0 calls kvs_close before kvs_init: the other workers' kvs_init
+ * fails at once (KVS_EPEERDEAD naming worker 0) instead of waiting forever
+ * for worker 0's values; the daemons end normally. */
+IT_TEST(leave_before_init_2x3)
+{
+    static const char *const argv[] = {"early-leave", NULL};
+    live_env(t);
+    it_start_job(t, 2, 3, argv);
+    it_expect_job_ok(t, 30);
+}
+
 /* Worker 1 calls kvs_close while worker 0 waits for its push: worker 0's
  * wait fails at once naming worker 1; the job then ends normally. */
 IT_TEST(leave_while_waiting_2x2)
@@ -168,6 +179,54 @@ IT_TEST(too_big_local)
     static const char *const argv[] = {"too-big", "--type", "local", NULL};
     int w = it_spawn(t, "worker0", t->worker_bin, argv, NULL);
     it_expect_exit(t, w, 0, 30);
+}
+
+/* The scheduler is SIGKILLed while worker 0 waits for 24 pulls of 64 KiB
+ * keys (two parts of 32 KiB each, one per server) that worker 1 (blocked
+ * in a barrier) never pushes for.  With KVS_CMA=1 the pushes and pulls go
+ * by reference (same host: the server writes the pulled values into worker
+ * 0's memory itself), with KVS_CMA=0 through the socket; either way every
+ * call fails within 3 s, not at PS_HEARTBEAT_TIMEOUT + 2 s (the worker keeps
+ * a by-reference pull until its server answers or is gone: the servers
+ * answer every waiting request when they lose the scheduler). */
+static void kill_scheduler_pulls(it_ctx *t, int cma)
+{
+    static const char *const pulls[] = {"peer-dead", "--block", "pulls", "--keys", "24", NULL};
+    static const char *const barrier[] = {"peer-dead", "--block", "barrier", "--keys", "24",
+                                          NULL};
+    live_env(t);
+    it_setenv(t, "KVS_CMA", "%d", cma);
+    it_start_scheduler(t, 2, 2, NULL);
+    it_start_server(t, 0, NULL);
+    it_start_server(t, 1, NULL);
+    it_start_worker(t, 0, pulls, NULL);
+    it_start_worker(t, 1, barrier, NULL);
+    for (int i = 0; i < 2; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "ready-w%d", i);
+        IT_ASSERT(t, it_wait_file(t, name, 30, t->worker[i]), "worker%d not ready in 30 s", i);
+    }
+    IT_ASSERT(t, !!it_log_has(t, t->worker[0], "copies our memory directly", 0) == !!cma,
+              "worker0 %s directly with KVS_CMA=%d", cma ? "does not copy" : "copies", cma);
+    it_write_file(t, "expect-dead", "scheduler\n");
+    double t0 = it_now();
+    it_kill(t, t->sched, SIGKILL);
+    IT_ASSERT(t, it_wait(t, t->sched, 5), "the scheduler did not die of SIGKILL");
+    it_write_file(t, "killed", "1\n");
+    for (int i = 0; i < 2; i++)
+        exit_within(t, t->worker[i], 0, t0, 3);
+    IT_CHECK(t, it_log_has(t, t->worker[0], "the 24 waits returned within", 0),
+             "worker0 did not wait for its 24 pulls");
+}
+
+IT_TEST(kill_scheduler_direct_2x2)
+{
+    kill_scheduler_pulls(t, 1);
+}
+
+IT_TEST(kill_scheduler_socket_2x2)
+{
+    kill_scheduler_pulls(t, 0);
 }
 
 /* The scheduler is SIGKILLed: its connections close, and every worker and

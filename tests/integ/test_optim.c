@@ -1,7 +1,7 @@
 /*
  * test_optim.c - server-side optimizers and checkpoints, run by
- * kvs-optworker (optworker.c): every optimizer against a float64 reference
- * of kvs.h's formulas (float32 and float64, split and unsplit keys, 2
+ * kvs-optworker (optworker.c): every optimizer (and the learning-rate
+ * schedules) against a float64 reference of kvs.h's formulas (float32 and float64, split and unsplit keys, 2
  * workers x 2 servers); plain sums with MXNET_UPDATE_ON_KVSTORE=0; bad
  * specs and load errors; and the restart proof: a job that saves after
  * round 5 and is killed, restarted from the checkpoint, ends round 10
@@ -110,6 +110,10 @@ IT_TEST(optim_errors_2x2)
     snprintf(dir, sizeof dir, "%s/ckpt", t->dir);
     const char *argv[] = {"errors", "--dir", dir, NULL};
     opt_env(t);
+    /* its "save during a round" needs a round the servers see half done:
+     * each worker pushes for itself (a local group would hold worker 0's
+     * push until worker 1's came) */
+    it_setenv(t, "KVS_LOCAL_AGG", "0");
     start_job(t, argv);
     it_expect_job_ok(t, 90);
 }
@@ -208,6 +212,92 @@ IT_TEST(restart_sgd_momentum_2x2)
 IT_TEST(restart_adam_2x2)
 {
     restart_proof(t, "adam learning_rate=0.01 wd=0.001 multi_precision=1", 1);
+}
+
+/* adamw, lamb and the warmup/decay schedules: element by element against
+ * the float64 reference (lamb: per key), and the restart proof. */
+IT_TEST(optim_adamw_2x2)
+{
+    train_ok(t, "adamw learning_rate=0.01 wd=0.05 rescale_grad=0.5 clip_gradient=1.5 "
+                "multi_precision=1 lr_scheduler=warmup_cosine warmup_steps=2 total_steps=5 "
+                "final_lr=0.001", "--half", "--mult");
+}
+
+IT_TEST(optim_schedules_2x2)
+{
+    train_ok(t, "sgd learning_rate=0.004 momentum=0.9 wd=0.001 lr_scheduler=poly warmup_steps=1 "
+                "total_steps=5 power=1.5 final_lr=0.002 warmup_begin_lr=0.001", "--mult", NULL);
+    train_ok(t, "adam learning_rate=0.01 lr_scheduler=warmup_linear warmup_steps=3 "
+                "total_steps=5", NULL, NULL);
+}
+
+/* lamb on keys that live on one server: nothing split here */
+IT_TEST(optim_lamb_2x2)
+{
+    opt_env(t);
+    it_setenv(t, "MXNET_KVSTORE_BIGARRAY_BOUND", "1000000");
+    train_ok(t, "lamb learning_rate=0.01 wd=0.01 multi_precision=1 upper_bound=30 "
+                "lr_scheduler=warmup_linear warmup_steps=2 total_steps=6", "--half", "--mult");
+}
+
+/* keys 11 (2501 elements) and 20 (1999) split over the servers
+ * (MXNET_KVSTORE_BIGARRAY_BOUND=1000): every part's update uses the whole
+ * key's norms, exchanged between the servers; the reference computes them
+ * over the whole key in float64 */
+IT_TEST(optim_lamb_split_2x2)
+{
+    train_ok(t, "lamb learning_rate=0.01 wd=0.01 multi_precision=1 lower_bound=1 "
+                "lr_scheduler=warmup_cosine warmup_steps=1 total_steps=6", "--half", "--mult");
+}
+
+IT_TEST(optim_lamb_split_3x2)
+{
+    const char *argv[] = {"train", "--spec", "lamb learning_rate=0.02 wd=0.001 clip_gradient=3",
+                          "--rounds", "8", NULL};
+    char port[PATH_MAX + 32];
+    opt_env(t);
+    snprintf(port, sizeof port, "%s/scheduler.port", t->dir);
+    unlink(port);
+    it_start_job(t, 3, 2, argv);
+    it_expect_job_ok(t, 60);
+}
+
+/* P3 slices of 16 elements spread over the servers: key 11 (2501
+ * elements) is 157 slices, about 79 on each server, all waiting for each
+ * other's norms every round */
+IT_TEST(optim_lamb_p3_2x2)
+{
+    opt_env(t);
+    it_setenv(t, "DMLC_PS_VAN_TYPE", "p3");
+    it_setenv(t, "MXNET_KVSTORE_SLICE_THRESHOLD", "16");
+    train_ok(t, "lamb learning_rate=0.01 wd=0.01", "--half", NULL);
+}
+
+/* dist_async parts are updated as pushes come: lamb refuses split keys */
+IT_TEST(optim_lamb_split_async_2x2)
+{
+    train_ok(t, "lamb learning_rate=0.01", "--split-refused", NULL);
+}
+
+IT_TEST(restart_adamw_cosine_2x2)
+{
+    restart_proof(t, "adamw learning_rate=0.01 wd=0.01 multi_precision=1 "
+                     "lr_scheduler=warmup_cosine warmup_steps=3 total_steps=8 final_lr=0.001", 0);
+}
+
+IT_TEST(restart_lamb_poly_2x2)
+{
+    opt_env(t);
+    it_setenv(t, "MXNET_KVSTORE_BIGARRAY_BOUND", "1000000");
+    restart_proof(t, "lamb learning_rate=0.01 wd=0.01 lr_scheduler=poly warmup_steps=2 "
+                     "total_steps=9 power=2", 0);
+}
+
+/* the same with keys 11 and 20 split over the servers */
+IT_TEST(restart_lamb_split_2x2)
+{
+    restart_proof(t, "lamb learning_rate=0.01 wd=0.01 multi_precision=1 lr_scheduler=poly "
+                     "warmup_steps=2 total_steps=9", 0);
 }
 
 /* Are files a and b of the test directory the same bytes? */

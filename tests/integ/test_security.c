@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <arpa/inet.h>
@@ -23,6 +24,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -136,6 +138,46 @@ IT_TEST(server_enomem_1x1)
     it_write_file(t, "go", "go\n");
     it_expect_job_ok(t, 60);
     IT_ASSERT(t, it_log_has(t, t->worker[0], "returned KVS_ENOMEM", 0), "no KVS_ENOMEM");
+}
+
+/* A server with room for a key's value but not for its round buffer
+ * answers every push of it KVS_ENOMEM, also by reference (same host, direct
+ * copies), and the pull of that round too (it waited forever for a push
+ * that could not come), within a deadline; the job goes on exact. */
+static void enomem_push(it_ctx *t, int cma)
+{
+    static const char *const argv[] = {"enomem-push", "--counts", "67108864", "--pause-file",
+                                       "go", NULL};
+    sec_env(t);
+    it_setenv(t, "KVS_CMA", "%d", cma);
+    it_start_scheduler(t, 1, 2, NULL);
+    start_server_port(t, 0, NULL);
+    pid_t pid = t->proc[t->server[0]].pid;
+    for (int i = 0; i < 2; i++)
+        it_start_worker(t, i, argv, NULL);
+    for (int i = 0; i < 2; i++)
+        IT_ASSERT(t, it_wait_file(t, i ? "paused-w1" : "paused-w0", 60, t->worker[i]),
+                  "worker%d did not pause", i);
+    unsigned long long vm = vm_size(pid, "VmSize:");
+    IT_ASSERT(t, vm > 0, "cannot read the server's VmSize");
+    /* 160 MiB more address space: a 256 MiB round buffer cannot fit */
+    struct rlimit rl = {vm + (160ull << 20), vm + (160ull << 20)};
+    IT_ASSERT(t, prlimit(pid, RLIMIT_AS, &rl, NULL) == 0, "prlimit: %s", strerror(errno));
+    it_info(t, "server VmSize %llu MiB, RLIMIT_AS %llu MiB", vm >> 20,
+            (unsigned long long)rl.rlim_cur >> 20);
+    it_write_file(t, "go", "go\n");
+    it_expect_job_ok(t, 60);
+    for (int i = 0; i < 2; i++)
+        IT_ASSERT(t, it_log_has(t, t->worker[i], "returned KVS_ENOMEM", 0),
+                  "worker%d got no KVS_ENOMEM", i);
+    if (cma)
+        IT_ASSERT(t, it_log_has(t, t->worker[0], "copies our memory directly", 0),
+                  "the pushes did not go by reference");
+}
+
+IT_TEST(server_enomem_push_1x2)
+{
+    enomem_push(t, 1);
 }
 
 /* ---- the job secret ---- */
@@ -262,6 +304,7 @@ static void fake_header(uint8_t out[HDR_SIZE], int type, int sender, uint64_t ke
     put_le(out, 0x3153564Bu, 4);
     put_le(out + 4, 1, 2);
     put_le(out + 6, (uint64_t)type, 2);
+    put_le(out + 10, type == 12 || type == 14, 2); /* a push stands for one worker */
     put_le(out + 12, (uint64_t)(uint32_t)sender, 4);
     put_le(out + 24, 777, 8);
     put_le(out + 32, key, 8);
@@ -508,6 +551,29 @@ IT_TEST(cma_other_process_1x2)
     IT_ASSERT(t, n >= 0 && hdr_type(h) == T_REPLY && hdr_status(h) == KVS_EPROTO_,
               "a push by reference without proof: type %d status %d", hdr_type(h),
               hdr_status(h));
+    /* the server's own pid or one of its threads: its memory holds the
+     * challenge, so it proves nothing (and would let a peer read the
+     * server's memory back): refused, saying why */
+    pid_t spid = t->proc[t->server[0]].pid;
+    st = prove(t, s, spid, (uint64_t)(uintptr_t)my_slot, 0, 1004);
+    IT_ASSERT(t, st == KVS_EAUTH_ && strstr(proof_text, "server's own process") != NULL,
+              "naming the server's pid: status %d (expected KVS_EAUTH), text '%s'", st,
+              proof_text);
+    char task[64];
+    snprintf(task, sizeof task, "/proc/%d/task", (int)spid);
+    DIR *td = opendir(task);
+    struct dirent *de;
+    pid_t thread = 0;
+    while (td && (de = readdir(td)) != NULL)
+        if (atoi(de->d_name) > 0 && atoi(de->d_name) != spid)
+            thread = atoi(de->d_name);
+    if (td)
+        closedir(td);
+    IT_ASSERT(t, thread > 0, "the server has no second thread");
+    st = prove(t, s, thread, (uint64_t)(uintptr_t)my_slot, 0, 1005);
+    IT_ASSERT(t, st == KVS_EAUTH_ && strstr(proof_text, "server's own process") != NULL,
+              "naming a thread of the server: status %d (expected KVS_EAUTH), text '%s'", st,
+              proof_text);
     /* naming ourselves and writing the challenge where we said: proven */
     st = prove(t, s, getpid(), (uint64_t)(uintptr_t)my_slot, 1, 1002);
     IT_ASSERT(t, st == 0, "naming ourselves: status %d, expected 0", st);
@@ -639,4 +705,205 @@ IT_TEST(huge_frame_rss_secret_1x1)
     }
     it_start_worker(t, 0, argv, NULL);
     it_expect_job_ok(t, 60);
+}
+
+/* ---- empty frames on open jobs ---- */
+
+/* Speak ZMTP 3.0 (NULL, DEALER) to 127.0.0.1:port and stream empty message
+ * frames (flags 0, size 0) for secs seconds or until the peer closes.
+ * Runs in a forked child: no IT_ASSERT (it would end the test there). */
+static void empty_frames(int port, double secs)
+{
+    static const uint8_t greet[64] = {0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F, 3, 0,
+                                      'N',  'U', 'L', 'L'};
+    static const uint8_t ready[] = {0x04, 28, 5, 'R', 'E', 'A', 'D', 'Y', 11, 'S', 'o', 'c', 'k',
+                                    'e', 't', '-', 'T', 'y', 'p', 'e', 0, 0, 0, 6, 'D', 'E',
+                                    'A', 'L', 'E', 'R'};
+    /* blocks of 2048 empty frames (two zero bytes each) and a PING command
+     * (TTL 0): libzmq answers a PING at once, also one it decodes from a
+     * backlog after the application drained a full queue */
+    static const uint8_t ping[] = {0x04, 7, 4, 'P', 'I', 'N', 'G', 0, 0};
+    enum { BLOCK = 4096 + sizeof ping };
+    static uint8_t frames[16 * BLOCK];
+    for (size_t b = 0; b < 16; b++)
+        memcpy(frames + b * BLOCK + 4096, ping, sizeof ping);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    double end = it_now() + secs;
+    while (it_now() < end) { /* reconnect when the peer closes */
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+        struct timeval tv = {0, 200000};
+        if (fd < 0)
+            return;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+            send(fd, greet, sizeof greet, MSG_NOSIGNAL) == (ssize_t)sizeof greet &&
+            send(fd, ready, sizeof ready, MSG_NOSIGNAL) == (ssize_t)sizeof ready) {
+            size_t at = 0; /* a partial send goes on where it stopped */
+            while (it_now() < end) {
+                ssize_t n = send(fd, frames + at, sizeof frames - at, MSG_NOSIGNAL);
+                if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                    continue;
+                if (n <= 0)
+                    break;
+                at = (at + (size_t)n) % sizeof frames;
+            }
+        }
+        close(fd);
+        it_nap_ms(10);
+    }
+}
+
+/* Streams of empty ZMTP frames on several concurrent connections to the
+ * scheduler and a server of an open job (no secret) kill nobody (libzmq
+ * 4.3.4 aborted on `!_io_error` in the servers within seconds), the job's
+ * own worker registers and sums exact in the middle of the flood, and their
+ * logs stay small: repeated warnings about peer input are rate-limited.
+ * Memory stays bounded: the listening sockets read without a high-water
+ * mark (a finite one is what made libzmq abort), so what bounds the queue
+ * is the guard shutting a stranger's connection down at its first refused
+ * message; what one connection queues before that depends on how soon the
+ * loop runs (15-160 MiB of peak memory seen on 2 loaded cores; without the
+ * shutdown 670-770 MiB in the same 8 s). */
+IT_TEST(empty_frames_open_1x1)
+{
+    static const char *const argv[] = {"sum", "--dtype", "f32", "--rounds", "4",
+                                       "--pause-file", "go", NULL};
+    enum { CONNS = 4 };
+    const double secs = 8;
+    const unsigned long long bound = 256ull << 20;
+    sec_env(t);
+    it_start_scheduler(t, 1, 1, NULL);
+    int sport = start_server_port(t, 0, NULL);
+    int ports[2] = {t->port, sport};
+    int idx[2] = {t->sched, t->server[0]};
+    const char *names[2] = {"scheduler", "server"};
+    unsigned long long hwm[2];
+    for (int i = 0; i < 2; i++)
+        hwm[i] = vm_size(t->proc[idx[i]].pid, "VmHWM:");
+    pid_t kids[2 * CONNS];
+    double end = it_now() + secs;
+    for (int i = 0; i < 2 * CONNS; i++) {
+        kids[i] = fork();
+        IT_ASSERT(t, kids[i] >= 0, "fork: %s", strerror(errno));
+        if (kids[i] == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed assertion ends the test */
+            empty_frames(ports[i % 2], 60); /* until killed */
+            _exit(0);
+        }
+    }
+    /* the job's worker joins once both daemons have shut a stranger down,
+     * and sums its first round in the middle of the flood */
+    while (it_now() < end && !(it_log_has(t, idx[0], "refused before identifying", 0) &&
+                               it_log_has(t, idx[1], "refused before identifying", 0)))
+        it_nap_ms(50);
+    for (int i = 0; i < 2; i++)
+        IT_ASSERT(t, it_log_has(t, idx[i], "refused before identifying", 0),
+                  "the %s shut no flooding connection down in %.0f s", names[i], secs);
+    it_start_worker(t, 0, argv, NULL);
+    IT_ASSERT(t, it_wait_file(t, "paused-w0", 30, t->worker[0]),
+              "the worker did not sum round 0 under the flood");
+    /* the flood lasts secs, and at least until round 0 is summed */
+    while (it_now() < end)
+        it_nap_ms(50);
+    for (int i = 0; i < 2 * CONNS; i++) {
+        kill(kids[i], SIGKILL);
+        while (waitpid(kids[i], NULL, 0) < 0 && errno == EINTR)
+            ;
+    }
+    for (int i = 0; i < 2; i++) {
+        unsigned long long after = vm_size(t->proc[idx[i]].pid, "VmHWM:");
+        it_info(t, "%s: VmHWM %llu -> %llu KiB", names[i], hwm[i] >> 10, after >> 10);
+        IT_ASSERT(t, hwm[i] > 0 && after < hwm[i] + bound,
+                  "the %s grew by %llu MiB under the flood (bound %llu MiB)", names[i],
+                  (after - hwm[i]) >> 20, bound >> 20);
+        IT_ASSERT(t, kill(t->proc[idx[i]].pid, 0) == 0 && !t->proc[idx[i]].reaped &&
+                     waitpid(t->proc[idx[i]].pid, NULL, WNOHANG) == 0,
+                  "the %s died under the empty-frame flood", names[i]);
+        struct stat st;
+        IT_ASSERT(t, stat(t->proc[idx[i]].log, &st) == 0, "no %s log", names[i]);
+        it_info(t, "%s log after %.0f s of empty frames: %lld bytes", names[i], secs,
+                (long long)st.st_size);
+        IT_ASSERT(t, st.st_size < (1 << 20), "the %s wrote %lld bytes of log in %.0f s",
+                  names[i], (long long)st.st_size, secs);
+    }
+    it_write_file(t, "go", "go\n");
+    it_expect_job_ok(t, 60);
+}
+
+/* ---- checkpoint directories ---- */
+
+/* Start a 1x1 job summing 6 rounds with automatic checkpoints every 2
+ * rounds into dir, wait for it, and return the server's proc index. */
+static int ckpt_job(it_ctx *t, const char *dir)
+{
+    static const char *const argv[] = {"sum", "--dtype", "f32", "--rounds", "6", NULL};
+    it_setenv(t, "KVS_CHECKPOINT_DIR", "%s", dir);
+    it_setenv(t, "KVS_CHECKPOINT_EVERY", "2");
+    it_start_job(t, 1, 1, argv);
+    it_expect_job_ok(t, 60);
+    return t->server[0];
+}
+
+/* Links planted in a checkpoint directory are never followed: the
+ * manifest's temporary file and a round's directory named by links to a
+ * victim file and a victim directory leave both untouched (the round is
+ * refused, saying why; the next one is written). */
+IT_TEST(ckpt_links_1x1)
+{
+    char dir[PATH_MAX], victim[PATH_MAX], vdir[PATH_MAX], link[PATH_MAX + 64];
+    sec_env(t);
+    snprintf(dir, sizeof dir, "%s/ckpt", t->dir);
+    snprintf(victim, sizeof victim, "%s/victim", t->dir);
+    snprintf(vdir, sizeof vdir, "%s/victim-dir", t->dir);
+    IT_ASSERT(t, mkdir(dir, 0755) == 0 && mkdir(vdir, 0755) == 0, "mkdir: %s", strerror(errno));
+    it_write_file(t, "victim", "precious\n");
+    snprintf(link, sizeof link, "%s/.server-0.manifest.tmp", dir);
+    IT_ASSERT(t, symlink(victim, link) == 0, "symlink: %s", strerror(errno));
+    snprintf(link, sizeof link, "%s/gen-000000000002", dir);
+    IT_ASSERT(t, symlink(vdir, link) == 0, "symlink: %s", strerror(errno));
+    int s = ckpt_job(t, dir);
+    char *v = it_slurp(victim, NULL);
+    IT_ASSERT(t, v && strcmp(v, "precious\n") == 0, "the victim file now holds '%s'",
+              v ? v : "(gone)");
+    free(v);
+    DIR *d = opendir(vdir);
+    IT_ASSERT(t, d != NULL, "the victim directory is gone");
+    struct dirent *de;
+    int n = 0;
+    while ((de = readdir(d)) != NULL)
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+            n++, it_info(t, "victim-dir holds %s", de->d_name);
+    closedir(d);
+    IT_ASSERT(t, n == 0, "the server wrote %d files through a planted link", n);
+    IT_ASSERT(t, it_log_has(t, s, "symbolic link there is refused", 0),
+              "the server did not say why it refused round 2's directory");
+    IT_ASSERT(t, it_log_has(t, s, "automatic checkpoint of round 4 committed", 0),
+              "round 4 was not checkpointed");
+}
+
+/* A checkpoint directory other users can write is refused, saying why, and
+ * nothing is written in it; the job goes on. */
+IT_TEST(ckpt_dir_open_1x1)
+{
+    char open_dir[PATH_MAX];
+    DIR *d;
+    struct dirent *de;
+    int n, s;
+    sec_env(t);
+    snprintf(open_dir, sizeof open_dir, "%s/ckpt-open", t->dir);
+    IT_ASSERT(t, mkdir(open_dir, 0755) == 0 && chmod(open_dir, 0777) == 0, "mkdir: %s",
+              strerror(errno));
+    s = ckpt_job(t, open_dir);
+    IT_ASSERT(t, it_log_has(t, s, "is writable by other users (mode 777)", 0),
+              "the server did not refuse a world-writable checkpoint directory");
+    d = opendir(open_dir);
+    IT_ASSERT(t, d != NULL, "%s is gone", open_dir);
+    n = 0;
+    while ((de = readdir(d)) != NULL)
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+            n++, it_info(t, "%s holds %s", open_dir, de->d_name);
+    closedir(d);
+    IT_ASSERT(t, n <= 1, "the server wrote %d entries into a world-writable directory", n);
 }

@@ -57,6 +57,14 @@ IT_TEST(pushpull_2x3)
     run_job(t, 2, 3, argv, 40);
 }
 
+/* Per-key completions through kvs_on_complete instead of kvs_wait. */
+IT_TEST(callbacks_2x3)
+{
+    static const char *const argv[] = {"sum", "--split", "--dtype", "f32,i64", "--rounds", "4",
+                                       "--threads", "2", "--callbacks", NULL};
+    run_job(t, 2, 3, argv, 40);
+}
+
 IT_TEST(dup_keys_2x2)
 {
     static const char *const argv[] = {"sum", "--dup", "--split", "--rounds", "3", NULL};
@@ -265,6 +273,18 @@ IT_TEST(barrier_1x3)
 {
     static const char *const argv[] = {"barrier", "--rounds", "3", NULL};
     run_job(t, 1, 3, argv, 40);
+}
+
+IT_TEST(api_2x3)
+{
+    static const char *const argv[] = {"api", NULL};
+    run_job(t, 2, 3, argv, 60);
+}
+
+IT_TEST(api_async_1x2)
+{
+    static const char *const argv[] = {"api", "--type", "dist_async", NULL};
+    run_job(t, 1, 2, argv, 60);
 }
 
 IT_TEST(async_2x3)

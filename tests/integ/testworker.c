@@ -49,31 +49,47 @@ static const char *usage_text =
     "  selftest                 check this program's float16/bfloat16 helpers\n"
     "  sum [--type T] [--dtype all|f32,f64,f16,bf16,i32,i64] [--rounds N] [--split]\n"
     "      [--counts N,N,...] [--pushpull] [--dup] [--pipeline] [--threads N]\n"
-    "      [--stores N] [--pause-file NAME] [--edge-keys] [--slow-rank R]\n"
+    "      [--stores N] [--pause-file NAME] [--edge-keys] [--slow-rank R] [--callbacks]\n"
     "                           init, then N rounds of push+pull (or pushpull) with\n"
-    "                           exact sums checked element by element\n"
+    "                           exact sums checked element by element; --callbacks:\n"
+    "                           per-key waits through kvs_on_complete\n"
     "  many [--keys N] [--dtype ...] [--split] [--dup] [--pushpull] [--rounds N]\n"
     "                           N keys of mixed sizes in one call per round, exact\n"
     "                           sums checked (huge key counts, fusion)\n"
     "  async [--rounds N]       dist_async: pushes accumulate; pull after a barrier\n"
     "  ahead [--rounds N]       1 server, 2 workers: worker 0 pushes N rounds ahead and\n"
     "                           meets the server's KVS_MAX_QUEUED_* bound (KVS_EFULL)\n"
+    "  keys-bound [--keys N]    1 server: worker 0 inits keys until KVS_EFULL names the\n"
+    "                           server's KVS_MAX_KEY* bound; the created keys sum exactly\n"
     "  barrier [--rounds N]     files written before a barrier all exist after it\n"
+    "  api [--type T]           kvs_broadcast (rank 0's values reach every worker's\n"
+    "                           outputs, element by element), kvs_is_capable,\n"
+    "                           kvs_num_dead_node (0) and their KVS_EINVAL errors\n"
     "  errors                   KVS_EINVAL, KVS_ENOKEY, KVS_ESHAPE; the job goes on\n"
     "  victim                   init, barrier, ready file, then wait to be killed\n"
-    "  peer-dead --block pull|barrier|late [--left]\n"
+    "  group-pulls [--rounds N] [--left]\n"
+    "                           push every key, then pulls in a pattern per rank\n"
+    "                           (different keys, order and times), exact values;\n"
+    "                           then a re-init and a pull of the new values, or with\n"
+    "                           --left: the last rank leaves, the others pull again\n"
+    "  peer-dead --block pull|barrier|late|callback|pulls [--left] [--keys N]\n"
     "                           a blocked (or, after file 'killed', a later) call\n"
+    "                           (callback: push+pull, completions through\n"
+    "                           kvs_on_complete)\n"
     "                           returns KVS_EPEERDEAD naming the node in file\n"
     "                           'expect-dead' (\"worker 2\"); then kvs_wait,\n"
     "                           kvs_wait_all and kvs_close return it too (the job\n"
     "                           is dead), except with --left (a worker left: only\n"
     "                           the rounds it did not push fail)\n"
+    "  early-leave              rank 0: kvs_close before kvs_init; the others'\n"
+    "                           kvs_init fails with KVS_EPEERDEAD naming it\n"
     "  leave                    init, barrier, ready file; after file 'go':\n"
     "                           kvs_close while the others still wait for it\n"
     "  too-big                  kvs_init/push/pull of counts whose byte size\n"
     "                           overflows or exceeds KVS_MAX_MESSAGE: KVS_ETOOBIG\n"
     "                           at the call, at once; the store still works\n"
     "  enomem --counts N [--pause-file F]\n"
+    "  enomem-push --counts N [--pause-file F]\n"
     "                           (one worker) kvs_init of N float32 returns\n"
     "                           KVS_ENOMEM from a server under a memory limit; a\n"
     "                           small key still sums exactly afterwards\n"
@@ -222,7 +238,7 @@ static uint64_t mix64(uint64_t x)
 /* A small integer in [-16, 16] for (w, key, i, round, slot). */
 static int64_t small_int(int w, uint64_t key, uint64_t i, int r, int slot)
 {
-    uint64_t h = mix64(mix64(key * 0x100000001b3ull + (uint64_t)slot) ^ mix64(i + 0x51ed27) ^
+    uint64_t h = mix64(mix64(key * UINT64_C(0x100000001b3) + (uint64_t)slot) ^ mix64(i + 0x51ed27) ^
                        (((uint64_t)(uint32_t)w << 32) | (uint32_t)r));
     return (int64_t)(h % 33) - 16;
 }
@@ -406,6 +422,7 @@ typedef struct opts {
     const char *pause_file;
     const char *block;
     int left; /* peer-dead: a worker left (kvs_close) instead of dying */
+    int callbacks; /* sum: per-key waits through kvs_on_complete */
     uint64_t bound;
     /* create-error */
     const char *errname, *word;
@@ -520,6 +537,8 @@ static void parse_opts(opts *o, int argc, char **argv)
         } else if (strcmp(a, "--block") == 0) {
             NEED();
             o->block = next;
+        } else if (strcmp(a, "--callbacks") == 0) {
+            o->callbacks = 1;
         } else if (strcmp(a, "--left") == 0) {
             o->left = 1;
         } else if (a[0] == '-' && a[1] == '-') {
@@ -566,7 +585,14 @@ static int open_store(wctx *c, const opts *o, const char *type, int store_idx)
         snprintf(c->who, sizeof c->who, "worker %d (store %d)", c->rank, store_idx);
     else
         snprintf(c->who, sizeof c->who, "worker %d", c->rank);
-    say(c->who, "created %s store: rank %d of %d workers, %d servers", type, c->rank, c->W, c->S);
+    say(c->who, "created %s store: rank %d of %d workers, %d servers, local rank %d of %d",
+        type, c->rank, c->W, c->S, kvs_local_rank(c->s), kvs_local_size(c->s));
+    if (kvs_local_size(c->s) < 1 || kvs_local_rank(c->s) < 0 ||
+        kvs_local_rank(c->s) >= kvs_local_size(c->s) || kvs_local_size(c->s) > c->W) {
+        say(c->who, "BAD local rank %d / local size %d", kvs_local_rank(c->s),
+            kvs_local_size(c->s));
+        c->failed = 1;
+    }
     if (c->W < 1 || c->rank < 0 || c->rank >= c->W) {
         say(c->who, "BAD rank %d / num_workers %d", c->rank, c->W);
         c->failed = 1;
@@ -593,9 +619,48 @@ static int open_store(wctx *c, const opts *o, const char *type, int store_idx)
     return 0;
 }
 
+/* KVS_TEST_METRICS=1: write "<bytes sent> <bytes received>" so far (to and
+ * from the servers, every data path, from kvs_metrics) to
+ * $KVS_TEST_DIR/<what>-<rank>: "init-bytes" once the keys are initialised
+ * and checked, "bytes" at the end. */
+static void write_bytes(wctx *c, const char *what)
+{
+    const char *dir = getenv("KVS_TEST_DIR");
+    if (dir == NULL || getenv("KVS_TEST_METRICS") == NULL)
+        return;
+    int need = kvs_metrics(c->s, NULL, 0);
+    if (need <= 0)
+        return;
+    char *text = xmalloc((size_t)need + 1);
+    if (kvs_metrics(c->s, text, (size_t)need + 1) != need) {
+        free(text);
+        return;
+    }
+    double sent = 0, recv = 0;
+    for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n")) {
+        char *sp = strrchr(l, ' ');
+        if (sp == NULL)
+            continue;
+        if (strncmp(l, "kvs_sent_bytes_total{", 21) == 0)
+            sent += atof(sp + 1);
+        else if (strncmp(l, "kvs_received_bytes_total{", 25) == 0)
+            recv += atof(sp + 1);
+    }
+    free(text);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s-%d", dir, what, c->rank);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fprintf(f, "%.0f %.0f\n", sent, recv);
+        fclose(f);
+    }
+}
+
 static int close_store(wctx *c)
 {
-    int rc = kvs_close(c->s);
+    int rc;
+    write_bytes(c, "bytes");
+    rc = kvs_close(c->s);
     c->s = NULL;
     if (report(c->who, "kvs_close", rc))
         c->failed = 1;
@@ -656,12 +721,85 @@ typedef struct job {
     int failed;
 } job;
 
+/* kvs_on_complete's calls, counted; the first error and its text kept. */
+typedef struct completions {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int calls, err;
+    uint64_t err_key;
+    char text[512];
+} completions;
+
+static void on_complete(uint64_t key, int err, void *arg)
+{
+    completions *cp = arg;
+    pthread_mutex_lock(&cp->mu);
+    if (err != 0 && cp->err == 0) {
+        cp->err = err;
+        cp->err_key = key;
+        snprintf(cp->text, sizeof cp->text, "%s", kvs_last_error());
+    }
+    cp->calls++;
+    pthread_cond_broadcast(&cp->cv);
+    pthread_mutex_unlock(&cp->mu);
+}
+
+/* Register a callback for each of keys[0..nk) and wait (at most timeout_s)
+ * for all of them; 0, the first callback error, or KVS_ETIMEDOUT.  text:
+ * the message that came with the error. */
+static int wait_callbacks(kvs_store *s, const uint64_t *keys, int nk, double timeout_s,
+                          char *text, size_t len)
+{
+    completions cp = {.calls = 0};
+    int registered = 0, rc = 0;
+    pthread_mutex_init(&cp.mu, NULL);
+    pthread_cond_init(&cp.cv, NULL);
+    text[0] = '\0';
+    for (int k = 0; k < nk; k++) {
+        rc = kvs_on_complete(s, keys[k], on_complete, &cp);
+        if (rc != 0) {
+            snprintf(text, len, "kvs_on_complete(key %" PRIu64 "): %s", keys[k], kvs_last_error());
+            break;
+        }
+        registered++;
+    }
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += (time_t)timeout_s;
+    pthread_mutex_lock(&cp.mu);
+    while (cp.calls < registered)
+        if (pthread_cond_timedwait(&cp.cv, &cp.mu, &dl) != 0)
+            break;
+    int late = cp.calls < registered;
+    if (rc == 0 && late) {
+        rc = KVS_ETIMEDOUT;
+        snprintf(text, len, "%d of %d callbacks within %.0f s", cp.calls, registered, timeout_s);
+    } else if (rc == 0 && cp.err) {
+        rc = cp.err;
+        snprintf(text, len, "%s", cp.text);
+    }
+    pthread_mutex_unlock(&cp.mu);
+    if (late) /* cp must outlive the callbacks still registered */
+        die("kvs_on_complete: callbacks missing after %.0f s", timeout_s);
+    pthread_mutex_destroy(&cp.mu);
+    pthread_cond_destroy(&cp.cv);
+    return rc;
+}
+
 /* Wait for this round's operations: key by key, or all at once. */
 static int wait_keys(job *j, const uint64_t *keys, int nk, int per_key, int round, const char *what)
 {
     int bad = 0;
     char call[96];
-    if (per_key) {
+    if (per_key && j->c->o->callbacks) {
+        char text[600];
+        snprintf(call, sizeof call, "%s round %d: kvs_on_complete(%d keys)", what, round, nk);
+        int rc = wait_callbacks(j->c->s, keys, nk, 120, text, sizeof text);
+        if (rc != 0) {
+            say(j->c->who, "%s: %s: %s", call, kvs_errname(rc), text);
+            bad = 1;
+        }
+    } else if (per_key) {
         for (int k = 0; k < nk; k++) {
             snprintf(call, sizeof call, "%s round %d: kvs_wait(key %" PRIu64 ")", what, round, keys[k]);
             bad |= report(j->c->who, call, kvs_wait(j->c->s, keys[k]));
@@ -694,7 +832,7 @@ static void *run_rounds(void *arg)
             keys[s * nk + k] = j->ks[k].key;
 
     for (int r = 0; r < R; r++) {
-        kvs_array *v = vals + (size_t)r * n, *out = outs + (size_t)r * n;
+        kvs_array *v = vals + (size_t)r * (size_t)n, *out = outs + (size_t)r * (size_t)n;
         for (int s = 0; s < nslots; s++)
             for (int k = 0; k < nk; k++) {
                 const keyspec *ks = &j->ks[k];
@@ -774,7 +912,7 @@ static void *run_rounds(void *arg)
             for (int i = 0; i < n; i++) {
                 const keyspec *ks = &j->ks[i % nk];
                 if (verify(c->who, o->pushpull ? "pipelined pushpull" : "pipelined pull", ks->key,
-                           ks->dtype, ks->count, outs[(size_t)r * n + i].data, &e))
+                           ks->dtype, ks->count, outs[(size_t)r * (size_t)n + (size_t)i].data, &e))
                     j->failed = 1;
             }
         }
@@ -819,6 +957,7 @@ static int init_and_check(wctx *c, const keyspec *ks, int nk)
             failed = 1;
         free(out[i].data);
     }
+    write_bytes(c, "init-bytes");
     return failed;
 }
 
@@ -1082,6 +1221,97 @@ static int scenario_ahead(const opts *o)
     return failed;
 }
 
+/* ---- keys-bound: worker 0 inits more keys than the server holds ----
+ * One server.  Worker 0 inits keys 1..N (8 float32 each) one call at a time
+ * until one is answered KVS_EFULL naming KVS_MAX_KEY* (the test's bound lets
+ * fewer than N in; none may fail otherwise), then every worker inits the
+ * keys that were created and pushes and pulls them 2 rounds: the sums are
+ * exact, the refused key stays refused.  --keys N (default 64). */
+static int scenario_keys_bound(const opts *o)
+{
+    wctx c;
+    enum { n = 8 };
+    int nk = o->nkeys > 0 ? (int)o->nkeys : 64, made = 0;
+    if (open_store(&c, o, "dist_sync", 0) != 0)
+        return 1;
+    float v[n], out[n];
+    kvs_array a = arr(v, n, KVS_FLOAT32), ao = arr(out, n, KVS_FLOAT32);
+    if (c.rank == 0) {
+        for (int k = 1; k <= nk && !c.failed; k++) {
+            uint64_t key = (uint64_t)k;
+            for (int i = 0; i < n; i++)
+                v[i] = (float)(k * 10 + i);
+            int rc = kvs_init(c.s, 1, &key, &a);
+            if (rc == 0) {
+                made++;
+                continue;
+            }
+            say(c.who, "kvs_init of key %d returned %s: %s", k, kvs_errname(rc),
+                kvs_last_error());
+            if (rc != KVS_EFULL || strstr(kvs_last_error(), "KVS_MAX_KEY") == NULL) {
+                say(c.who, "expected KVS_EFULL naming KVS_MAX_KEYS / KVS_MAX_KEY_BYTES");
+                c.failed = 1;
+            }
+            break;
+        }
+        if (made == nk) {
+            say(c.who, "all %d keys were created: no bound met", nk);
+            c.failed = 1;
+        }
+        uint64_t key = (uint64_t)made + 1;
+        int rc = kvs_init(c.s, 1, &key, &a); /* still refused */
+        if (rc != KVS_EFULL) {
+            say(c.who, "second init of key %llu returned %s, expected KVS_EFULL",
+                (unsigned long long)key, kvs_errname(rc));
+            c.failed = 1;
+        }
+        char buf[32];
+        snprintf(buf, sizeof buf, "%d\n", made);
+        write_test_file("keys-made", buf, 0);
+    } else {
+        if (!wait_test_file("keys-made", 120)) {
+            say(c.who, "file keys-made never came");
+            c.failed = 1;
+        } else {
+            char path[4096];
+            FILE *f = test_path("keys-made", path, sizeof path) ? fopen(path, "r") : NULL;
+            if (f == NULL || fscanf(f, "%d", &made) != 1)
+                c.failed = 1;
+            if (f)
+                fclose(f);
+        }
+        for (int k = 1; k <= made && !c.failed; k++) {
+            uint64_t key = (uint64_t)k;
+            c.failed |= report(c.who, "kvs_init", kvs_init(c.s, 1, &key, &a));
+        }
+    }
+    for (int round = 0; round < 2 && !c.failed; round++)
+        for (int k = 1; k <= made && !c.failed; k++) {
+            uint64_t key = (uint64_t)k;
+            for (int i = 0; i < n; i++)
+                v[i] = (float)(round * 1000 + k * 10 + i + c.rank);
+            if (report(c.who, "kvs_push", kvs_push(c.s, 1, &key, &a, 0)) ||
+                report(c.who, "kvs_pull", kvs_pull(c.s, 1, &key, &ao, 0)) ||
+                report(c.who, "kvs_wait_all", kvs_wait_all(c.s))) {
+                c.failed = 1;
+                break;
+            }
+            for (int i = 0; i < n; i++) {
+                float want = 0;
+                for (int w = 0; w < c.W; w++)
+                    want += (float)(round * 1000 + k * 10 + i + w);
+                if (out[i] != want) {
+                    say(c.who, "round %d key %d element %d: got %g, expected %g", round, k, i,
+                        out[i], want);
+                    c.failed = 1;
+                }
+            }
+        }
+    if (!c.failed)
+        say(c.who, "keys-bound: %d keys exact, the next one refused", made);
+    return close_store(&c) || c.failed;
+}
+
 /* ---- barrier ---- */
 
 static int scenario_barrier(const opts *o)
@@ -1111,6 +1341,110 @@ static int scenario_barrier(const opts *o)
     }
     int failed = close_store(&c);
     say(c.who, "barrier: %s", failed ? "FAILED" : "ok");
+    return failed;
+}
+
+/* kvs_broadcast, kvs_is_capable, kvs_num_dead_node. */
+static int scenario_api(const opts *o)
+{
+    wctx c;
+    const char *type = o->type ? o->type : "dist_sync";
+    int dist = strcmp(type, "local") != 0 && strcmp(type, "device") != 0;
+    if (open_store(&c, o, type, 0) != 0)
+        return 1;
+    /* two keys, the second on every server (split by BIGARRAY_BOUND in the
+     * harness's jobs); each worker offers its own values, rank 0's win */
+    enum { NK = 2 };
+    uint64_t keys[NK] = {301, 302}, counts[NK] = {7, 300001};
+    kvs_array vals[NK], outs[NK];
+    for (int k = 0; k < NK; k++) {
+        float *v = new_buf(KVS_FLOAT32, counts[k]), *out = new_buf(KVS_FLOAT32, counts[k]);
+        for (uint64_t i = 0; i < counts[k]; i++) {
+            v[i] = (float)(c.rank * 1000 + k * 100) + (float)(i % 97);
+            out[i] = -1.0f;
+        }
+        vals[k] = arr(v, counts[k], KVS_FLOAT32);
+        outs[k] = arr(out, counts[k], KVS_FLOAT32);
+    }
+    c.failed |= report(c.who, "kvs_broadcast", kvs_broadcast(c.s, NK, keys, vals, outs, 0));
+    c.failed |= report(c.who, "kvs_wait_all", kvs_wait_all(c.s));
+    for (int k = 0; k < NK && !c.failed; k++) {
+        const float *out = outs[k].data;
+        for (uint64_t i = 0; i < counts[k]; i++) {
+            float want = (float)(k * 100) + (float)(i % 97); /* rank 0's value */
+            if (out[i] != want) {
+                say(c.who, "BROADCAST key %llu element %llu: got %g, want %g",
+                    (unsigned long long)keys[k], (unsigned long long)i, out[i], want);
+                c.failed = 1;
+                break;
+            }
+        }
+    }
+    /* a broadcast of a key that exists already is kvs_init's error path:
+     * a different count is KVS_ESHAPE and nothing is pulled */
+    kvs_array bad = arr(vals[0].data, counts[0] - 1, KVS_FLOAT32);
+    int rc = kvs_broadcast(c.s, 1, keys, &bad, &bad, 0);
+    if (rc == 0)
+        rc = kvs_wait_all(c.s);
+    if (dist && rc != KVS_ESHAPE) {
+        say(c.who, "kvs_broadcast with a changed count returned %s, want KVS_ESHAPE",
+            kvs_errname(rc));
+        c.failed = 1;
+    }
+    rc = kvs_broadcast(c.s, 1, keys, NULL, outs, 0);
+    if (rc != KVS_EINVAL) {
+        say(c.who, "kvs_broadcast(vals NULL) returned %s, want KVS_EINVAL", kvs_errname(rc));
+        c.failed = 1;
+    }
+
+    int dev = strstr(type, "device") != NULL || strcmp(type, "nccl") == 0;
+    const struct { int cap, want; } caps[] = {
+        {KVS_CAP_OPTIMIZER, strncmp(type, "dist", 4) == 0}, {KVS_CAP_PUSHPULL, 1},
+        {KVS_CAP_BROADCAST, 1}, {KVS_CAP_DEVICE_STORE, dev},
+        {KVS_CAP_ASYNC, strstr(type, "async") != NULL},
+        {KVS_CAP_COMPRESSION, strncmp(type, "dist", 4) == 0 && !dev},
+        {KVS_CAP_ROW_SPARSE, strncmp(type, "dist", 4) == 0}};
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+        rc = kvs_is_capable(c.s, caps[i].cap);
+        if (rc != caps[i].want) {
+            say(c.who, "kvs_is_capable(%d) on '%s' returned %d, want %d", caps[i].cap, type, rc,
+                caps[i].want);
+            c.failed = 1;
+        }
+    }
+    const int bad_caps[] = {0, -1, KVS_CAP_ROW_SPARSE + 1, 1 << 30};
+    for (size_t i = 0; i < sizeof bad_caps / sizeof bad_caps[0]; i++)
+        if ((rc = kvs_is_capable(c.s, bad_caps[i])) != KVS_EINVAL ||
+            strstr(kvs_last_error(), "capability") == NULL) {
+            say(c.who, "kvs_is_capable(%d) returned %d (%s), want KVS_EINVAL", bad_caps[i], rc,
+                kvs_last_error());
+            c.failed = 1;
+        }
+    if (kvs_is_capable(NULL, KVS_CAP_PUSHPULL) != KVS_EINVAL ||
+        kvs_num_dead_node(NULL, KVS_GROUP_SERVER) != KVS_EINVAL) {
+        say(c.who, "a NULL store was not KVS_EINVAL");
+        c.failed = 1;
+    }
+    const int masks[] = {KVS_GROUP_SERVER, KVS_GROUP_WORKER, KVS_GROUP_SERVER | KVS_GROUP_WORKER};
+    for (size_t i = 0; i < 3; i++)
+        if ((rc = kvs_num_dead_node(c.s, masks[i])) != 0) {
+            say(c.who, "kvs_num_dead_node(%d) = %d in a healthy job", masks[i], rc);
+            c.failed = 1;
+        }
+    const int bad_masks[] = {0, 1, 8, 3, -1};
+    for (size_t i = 0; i < sizeof bad_masks / sizeof bad_masks[0]; i++)
+        if ((rc = kvs_num_dead_node(c.s, bad_masks[i])) != KVS_EINVAL ||
+            strstr(kvs_last_error(), "mask") == NULL) {
+            say(c.who, "kvs_num_dead_node(%d) returned %d (%s), want KVS_EINVAL", bad_masks[i],
+                rc, kvs_last_error());
+            c.failed = 1;
+        }
+    for (int k = 0; k < NK; k++) {
+        free(vals[k].data);
+        free(outs[k].data);
+    }
+    int failed = close_store(&c);
+    say(c.who, "api: %s", failed ? "FAILED" : "ok");
     return failed;
 }
 
@@ -1309,6 +1643,10 @@ static int scenario_errors(const opts *o)
 /* ---- dead peers ---- */
 
 /* Keys of the dead-peer scenarios: P lives on one server, Q on all. */
+/* peer-dead --keys N: floats per big key (two parts of 32 KiB with
+ * MXNET_KVSTORE_BIGARRAY_BOUND=1000 and two servers: above DP_CMA_MIN). */
+#define PEER_BIG 16384
+
 static int peer_setup(wctx *c, const opts *o, uint64_t *P, uint64_t *Q, kvs_array *pv, kvs_array *qv)
 {
     *P = 21;
@@ -1322,6 +1660,19 @@ static int peer_setup(wctx *c, const opts *o, uint64_t *P, uint64_t *Q, kvs_arra
     kvs_array v[2] = {*pv, *qv};
     if (report(c->who, "kvs_init", kvs_init(c->s, 2, keys, v)))
         return 1;
+    if (o->nkeys > 0) { /* --keys N: keys 100.. of PEER_BIG floats, by reference on one host */
+        float *z = new_buf(KVS_FLOAT32, PEER_BIG);
+        memset(z, 0, PEER_BIG * sizeof *z);
+        for (uint64_t k = 0; k < o->nkeys; k++) {
+            uint64_t key = 100 + k;
+            kvs_array a = arr(z, PEER_BIG, KVS_FLOAT32);
+            if (report(c->who, "kvs_init of a big key", kvs_init(c->s, 1, &key, &a))) {
+                free(z);
+                return 1;
+            }
+        }
+        free(z);
+    }
     if (report(c->who, "kvs_barrier before the kill", kvs_barrier(c->s)))
         return 1;
     char name[64], text[32];
@@ -1386,6 +1737,85 @@ static int check_dead_name(wctx *c, const char *msg)
     return 0;
 }
 
+/* kvs_num_dead_node after a death: the role in 'expect-dead' counts 1
+ * once the scheduler's notice has arrived (it may trail the failure the
+ * broken link reported: wait for it, 30 s at most), the other counts 0. */
+static int check_dead_count(wctx *c)
+{
+    char path[4096], role[32] = "";
+    if (test_path("expect-dead", path, sizeof path) == NULL)
+        return 0;
+    FILE *f = fopen(path, "r");
+    if (f == NULL || fscanf(f, "%31s", role) != 1)
+        die("bad expect-dead file");
+    fclose(f);
+    int ws = strcmp(role, "server") == 0, ww = strcmp(role, "worker") == 0;
+    double end = now_s() + 30;
+    int ns, nw;
+    while ((ns = kvs_num_dead_node(c->s, KVS_GROUP_SERVER)) != ws ||
+           (nw = kvs_num_dead_node(c->s, KVS_GROUP_WORKER)) != ww) {
+        if (now_s() > end || ns > ws)
+            break;
+        nap_ms(20);
+    }
+    ns = kvs_num_dead_node(c->s, KVS_GROUP_SERVER);
+    nw = kvs_num_dead_node(c->s, KVS_GROUP_WORKER);
+    int both = kvs_num_dead_node(c->s, KVS_GROUP_SERVER | KVS_GROUP_WORKER);
+    say(c->who, "kvs_num_dead_node: servers %d, workers %d, both %d", ns, nw, both);
+    if (ns != ws || nw != ww || both != ws + ww) {
+        say(c->who, "DEAD COUNT: want servers %d, workers %d (%s died)", ws, ww, role);
+        return 1;
+    }
+    return 0;
+}
+
+/* peer-dead --block pulls: a push and a pull of each of the o->nkeys big
+ * keys (the pulls wait for the round, which the other worker never
+ * pushes), then kvs_wait of each key: every wait must fail with the same
+ * error; the worst wait is said.  Returns that error (0 if none failed). */
+static int peer_pulls(wctx *c, const opts *o, char *msg, size_t msglen)
+{
+    uint64_t n = o->nkeys;
+    float *in = new_buf(KVS_FLOAT32, n * PEER_BIG), *out = new_buf(KVS_FLOAT32, n * PEER_BIG);
+    int first = 0, rc = 0;
+    double worst = 0, t0 = now_s();
+    memset(in, 0, n * PEER_BIG * sizeof *in);
+    for (uint64_t k = 0; k < n && rc == 0; k++) {
+        uint64_t key = 100 + k;
+        kvs_array a = arr(in + k * PEER_BIG, PEER_BIG, KVS_FLOAT32);
+        kvs_array b = arr(out + k * PEER_BIG, PEER_BIG, KVS_FLOAT32);
+        rc = kvs_push(c->s, 1, &key, &a, 0);
+        if (rc == 0)
+            rc = kvs_pull(c->s, 1, &key, &b, 0);
+    }
+    if (rc != 0) {
+        snprintf(msg, msglen, "%s", kvs_last_error());
+        kvs_wait_all(c->s);
+        first = rc;
+    }
+    say(c->who, "%llu pushes and pulls queued; waiting for each", (unsigned long long)n);
+    for (uint64_t k = 0; k < n && first == 0; k++) {
+        uint64_t key = 100 + k;
+        int r = kvs_wait(c->s, key);
+        double took = now_s() - t0;
+        if (took > worst)
+            worst = took;
+        if (k == 0) {
+            first = r;
+            snprintf(msg, msglen, "%s", kvs_last_error());
+        } else if (r != first) {
+            say(c->who, "kvs_wait of key %llu returned %s, key 100 %s", (unsigned long long)key,
+                kvs_errname(r), kvs_errname(first));
+            first = first ? first : r;
+            c->failed = 1;
+        }
+    }
+    say(c->who, "the %llu waits returned within %.2f s", (unsigned long long)n, worst);
+    free(in);
+    free(out);
+    return first;
+}
+
 static int scenario_peer_dead(const opts *o)
 {
     wctx c;
@@ -1408,6 +1838,10 @@ static int scenario_peer_dead(const opts *o)
         how = "a call after the kill (push+pull of a key on every server, kvs_wait_all)";
     } else if (strcmp(o->block, "barrier") == 0) {
         how = "kvs_barrier, blocked";
+    } else if (strcmp(o->block, "callback") == 0) {
+        how = "push+pull, completions through kvs_on_complete";
+    } else if (strcmp(o->block, "pulls") == 0) {
+        how = "push+pull of every big key (--keys), each waited for with kvs_wait";
     } else {
         how = "push+pull, blocked in kvs_wait_all";
     }
@@ -1417,6 +1851,8 @@ static int scenario_peer_dead(const opts *o)
     if (strcmp(o->block, "barrier") == 0) {
         rc = kvs_barrier(c.s);
         snprintf(msg, sizeof msg, "%s", kvs_last_error());
+    } else if (strcmp(o->block, "pulls") == 0) {
+        rc = peer_pulls(&c, o, msg, sizeof msg);
     } else {
         rc = kvs_push(c.s, 2, keys, v, 0);
         if (rc == 0)
@@ -1424,6 +1860,8 @@ static int scenario_peer_dead(const opts *o)
         if (rc != 0) {
             snprintf(msg, sizeof msg, "%s", kvs_last_error());
             kvs_wait_all(c.s); /* the arrays must not be freed while queued */
+        } else if (strcmp(o->block, "callback") == 0) {
+            rc = wait_callbacks(c.s, keys, 2, 120, msg, sizeof msg);
         } else {
             rc = kvs_wait_all(c.s);
             snprintf(msg, sizeof msg, "%s", kvs_last_error());
@@ -1436,6 +1874,8 @@ static int scenario_peer_dead(const opts *o)
     } else {
         c.failed |= check_dead_name(&c, msg);
     }
+    if (rc == KVS_EPEERDEAD && !o->left)
+        c.failed |= check_dead_count(&c);
 
     /* A later call fails the same way, at once or at its wait. */
     t0 = now_s();
@@ -1505,6 +1945,35 @@ static int scenario_leave(const opts *o)
     free(pv.data);
     free(qv.data);
     return rc != 0;
+}
+
+/* Worker 0 calls kvs_close before any kvs_init; every other worker's
+ * kvs_init (which starts from worker 0's values) fails with KVS_EPEERDEAD
+ * naming worker 0, within 10 s, instead of waiting forever. */
+static int scenario_early_leave(const opts *o)
+{
+    wctx c;
+    if (open_store(&c, o, "dist_sync", 0) != 0)
+        return 1;
+    if (c.rank == 0) {
+        int rc = kvs_close(c.s);
+        say(c.who, "left before kvs_init: kvs_close returned %s", kvs_errname(rc));
+        return rc != 0;
+    }
+    uint64_t key = 7;
+    float v[4] = {1, 2, 3, 4};
+    kvs_array a = arr(v, 4, KVS_FLOAT32);
+    double t0 = now_s();
+    int rc = kvs_init(c.s, 1, &key, &a);
+    double dt = now_s() - t0;
+    say(c.who, "kvs_init returned %s after %.2f s: %s", kvs_errname(rc), dt, kvs_last_error());
+    if (rc != KVS_EPEERDEAD || strstr(kvs_last_error(), "worker 0") == NULL || dt > 10) {
+        say(c.who, "expected KVS_EPEERDEAD naming worker 0 within 10 s");
+        c.failed = 1;
+    }
+    kvs_close(c.s);
+    say(c.who, "early-leave: %s", c.failed ? "FAILED" : "ok");
+    return c.failed;
 }
 
 /* One call that must fail with KVS_ETOOBIG at once. */
@@ -1617,6 +2086,73 @@ static int scenario_enomem(const opts *o)
     return close_store(&c) || c.failed;
 }
 
+/* The server has room for key 22's value but not for a round buffer: init
+ * works, every push of it is answered KVS_ENOMEM (by reference or through
+ * the socket alike), and a small key stays exact. */
+static int scenario_enomem_push(const opts *o)
+{
+    wctx c;
+    const uint64_t small = 21, big = 22, n = 8;
+    uint64_t nbig = o->ncounts ? o->counts[0] : (64u << 20);
+    if (open_store(&c, o, "dist_sync", 0) != 0)
+        return 1;
+    float v[8], out[8];
+    for (uint64_t i = 0; i < n; i++)
+        v[i] = (float)(i + 1);
+    kvs_array a = arr(v, n, KVS_FLOAT32), ao = arr(out, n, KVS_FLOAT32);
+    float *bigbuf = calloc(nbig, sizeof *bigbuf); /* never touched: no resident pages */
+    if (bigbuf == NULL)
+        die("cannot allocate %llu float32", (unsigned long long)nbig);
+    kvs_array ab = arr(bigbuf, nbig, KVS_FLOAT32);
+    if (report(c.who, "kvs_init (small key)", kvs_init(c.s, 1, &small, &a)) ||
+        report(c.who, "kvs_init (big key)", kvs_init(c.s, 1, &big, &ab))) {
+        close_store(&c);
+        return 1;
+    }
+    if (o->pause_file) { /* the test lowers the server's limit, then says go */
+        char name[64];
+        id_file_name("paused", c.rank, name, sizeof name);
+        write_test_file(name, "paused\n", 0);
+        if (!wait_test_file(o->pause_file, 120)) {
+            say(c.who, "file %s never came", o->pause_file);
+            close_store(&c);
+            return 1;
+        }
+    }
+    /* a push and the pull of its round, as training does */
+    int rc = kvs_push(c.s, 1, &big, &ab, 0);
+    if (rc == 0)
+        rc = kvs_pull(c.s, 1, &big, &ab, 0);
+    if (rc == 0)
+        rc = kvs_wait_all(c.s);
+    say(c.who, "kvs_push of %llu float32 returned %s: %s", (unsigned long long)nbig,
+        kvs_errname(rc), kvs_last_error());
+    if (rc != KVS_ENOMEM || strstr(kvs_last_error(), "memory") == NULL) {
+        say(c.who, "expected KVS_ENOMEM naming memory");
+        c.failed = 1;
+    }
+    free(bigbuf);
+    for (int round = 0; round < 3 && !c.failed; round++) {
+        for (uint64_t i = 0; i < n; i++)
+            v[i] = (float)(round * 100 + (int)i);
+        if (report(c.who, "kvs_push", kvs_push(c.s, 1, &small, &a, 0)) ||
+            report(c.who, "kvs_pull", kvs_pull(c.s, 1, &small, &ao, 0)) ||
+            report(c.who, "kvs_wait_all", kvs_wait_all(c.s))) {
+            c.failed = 1;
+            break;
+        }
+        for (uint64_t i = 0; i < n; i++)
+            if (out[i] != v[i] * (float)c.W) {
+                say(c.who, "round %d element %llu: got %g, expected %g", round,
+                    (unsigned long long)i, out[i], v[i] * (float)c.W);
+                c.failed = 1;
+            }
+    }
+    if (!c.failed)
+        say(c.who, "enomem-push: KVS_ENOMEM answered, small key exact afterwards");
+    return close_store(&c) || c.failed;
+}
+
 /* ---- kvs_create failures ---- */
 
 static int scenario_create_error(const opts *o)
@@ -1646,6 +2182,148 @@ static int scenario_create_error(const opts *o)
 }
 
 /* ---- self test of the helpers ---- */
+
+/* ---- plain pulls in a local group ---- */
+
+#define GP_KEYS 6
+
+/* group-pulls: key k, element i of worker w's push in round r. */
+static float gp_val(int w, int k, int r, uint64_t i)
+{
+    return (float)((w + 1) * (k + 1) + r + (int)(i % 7));
+}
+
+/* Check every element of key k's pulled value after round r of W workers. */
+static int gp_check(wctx *c, const char *what, int k, int r, const float *got, uint64_t n)
+{
+    int bad = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        float want = (float)((k + 1) * c->W * (c->W + 1) / 2 + c->W * (r + (int)(i % 7)));
+        if (got[i] != want && bad++ < MISMATCH_LINES)
+            say(c->who, "MISMATCH %s: key %d round %d element %llu: got %g, want %g", what, k,
+                r, (unsigned long long)i, (double)got[i], (double)want);
+    }
+    return bad != 0;
+}
+
+/* group-pulls [--rounds N] [--left]: GP_KEYS keys of several sizes (the
+ * last split over the servers); each round every worker pushes every key
+ * and waits, then pulls in a pattern of its own: rank 0 every key in one
+ * call; rank 1 one key at a time in reverse order, key 0 twice in one call;
+ * rank 2 only after a pause, and only the even keys in odd rounds; others
+ * as rank 0.  Every pulled element is checked.  --left: then the last rank
+ * closes its store and writes file 'left'; the others pull every key again
+ * after that, and check. */
+static int scenario_group_pulls(const opts *o)
+{
+    wctx c;
+    uint64_t counts[GP_KEYS] = {1, 10, 1000, 5000, 70001, 2 * o->bound + 3};
+    uint64_t keys[GP_KEYS];
+    float *in[GP_KEYS], *out[GP_KEYS + 1];
+    kvs_array iv[GP_KEYS], ov[GP_KEYS + 1];
+    if (open_store(&c, o, "dist_sync", 0) != 0)
+        return 1;
+    for (int k = 0; k < GP_KEYS; k++) {
+        keys[k] = (uint64_t)k;
+        in[k] = new_buf(KVS_FLOAT32, counts[k]);
+        out[k] = new_buf(KVS_FLOAT32, counts[k]);
+        memset(in[k], 0, counts[k] * sizeof(float));
+        iv[k] = arr(in[k], counts[k], KVS_FLOAT32);
+        ov[k] = arr(out[k], counts[k], KVS_FLOAT32);
+    }
+    out[GP_KEYS] = new_buf(KVS_FLOAT32, counts[0]);
+    ov[GP_KEYS] = arr(out[GP_KEYS], counts[0], KVS_FLOAT32);
+    c.failed |= report(c.who, "kvs_init", kvs_init(c.s, GP_KEYS, keys, iv));
+    int r = 0;
+    for (; r < o->rounds && !c.failed; r++) {
+        for (int k = 0; k < GP_KEYS; k++)
+            for (uint64_t i = 0; i < counts[k]; i++)
+                in[k][i] = gp_val(c.rank, k, r, i);
+        c.failed |= report(c.who, "kvs_push", kvs_push(c.s, GP_KEYS, keys, iv, 0));
+        c.failed |= report(c.who, "kvs_wait_all after the push", kvs_wait_all(c.s));
+        for (int k = 0; k < GP_KEYS + 1; k++)
+            memset(out[k], 0xff, counts[k < GP_KEYS ? k : 0] * sizeof(float));
+        int pulled[GP_KEYS] = {0};
+        if (c.rank == 1) {
+            for (int k = GP_KEYS - 1; k >= 0; k--) {
+                uint64_t two[2] = {keys[k], keys[k]};
+                kvs_array tv[2] = {ov[k], ov[k == 0 ? GP_KEYS : k]};
+                c.failed |= report(c.who, "kvs_pull of one key",
+                                   kvs_pull(c.s, k == 0 ? 2 : 1, two, tv, 0));
+                pulled[k] = 1;
+            }
+        } else if (c.rank == 2) {
+            nap_ms(50); /* late: the others' pulls are served first */
+            for (int k = 0; k < GP_KEYS; k++)
+                if (r % 2 == 0 || k % 2 == 0) {
+                    c.failed |= report(c.who, "kvs_pull", kvs_pull(c.s, 1, &keys[k], &ov[k], 0));
+                    pulled[k] = 1;
+                }
+        } else {
+            c.failed |= report(c.who, "kvs_pull", kvs_pull(c.s, GP_KEYS, keys, ov, 0));
+            for (int k = 0; k < GP_KEYS; k++)
+                pulled[k] = 1;
+        }
+        c.failed |= report(c.who, "kvs_wait_all after the pulls", kvs_wait_all(c.s));
+        for (int k = 0; k < GP_KEYS && !c.failed; k++)
+            if (pulled[k])
+                c.failed |= gp_check(&c, "pull", k, r, out[k], counts[k]);
+        if (c.rank == 1 && !c.failed)
+            c.failed |= gp_check(&c, "second output of a pull", 0, r, out[GP_KEYS], counts[0]);
+    }
+    if (!o->left && !c.failed) {
+        /* a re-init replaces the values: a member's kept pull of the last
+         * round (rank 2 skipped the odd keys in odd rounds) is not given */
+        c.failed |= report(c.who, "kvs_barrier before the init", kvs_barrier(c.s));
+        for (int k = 0; k < GP_KEYS; k++)
+            for (uint64_t i = 0; i < counts[k]; i++)
+                in[k][i] = (float)((k + 1) * 1000 + (int)(i % 5));
+        c.failed |= report(c.who, "kvs_init again", kvs_init(c.s, GP_KEYS, keys, iv));
+        c.failed |= report(c.who, "kvs_barrier", kvs_barrier(c.s));
+        for (int k = 0; k < GP_KEYS; k++)
+            memset(out[k], 0xff, counts[k] * sizeof(float));
+        c.failed |= report(c.who, "kvs_pull after the init",
+                           kvs_pull(c.s, GP_KEYS, keys, ov, 0));
+        c.failed |= report(c.who, "kvs_wait_all", kvs_wait_all(c.s));
+        for (int k = 0; k < GP_KEYS && !c.failed; k++)
+            for (uint64_t i = 0; i < counts[k]; i++)
+                if (out[k][i] != in[k][i]) {
+                    say(c.who, "MISMATCH pull after a re-init: key %d element %llu: got %g, "
+                        "want %g", k, (unsigned long long)i, (double)out[k][i],
+                        (double)in[k][i]);
+                    c.failed = 1;
+                    break;
+                }
+    }
+    if (o->left && !c.failed) {
+        c.failed |= report(c.who, "kvs_barrier", kvs_barrier(c.s));
+        if (c.rank == c.W - 1) {
+            c.failed |= report(c.who, "kvs_close", kvs_close(c.s));
+            c.s = NULL;
+            write_test_file("left", "1\n", 0);
+        } else if (!wait_test_file("left", 60)) {
+            say(c.who, "file 'left' did not appear within 60 s");
+            c.failed = 1;
+        } else {
+            for (int k = 0; k < GP_KEYS; k++)
+                memset(out[k], 0xff, counts[k] * sizeof(float));
+            c.failed |= report(c.who, "kvs_pull after a member left",
+                               kvs_pull(c.s, GP_KEYS, keys, ov, 0));
+            c.failed |= report(c.who, "kvs_wait_all", kvs_wait_all(c.s));
+            for (int k = 0; k < GP_KEYS && !c.failed; k++)
+                c.failed |= gp_check(&c, "pull after a member left", k, r - 1, out[k], counts[k]);
+        }
+    }
+    if (c.s)
+        c.failed |= report(c.who, "kvs_close", kvs_close(c.s));
+    for (int k = 0; k < GP_KEYS; k++) {
+        free(in[k]);
+        free(out[k]);
+    }
+    free(out[GP_KEYS]);
+    say(c.who, "group-pulls: %s", c.failed ? "FAILED" : "ok");
+    return c.failed;
+}
 
 static int scenario_selftest(void)
 {
@@ -1746,23 +2424,33 @@ int main(int argc, char **argv)
         return scenario_ahead(&o);
     if (strcmp(sc, "async") == 0)
         return scenario_async(&o);
+    if (strcmp(sc, "keys-bound") == 0)
+        return scenario_keys_bound(&o);
     if (strcmp(sc, "many") == 0)
         return scenario_many(&o);
     if (strcmp(sc, "barrier") == 0)
         return scenario_barrier(&o);
+    if (strcmp(sc, "api") == 0)
+        return scenario_api(&o);
     if (strcmp(sc, "errors") == 0)
         return scenario_errors(&o);
     if (strcmp(sc, "victim") == 0)
         return scenario_victim(&o);
+    if (strcmp(sc, "group-pulls") == 0)
+        return scenario_group_pulls(&o);
     if (strcmp(sc, "peer-dead") == 0)
         return scenario_peer_dead(&o);
     if (strcmp(sc, "leave") == 0)
         return scenario_leave(&o);
+    if (strcmp(sc, "early-leave") == 0)
+        return scenario_early_leave(&o);
     if (strcmp(sc, "too-big") == 0)
         return scenario_too_big(&o);
     if (strcmp(sc, "create-error") == 0)
         return scenario_create_error(&o);
     if (strcmp(sc, "enomem") == 0)
         return scenario_enomem(&o);
+    if (strcmp(sc, "enomem-push") == 0)
+        return scenario_enomem_push(&o);
     die("unknown scenario '%s'\n%s", sc, usage_text);
 }

@@ -81,6 +81,10 @@ bad_args "bad launcher"    "is not one of"             -n 1 -s 1 --launcher pbs 
 bad_args "bad timeout"     "not a number of seconds"   -n 1 -s 1 --grace soon -- true
 bad_args "ssh w/o port"    "needs a fixed --port"      -n 1 -s 1 --launcher ssh -H /dev/null -- true
 bad_args "bad port"        "not a port number"         -n 1 -s 1 --port 70000 -- true
+bad_args "--restarts abc"   "is not a number of restarts" -n 1 -s 1 --restarts abc -- true
+bad_args "--restarts w/o elastic" "needs elastic workers" -n 1 -s 1 --restarts 1 -- true
+bad_args "--restarts over ssh" "is for --launcher local" -n 1 -s 1 --restarts 1 --env KVS_ELASTIC=1 \
+    --launcher ssh -H /dev/null --port 9000 -- true
 KVS_BIN_DIR=$WORK/nowhere run -n 1 -s 1 -- true
 check "missing binaries -> exit 2, says where it looked" eval '[[ $RC == 2 ]] && err_has "cannot find an executable kvs-scheduler"'
 
@@ -123,6 +127,21 @@ check "--env reaches every worker, values kept verbatim" \
     eval '[[ $RC == 0 ]] && [[ $(grep -cF "env FOO=bar MSG=a b'\''c \$x role=worker" "$WORK/out") == 3 ]]'
 check "DMLC_WORKER_ID distinct 0..W-1, DMLC_* set" \
     eval 'for i in 0 1 2; do out_has "[worker $i] env FOO=bar MSG=a b'\''c \$x role=worker id=$i n=3 s=1 host=127.0.0.1" || exit 1; done'
+
+# --restarts: a worker that fails is started again (N times in all).
+once='if [ "$DMLC_WORKER_ID" = 1 ] && [ ! -e "$D/again" ]; then touch "$D/again"; echo "first life"; exit 3; fi; echo "life of $DMLC_WORKER_ID"'
+mkdir "$WORK/r1"
+run -n 2 -s 1 --shutdown-timeout 0.5 --restarts 1 --env KVS_ELASTIC=1 --env D="$WORK/r1" -- sh -c "$once"
+check "--restarts 1: a failed worker is started again, the job ends 0" \
+    eval '[[ $RC == 0 ]] && err_has "worker 1 failed: exit status 3; restarting it (0 restart(s) left)" && out_has "[worker 1] life of 1" && out_has "[worker 1] first life"'
+mkdir "$WORK/r0"
+run -n 2 -s 1 --shutdown-timeout 0.5 --env KVS_ELASTIC=1 --env D="$WORK/r0" -- sh -c "$once"
+check "--restarts 0 (default): a failed worker fails the job" \
+    eval '[[ $RC == 1 ]] && err_has "worker 1 failed: exit status 3" && ! err_has "restarting"'
+run -n 2 -s 1 --shutdown-timeout 0.5 --restarts 1 --env KVS_ELASTIC=yes -- sh -c 'exit 4'
+check "--restarts 1: the second failure fails the job" \
+    eval '[[ $RC == 1 ]] && err_has "restarting it (0 restart(s) left)" && err_has "job failed"'
+check "no orphans after restarts" no_orphans
 
 # Lines are never mixed: 3 workers each write 300 lines of 2000 bytes at once.
 run -n 3 -s 1 --shutdown-timeout 0.5 -- sh -c 'awk -v id="$DMLC_WORKER_ID" "BEGIN { s = sprintf(\"%2000s\", \"\"); gsub(/ /, id, s); for (i = 0; i < 300; i++) print s }"'
@@ -217,6 +236,74 @@ run -n 2 -s 1 --dry-run -- ./train
 check "local dry run: env + command per process" \
     eval '[[ $RC == 0 ]] && [[ $(wc -l <"$WORK/out") == 4 ]] && grep -q "^env DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=0 .*DMLC_ROLE=scheduler .*$BIN/kvs-scheduler$" "$WORK/out" && grep -q "DMLC_ROLE=worker DMLC_WORKER_ID=1 DMLC_NODE_HOST=127.0.0.1 ./train$" "$WORK/out"'
 
+# --nproc-per-node: W = hosts x L, host-major, torchrun's variables
+run --nproc-per-node 3 -s 1 --dry-run -- ./train
+check "local --nproc-per-node 3: three workers with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE" \
+    eval '[[ $RC == 0 ]] && [[ $(grep -c "DMLC_ROLE=worker" "$WORK/out") == 3 ]] && grep -q "DMLC_NUM_WORKER=3 .*DMLC_WORKER_ID=2 DMLC_NODE_HOST=127.0.0.1 RANK=2 WORLD_SIZE=3 LOCAL_RANK=2 LOCAL_WORLD_SIZE=3 ./train$" "$WORK/out"'
+run -n 4 --nproc-per-node 3 -s 1 --dry-run -- ./train
+check "local: -n that is not hosts x --nproc-per-node -> exit 2 saying what fits" \
+    eval '[[ $RC == 2 ]] && err_has "expected -n 3"'
+run --nproc-per-node 0 -s 1 --dry-run -- ./train
+check "--nproc-per-node 0 -> exit 2" eval '[[ $RC == 2 ]] && err_has "--nproc-per-node: '"'"'0'"'"' is not a positive integer"'
+run --launcher ssh -H "$WORK/hosts" --port 9000 --nproc-per-node 2 -s 2 --dry-run -- python3 train.py
+check "ssh --nproc-per-node 2 on 2 hosts: workers 0,1 on hostA and 2,3 on hostB, local ranks 0,1 each" \
+    eval '[[ $RC == 0 ]] && [[ $(grep -c "DMLC_ROLE=worker" "$WORK/out") == 4 ]] && grep -q "^ssh -o BatchMode=yes hostA .*DMLC_WORKER_ID=1 DMLC_NODE_HOST=hostA RANK=1 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 python3" "$WORK/out" && grep -q "^ssh -o BatchMode=yes hostB .*DMLC_WORKER_ID=2 DMLC_NODE_HOST=hostB RANK=2 WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 python3" "$WORK/out"'
+run --launcher slurm --port 9000 -n 4 --nproc-per-node 2 -s 1 --dry-run -- python3 train.py
+check "slurm --nproc-per-node: passed to every rank's role wrapper" \
+    eval '[[ $RC == 0 ]] && out_has "--nproc-per-node 2"'
+check "slurm --nproc-per-node 2: two steps, 1+S daemons and W workers 2 per node, both --overlap" \
+    eval '[[ $(wc -l <"$WORK/out") == 2 ]] && grep -q "^srun --ntasks=2 --overlap --kill-on-bad-exit=1 .* --role-part daemons " "$WORK/out" && grep -q "^srun --ntasks=4 --ntasks-per-node=2 --nodes=2 --overlap --kill-on-bad-exit=1 .* --role-part workers .*--nproc-per-node 2 -- python3 train.py$" "$WORK/out"'
+SLURM_JOB_NUM_NODES=3 run --launcher slurm --port 9000 --nproc-per-node 2 -s 1 --dry-run -- python3 train.py
+check "slurm --nproc-per-node 2 without -n in a 3-node allocation: W = 6" \
+    eval '[[ $RC == 0 ]] && grep -q "^srun --ntasks=6 --ntasks-per-node=2 --nodes=3 .* -n 6 " "$WORK/out"'
+bad_args "slurm --nproc-per-node, -n not a multiple" "-n 3 with --nproc-per-node 2: expected a multiple of 2" \
+    --launcher slurm --port 9000 -n 3 --nproc-per-node 2 -s 1 --dry-run -- true
+SLURM_JOB_NUM_NODES= bad_args "slurm --nproc-per-node, no -n and no allocation" "give -n W (hosts x L), or run inside an allocation" \
+    --launcher slurm --port 9000 --nproc-per-node 2 -s 1 --dry-run -- true
+printf 'hostA 2\nhostB slots=3\n' >"$WORK/nhosts"
+run --launcher mpi -H "$WORK/nhosts" --port 9000 --nproc-per-node 2 -s 1 --dry-run -- ./train
+check "mpi --nproc-per-node 2 on 2 hosts: W = 4, a daemons step and a workers step mapped 2 per node" \
+    eval '[[ $RC == 0 ]] && grep -q "^mpirun -np 2 --hostfile .* --role-part daemons " "$WORK/out" && grep -q "^mpirun -np 4 --map-by ppr:2:node --hostfile .* -n 4 -s 1 .*--role-part workers " "$WORK/out"'
+KVS_LAUNCH_MPI_PER_NODE='-ppn {L}' run --launcher mpi --scheduler-host h0 --port 9000 -n 6 --nproc-per-node 3 -s 1 --dry-run -- ./train
+check "mpi: KVS_LAUNCH_MPI_PER_NODE='-ppn {L}' (MPICH) places the workers" \
+    eval '[[ $RC == 0 ]] && grep -q "^mpirun -np 6 -ppn 3 .*--role-part workers " "$WORK/out"'
+bad_args "--role-part without --role-from-rank" "--role-part is for --role-from-rank" -n 1 -s 1 --role-part workers -- true
+bad_args "--role-part bad" "is not one of all, daemons, workers" -n 1 -s 1 --role-from-rank --port 1 --role-part x -- true
+# a worker rank's wrapper: RANK and LOCAL_RANK from the launcher's variables
+SLURM_PROCID=3 SLURM_LOCALID=1 run --role-from-rank --role-part workers -n 4 -s 2 --port 9000 --scheduler-host hA --rank-var SLURM_PROCID --nproc-per-node 2 -- \
+    sh -c 'echo "id=$DMLC_WORKER_ID role=$DMLC_ROLE RANK=$RANK WORLD_SIZE=$WORLD_SIZE LOCAL_RANK=$LOCAL_RANK LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE"'
+check "--role-part workers: rank 3 is worker 3 with torchrun's four variables" \
+    eval '[[ $RC == 0 ]] && [[ $(cat "$WORK/out") == "[worker 3] id=3 role=worker RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2" ]]'
+mkdir -p "$WORK/ddone" && touch "$WORK/ddone/"{0,1,2,3}   # the fake scheduler ends at once
+FAKE_DONE_DIR=$WORK/ddone OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_LOCAL_RANK=0 run --role-from-rank --role-part daemons -n 4 -s 2 --port 9000 --scheduler-host hA --nproc-per-node 2 -- true
+check "--role-part daemons: rank 0 is the scheduler" eval '[[ $RC == 0 ]] && out_has "[scheduler] scheduler up on hA:9000"'
+SLURM_PROCID=2 SLURM_LOCALID=2 run --role-from-rank --role-part workers -n 4 -s 1 --port 9000 --scheduler-host hA --rank-var SLURM_PROCID --nproc-per-node 2 -- true
+check "--role-part workers: a local rank >= L (too many tasks on a node) -> exit 2, named" \
+    eval '[[ $RC == 2 ]] && err_has "SLURM_LOCALID='"'"'2'"'"' is not a local rank below --nproc-per-node 2"'
+PMIX_RANK=1 run --role-from-rank --role-part workers -n 4 -s 1 --port 9000 --scheduler-host hA --nproc-per-node 2 -- true
+check "--role-part workers: no local rank variable -> exit 2, says which were looked at" \
+    eval '[[ $RC == 2 ]] && err_has "no local rank variable set (OMPI_COMM_WORLD_LOCAL_RANK MPI_LOCALRANKID SLURM_LOCALID)"'
+SLURM_PROCID=4 run --role-from-rank --role-part workers -n 4 -s 1 --port 9000 --scheduler-host hA --nproc-per-node 2 -- true
+check "--role-part workers: rank >= W -> exit 2" eval '[[ $RC == 2 ]] && err_has "the job has only 4 workers (-n 4)"'
+# deploy/slurm/kvsd.sbatch as sbatch runs it in a 2-node allocation (dry run)
+printf '#!/bin/sh\nexec "%s" --dry-run "$@"\n' "$LAUNCH" >"$WORK/launch-dry" && chmod +x "$WORK/launch-dry"
+SLURM_JOB_NUM_NODES=2 KVS_LAUNCH=$WORK/launch-dry timeout 20 bash "$ROOT/deploy/slurm/kvsd.sbatch" >"$WORK/out" 2>"$WORK/err"; RC=$?
+check "kvsd.sbatch in 2 nodes: workers step of 8 tasks 4 per node, daemons step of 3" \
+    eval '[[ $RC == 0 ]] && grep -q "^srun --ntasks=3 --overlap --kill-on-bad-exit=1 --label .* -n 8 -s 2 --port 9091 --role-part daemons" "$WORK/out" && grep -q "^srun --ntasks=8 --ntasks-per-node=4 --nodes=2 --overlap --kill-on-bad-exit=1 --label .*--role-part workers .* -- python3 train.py$" "$WORK/out"'
+# slurm end to end (stand-in srun): every worker gets torchrun's variables
+mkdir -p "$WORK/sdone"
+KVS_LAUNCH_SRUN=$BIN/fake-srun FAKE_SRUN_LOG=$WORK/srun.log FAKE_DONE_DIR=$WORK/sdone \
+    run --launcher slurm --scheduler-host 127.0.0.1 --port 9000 -n 4 --nproc-per-node 2 -s 1 --shutdown-timeout 10 -- \
+    sh -c 'echo "torch RANK=$RANK WORLD_SIZE=$WORLD_SIZE LOCAL_RANK=$LOCAL_RANK LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE"; exec "$0" ok' "$W"
+check "slurm --nproc-per-node 2 run: exit 0, two steps (2 tasks; 4 tasks 2 per node)" \
+    eval '[[ $RC == 0 ]] && [[ $(sort "$WORK/srun.log" | tr "\n" " ") == "2 2 4 2 " ]] && ! err_has warning'
+check "slurm --nproc-per-node 2 run: worker i has RANK=i, LOCAL_RANK=i%2, WORLD_SIZE=4, LOCAL_WORLD_SIZE=2" \
+    eval 'for i in 0 1 2 3; do out_has "[worker $i] torch RANK=$i WORLD_SIZE=4 LOCAL_RANK=$((i % 2)) LOCAL_WORLD_SIZE=2" || exit 1; done; out_has "[server 0] server 0 connecting to 127.0.0.1:9000"'
+KVS_LAUNCH_SRUN=$BIN/fake-srun run --launcher slurm --scheduler-host 127.0.0.1 --port 9000 -n 4 --nproc-per-node 2 -s 1 --grace 1 -- "$W" exit-if 2 5
+check "slurm --nproc-per-node: a failed worker fails the job and stops the daemons' step quickly" \
+    eval '[[ $RC == 1 ]] && err_has "job failed: the workers'"'"' step exited with exit status 1" && (( ELAPSED < 10000 ))'
+check "  ... and no orphans" no_orphans
+
 # ------------------------------------------------------------ job secrets
 secret_paths() { sed -n 's/.* secret [0-9a-f]* at //p' "$WORK/out"; }
 one_secret() { [[ $(sed -n 's/.* secret \([0-9a-f]*\) at .*/\1/p' "$WORK/out" | sort -u | wc -l) == 1 ]]; }
@@ -243,6 +330,13 @@ check "ssh dry run: the secret is read from stdin, never on the command line" \
     eval '[[ $RC == 0 ]] && out_has "IFS= read -r k" && ! grep -qE "[A-Za-z0-9+/]{40}=" "$WORK/out"'
 run --launcher slurm --port 9000 -n 1 -s 1 --dry-run -- true
 check "slurm dry run: no secret on the srun line" eval '[[ $RC == 0 ]] && ! out_has KVS_SECRET'
+# a launcher command that is not installed: one clear line, exit 127
+KVS_LAUNCH_SRUN=$WORK/no-such-srun run --launcher slurm --port 9000 -n 1 -s 1 -- true
+check "slurm: srun missing -> a line naming it, exit 127" \
+    eval '[[ $RC == 127 ]] && err_has "--launcher slurm: '"'"'$WORK/no-such-srun'"'"' not found" && ! err_has "command not found"'
+KVS_LAUNCH_MPIRUN=$WORK/no-such-mpirun run --launcher mpi --scheduler-host 127.0.0.1 --port 9000 -n 1 -s 1 -- true
+check "mpi: mpirun missing -> a line naming it, exit 127" \
+    eval '[[ $RC == 127 ]] && err_has "--launcher mpi: '"'"'$WORK/no-such-mpirun'"'"' not found" && ! err_has "command not found"'
 
 # ------------------------------------------------------------ role wrapper (mpi/slurm ranks)
 role() { run --role-from-rank -n 3 -s 1 --port 9000 --scheduler-host hostA --env FOO=bar -- sh -c 'echo "$DMLC_ROLE $DMLC_WORKER_ID $DMLC_PS_ROOT_URI $DMLC_PS_ROOT_PORT $FOO"'; }
@@ -336,11 +430,14 @@ check "mpi: a bad hostfile line -> exit 2" eval '[[ $RC == 2 ]] && err_has "expe
 cat >"$BIN/fake-mpirun" <<'EOF'
 #!/bin/bash
 # Stand-in for mpirun (tests/launch): -np N --hostfile F CMD... runs N ranks here.
+# --map-by ppr:L:node: L ranks per "node" (OMPI_COMM_WORLD_LOCAL_RANK = r mod L).
 [[ $1 == -np ]] || exit 9; n=$2; shift 2
+per=$n
+[[ $1 == --map-by ]] && { per=${2#ppr:}; per=${per%%:*}; shift 2; }
 [[ $1 == --hostfile ]] && { cp "$2" "$FAKE_MPI_HOSTS"; shift 2; }
 while [[ $1 == -x ]]; do shift 2; done   # exported variables: inherited here anyway
 pids=()
-for ((r = 0; r < n; r++)); do OMPI_COMM_WORLD_RANK=$r "$@" & pids+=($!); done
+for ((r = 0; r < n; r++)); do OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_LOCAL_RANK=$((r % per)) "$@" & pids+=($!); done
 st=0; for p in "${pids[@]}"; do wait "$p" || st=1; done; exit $st
 EOF
 chmod +x "$BIN/fake-mpirun"
@@ -353,6 +450,12 @@ check "mpi run: every rank's output prefixed with its role" \
 check "mpi run: the generated hostfile was used and removed" \
     eval 'grep -qx "hostA slots=2" "$WORK/mpihosts.used" && [[ -z $(ls -A "$WORK/mtmp") ]]'
 check "mpi run: --log-dir files per rank" eval 'grep -qx "env WHO=w" "$WORK/mlogs/worker-0.log" && grep -q "^server 0 connecting" "$WORK/mlogs/server-0.log"'
+mkdir -p "$WORK/mdone2"
+TMPDIR=$WORK/mtmp KVS_LAUNCH_MPIRUN=$BIN/fake-mpirun FAKE_MPI_HOSTS=$WORK/mpihosts2.used FAKE_DONE_DIR=$WORK/mdone2 \
+    run --launcher mpi -H "$WORK/nhosts" --scheduler-host 127.0.0.1 --port 9000 --nproc-per-node 3 -s 1 --shutdown-timeout 10 -- \
+    sh -c 'echo "torch RANK=$RANK WORLD_SIZE=$WORLD_SIZE LOCAL_RANK=$LOCAL_RANK LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE"; exec "$0" ok' "$W"
+check "mpi --nproc-per-node 3 on 2 hosts run: exit 0; worker i has RANK=i, LOCAL_RANK=i%3 of 3, WORLD_SIZE=6" \
+    eval '[[ $RC == 0 ]] && for i in 0 1 2 3 4 5; do out_has "[worker $i] torch RANK=$i WORLD_SIZE=6 LOCAL_RANK=$((i % 3)) LOCAL_WORLD_SIZE=3" || exit 1; done && [[ -z $(ls -A "$WORK/mtmp") ]]'
 SLURM_PROCID=2 run --role-from-rank -n 2 -s 1 --port 9000 --scheduler-host hostA -- sh -c 'echo out; echo err >&2; exit 3'
 check "slurm rank: prefixed both streams, exit status kept" \
     eval '[[ $RC == 3 ]] && [[ $(cat "$WORK/out") == "[worker 0] out" ]] && err_has "[worker 0] err"'
@@ -409,6 +512,64 @@ if [[ -x $REAL/kvs-scheduler && -x $REAL/kvs-bench ]]; then
     KVS_BIN_DIR=$REAL run -n 2 -s 2 -- "$REAL/kvs-bench" --sizes 4K,1M --iters 4 --warmup 1 --interleave
     check "kvs-bench --interleave: exit 0, push, pull, pushpull rows per size, every value ok" \
         eval '[[ $RC == 0 ]] && [[ $(grep -cE "^\[worker 0\] (4K|1M) +float32 +(push|pull|pushpull) +4 .* ok$" "$WORK/out") == 6 ]] && grep -E "^\[worker 0\] (4K|1M) " "$WORK/out" | awk "{print \$5}" | tr "\n" " " | grep -qx "push pull pushpull push pull pushpull "'
+    # dist_async: every push adds; the totals after each op are checked exactly
+    # (every dtype, each op alone and interleaved), and rank 1's rows too
+    KVS_BIN_DIR=$REAL run -n 2 -s 2 -- "$REAL/kvs-bench" --type dist_async --sizes 4K,1M \
+        --dtypes float32,float64,float16,bfloat16,int32,int64 --iters 5 --warmup 1
+    check "kvs-bench --type dist_async: exit 0, every row of 6 dtypes x 2 sizes x 3 ops ok" \
+        eval '[[ $RC == 0 ]] && [[ $(grep -cE "^\[worker 0\] (4K|1M) +[a-z0-9]+ +(push|pull|pushpull) .* ok$" "$WORK/out") == 36 ]] && ! grep -q WRONG "$WORK/out" && ! grep -q "wrong value" "$WORK/err"'
+    KVS_BIN_DIR=$REAL run -n 3 -s 1 -- "$REAL/kvs-bench" --type dist_async --sizes 64K --iters 4 --warmup 0 --interleave
+    check "kvs-bench --type dist_async --interleave, 3 workers (odd push counts): exit 0, rows ok" \
+        eval '[[ $RC == 0 ]] && [[ $(grep -cE "^\[worker 0\] 64K +float32 +(push|pull|pushpull) +4 .* ok$" "$WORK/out") == 3 ]]'
+fi
+
+# Under torchrun (docs/guide/local-groups.md): the scheduler and a server
+# started by hand beside it, torchrun starts 3 workers; torchrun's LOCAL_RANK
+# and LOCAL_WORLD_SIZE make them one local group; every value checked.
+if [[ -x $REAL/kvs-scheduler && -x $REAL/kvs-bench ]] && command -v torchrun >/dev/null 2>&1; then
+    # (--redirects/--tee 9:1: no redirection of ranks 0..2, written so that
+    # the torchrun of Debian's PyTorch 1.13 under Python 3.11 parses it)
+    T=$WORK/torchrun; mkdir -p "$T"
+    ( umask 077; head -c 32 /dev/urandom | base64 >"$T/secret" )
+    (
+        export KVS_SECRET_FILE=$T/secret DMLC_PS_ROOT_URI=127.0.0.1 DMLC_NODE_HOST=127.0.0.1
+        export DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=3 PS_VERBOSE=1
+        DMLC_ROLE=scheduler DMLC_PS_ROOT_PORT=0 KVS_PORT_FILE=$T/port "$REAL/kvs-scheduler" >"$T/sched.log" 2>&1 &
+        sp=$!
+        for ((i = 0; i < 1500; i++)); do [[ -s $T/port ]] && break; sleep 0.02; done   # bounded: 30 s
+        export DMLC_PS_ROOT_PORT=$(cat "$T/port")
+        DMLC_ROLE=server "$REAL/kvs-server" >"$T/server.log" 2>&1 &
+        vp=$!
+        DMLC_ROLE=worker timeout -s KILL 150 torchrun --standalone --nproc_per_node 3 --no_python \
+            --redirects 9:1 --tee 9:1 \
+            sh -c 'DMLC_WORKER_ID=$RANK exec "$0" --sizes 4K,1M --iters 3 --warmup 1' "$REAL/kvs-bench" \
+            >"$WORK/out" 2>"$WORK/err"
+        rc=$?
+        echo $rc >"$T/rc"
+        (( rc == 0 )) || kill -KILL $sp $vp 2>/dev/null   # else they end with the job
+        wait
+    )
+    RC=$(cat "$T/rc")
+    check "torchrun --nproc-per-node 3 beside a hand-started scheduler and server: exit 0, every value ok" \
+        eval '[[ $RC == 0 ]] && grep -qE "(4K|1M) +float32 +pushpull .* ok$" "$WORK/out" && ! grep -q WRONG "$WORK/out"'
+    check "  ... torchrun's LOCAL_RANK/LOCAL_WORLD_SIZE made one local group of 3" \
+        eval 'for r in 0 1 2; do grep -q "local rank $r of 3: summing locally" "$WORK/err" || exit 1; done'
+else
+    echo "skip - torchrun: not installed, or the real binaries are not built"
+fi
+
+# --restarts with the real binaries: a worker of an elastic job dies in its
+# first life and joins the running job again (kvs-elasticworker).
+if [[ -x $REAL/kvs-scheduler && -x $REAL/tests/kvs-elasticworker ]]; then
+    mkdir -p "$WORK/rreal"
+    EW=$REAL/tests/kvs-elasticworker
+    KVS_BIN_DIR=$REAL run -n 3 -s 1 --restarts 1 --env KVS_ELASTIC=1 --env KVS_MIN_WORKERS=2 \
+        --env MXNET_KVSTORE_BIGARRAY_BOUND=1000 --env KVS_TEST_DIR="$WORK/rreal" -- \
+        sh -c 'if [ "$DMLC_WORKER_ID" = 2 ]; then if [ -e "$KVS_TEST_DIR/died" ]; then exec "$0" w2b 200 3 --joiner; fi; touch "$KVS_TEST_DIR/died"; exec "$0" w2 200 3 --die-at 20; fi; exec "$0" "w$DMLC_WORKER_ID" 200 3' "$EW"
+    check "--restarts 1 with real binaries: the worker killed at step 20 joins again, exit 0" \
+        eval '[[ $RC == 0 ]] && err_has "worker 2 failed: killed by signal 9 (SIGKILL)" && out_has "joiner pulled the current values" && [[ $(grep -c "memberships .* workers 3 steps" "$WORK/out") == 3 ]]'
+else
+    echo "skip - --restarts with real binaries: not built"
 fi
 
 echo "launch: $pass passed, $fail failed"

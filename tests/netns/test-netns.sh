@@ -17,6 +17,11 @@
 # the cut; nothing hangs, nothing is left running); 1% random loss (exact
 # sums); a worker that calls kvs_close while another waits for its push; a
 # worker with a different DMLC_NUM_WORKER.  Detection times are printed.
+# Local groups: hosts that are their own network AND pid namespace, with
+# several workers each (2 hosts x 3 workers, 1 worker beside 3, aggregation
+# on and off): exact sums, local ranks, and each host's bytes per round from
+# the workers' metrics (with aggregation every host moves within 5% of the
+# others, whatever its number of workers).
 # --long: bigger jobs and arrays (make test-long).
 #
 # Needs root, ip netns, tc and iptables; otherwise prints one SKIP line.
@@ -408,6 +413,116 @@ case_mismatch() {
     teardown
 }
 
+# ------------------------------------------------------------ hosts of several processes
+# A host here is a network namespace AND its own pid namespace (ip netns exec
+# NS unshare --pid --fork --mount-proc), as a real machine is: the workers of
+# one host form a local group (docs/guide/local-groups.md), no direct copy can
+# cross hosts, and KVS_CMA stays on.
+
+# host_job L... : hosts h0.. with L workers each (W = sum); the scheduler on
+# h0, server i on host i mod H ($SERVERS servers); workers run WORKER_CMD with
+# WORKER_ENV; every process's exit status lands in $DIR/rc-NAME.
+host_job() {
+    local nh=$# h i w=0 W=0 L
+    for L in "$@"; do W=$((W + L)); done
+    HOSTS_L=("$@") HW=$W
+    for ((h = 0; h < nh; h++)); do
+        local sc=$DIR/host-h$h.sh
+        {
+            echo "cd $(printf '%q' "$DIR")"
+            printf 'export %q\n' "${JOBENV[@]}" DMLC_NODE_HOST="${IP[h$h]}" KVS_TEST_DIR="$DIR"
+            echo 'run() { local n=$1; shift; ( "$@" >"$n.log" 2>&1 </dev/null; echo $? >"rc-$n.tmp"; mv "rc-$n.tmp" "rc-$n" ) & }'
+            if (( h == 0 )); then
+                echo "DMLC_ROLE=scheduler DMLC_PS_ROOT_PORT=0 KVS_PORT_FILE=sched.port run sched $(printf '%q' "$BUILD/kvs-scheduler")"
+            fi
+            echo 'for i in $(seq 400); do [ -s sched.port ] && break; sleep 0.05; done'
+            echo 'export DMLC_PS_ROOT_PORT=$(cat sched.port)'
+            for ((i = 0; i < SERVERS; i++)); do
+                (( i % nh == h )) || continue
+                echo "DMLC_ROLE=server DMLC_SERVER_ID=$i run s$i $(printf '%q' "$BUILD/kvs-server")"
+            done
+            for ((i = 0; i < ${HOSTS_L[h]}; i++)); do
+                echo "DMLC_ROLE=worker DMLC_WORKER_ID=$w ${WORKER_ENV:-} run w$w $(printf '%q ' "${WORKER_CMD[@]}")"
+                w=$((w + 1))
+            done
+            echo 'wait'
+        } >"$sc"
+        ip netns exec "${NSOF[h$h]}" unshare --pid --fork --mount-proc env -i PATH="$PATH" bash "$sc" &
+        PID[h$h]=$!
+        NAMES+=("h$h")
+    done
+}
+
+# wait_rcs DEADLINE_MS NAME...: until every $DIR/rc-NAME exists; 1 if not.
+wait_rcs() {
+    local end=$1 n missing
+    shift
+    while :; do
+        missing=0
+        for n in "$@"; do [[ -e $DIR/rc-$n ]] || missing=1; done
+        (( missing )) || return 0
+        (( $(ms) < end )) || return 1
+        sleep 0.1
+    done
+}
+
+# Exact sums on hosts of several workers each, local groups summing, and the
+# bytes each host's workers exchanged with the servers per round.
+case_groups() { # name "L..." S [KVS_LOCAL_AGG]
+    local name=$1 layout=$2 S=$3 agg=${4:-1} n h names=() i W=0 L
+    want "$name" || return 0
+    new_case "$name"
+    local hs=()
+    read -ra LS <<<"$layout"
+    for ((h = 0; h < ${#LS[@]}; h++)); do hs+=("h$h"); W=$((W + LS[h])); done
+    net 1gbit "${hs[@]}" || { note "cannot build the namespaces"; finish_case; teardown; return; }
+    JOBENV=(DMLC_PS_ROOT_URI="${IP[h0]}" DMLC_NUM_SERVER="$S" DMLC_NUM_WORKER="$W"
+            PS_HEARTBEAT_INTERVAL=1 PS_HEARTBEAT_TIMEOUT=20 PS_VERBOSE=1 KVS_START_TIMEOUT=60
+            MXNET_KVSTORE_BIGARRAY_BOUND=100000 KVS_LOCAL_AGG="$agg" KVS_TEST_METRICS=1)
+    SERVERS=$S WORKER_ENV=
+    WORKER_CMD=("$BUILD/tests/kvs-testworker" sum --dtype f32,i64 --counts 1000,300000,700001 --rounds 3 --pushpull)
+    local t0=$(ms)
+    host_job "${LS[@]}"
+    names=(sched)
+    for ((i = 0; i < S; i++)); do names+=("s$i"); done
+    for ((i = 0; i < W; i++)); do names+=("w$i"); done
+    wait_rcs $((t0 + 180000)) "${names[@]}" || note "still running after 180 s"
+    for n in "${names[@]}"; do
+        [[ $(cat "$DIR/rc-$n" 2>/dev/null) == 0 ]] || note "$n: exit $(cat "$DIR/rc-$n" 2>/dev/null || echo running) (expected 0)"
+    done
+    for ((i = 0; i < W; i++)); do
+        grep -q "MISMATCH" "$DIR/w$i.log" && note "w$i: wrong sums"
+    done
+    # each host's workers: their local group, and the bytes of their rounds
+    local w=0 per=()
+    for ((h = 0; h < ${#LS[@]}; h++)); do
+        local bytes=0 r
+        for ((i = 0; i < LS[h]; i++, w++)); do
+            grep -q "local rank $i of ${LS[h]}" "$DIR/w$w.log" || note "w$w: not local rank $i of ${LS[h]}"
+            if (( agg && LS[h] > 1 )); then
+                grep -q "summing locally" "$DIR/w$w.log" || note "w$w did not sum in its group"
+            fi
+            r=$(awk 'NR==FNR { a += $1 + $2; next } { b += $1 + $2 } END { printf "%.0f", a - b }' \
+                "$DIR/bytes-$w" "$DIR/init-bytes-$w" 2>/dev/null)
+            bytes=$((bytes + ${r:-0}))
+        done
+        per+=("h$h(${LS[h]}w)=$((bytes / 3))B")
+        eval "HB_$h=$bytes"
+    done
+    SUMMARY="hosts of ${LS[*]} workers x $S servers (KVS_LOCAL_AGG=$agg), bytes per round per host: ${per[*]}, $(( $(ms) - t0 )) ms"
+    if (( agg )); then # every host moves about what a host of one worker moves
+        local b0=$HB_0 hh
+        for ((h = 1; h < ${#LS[@]}; h++)); do
+            hh=HB_$h
+            (( ${!hh} * 100 <= b0 * 105 && b0 * 100 <= ${!hh} * 105 )) ||
+                note "h$h moved ${!hh} bytes in its rounds, h0 $b0 (more than 5% apart)"
+        done
+    fi
+    check_orphans
+    finish_case
+    teardown
+}
+
 echo "# netns: run $RUN, logs in $WORK"
 if (( LONG )); then
     case_sums sums_1gbit 1gbit 3 4 1000,300000,4000000 8
@@ -428,5 +543,10 @@ case_cut cut_scheduler_host scheduler
 case_cut cut_worker_server_pair pair
 case_leave
 case_mismatch
+command -v unshare >/dev/null 2>&1 && {
+    case_groups groups_2x3 "3 3" 2
+    case_groups groups_mixed_1_3 "1 3" 2
+    case_groups groups_off_2x3 "3 3" 2 0
+}
 echo "netns: $pass passed, $fail failed"
 (( fail == 0 ))

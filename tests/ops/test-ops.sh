@@ -60,6 +60,9 @@ S=2 W=2 R=5
 read -r P0 P1 P2 <<<"$(free_ports 3)"
 export DMLC_PS_ROOT_URI=127.0.0.1 DMLC_NUM_SERVER=$S DMLC_NUM_WORKER=$W
 export PS_HEARTBEAT_INTERVAL=0.5 PS_HEARTBEAT_TIMEOUT=30 KVS_START_TIMEOUT=60
+# every worker pushes for itself (no local group): the exact counts below are
+# per worker; tests/integ/test_group.c counts a group's bytes
+export KVS_LOCAL_AGG=0
 unset KVS_METRICS_PORT KVS_METRICS_ADDR KVS_TRACE DMLC_ROLE
 DMLC_ROLE=scheduler DMLC_PS_ROOT_PORT=0 KVS_PORT_FILE=$WORK/port KVS_METRICS_PORT=$P0 \
     "$B/kvs-scheduler" 2>"$WORK/scheduler.log" &
@@ -280,7 +283,7 @@ wait_for 10 test -s "$WORK/busy"
 DMLC_ROLE=scheduler DMLC_PS_ROOT_PORT=0 KVS_METRICS_PORT=$(cat "$WORK/busy") timeout 20 "$B/kvs-scheduler" 2>"$WORK/e3"
 rc=$?
 kill "$HOLD" 2>/dev/null
-check "metrics port in use -> scheduler exits 1 naming it" eval '[[ $rc == 1 ]] && grep -q "cannot serve metrics on 0.0.0.0:[0-9]*: address already in use (KVS_METRICS_PORT=" "$WORK/e3"'
+check "metrics port in use -> scheduler exits 1 naming it" eval '[[ $rc == 1 ]] && grep -q "cannot serve metrics on 127.0.0.1:[0-9]*: address already in use (KVS_METRICS_PORT=" "$WORK/e3"'
 
 if (( SHOW_LOGS )); then
     for f in "$WORK"/*.log; do echo "--- $f"; tail -n 20 "$f"; done

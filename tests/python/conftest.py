@@ -26,12 +26,14 @@ def job_env():
     return env
 
 
-def launch(workers, servers, argv, env=(), timeout=180):
+def launch(workers, servers, argv, env=(), timeout=180, restarts=0):
     """Run argv as the workers of a local job; returns the CompletedProcess
     (stdout and stderr as text).  A job that outlives timeout is killed and
     reported as a failure."""
     cmd = ["bash", os.path.join(ROOT, "deploy", "kvs-launch"), "-n", str(workers),
            "-s", str(servers), "--grace", "5"]
+    if restarts:
+        cmd += ["--restarts", str(restarts)]
     for kv in env:
         cmd += ["--env", kv]
     cmd += ["--"] + list(argv)

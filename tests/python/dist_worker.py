@@ -56,6 +56,12 @@ def same(got, want):
 
 # ---- the sums scenario --------------------------------------------------------
 
+def check_local_group(kv):
+    # every worker of this job runs on one host (kvs-launch, loopback): one
+    # local group, local ranks in the order of the global ranks
+    assert kv.local_size == kv.num_workers, (kv.local_size, kv.num_workers)
+    assert kv.local_rank == kv.rank, (kv.local_rank, kv.rank)
+
 def check_dtype(kv, dtype, n, key):
     W = kv.num_workers
     kv.init(key, np.zeros(n, dtype))
@@ -112,6 +118,44 @@ def check_broadcast(kv):
     kv.wait(301)
     for o in outs:
         same(o, expected(np.float64, 2000, W, 0))
+
+
+def check_api(kv):
+    # broadcast: rank 0's values reach every worker, outputs aliasing or not
+    n = 3001
+    mine = pattern(np.float32, n, kv.rank, 7)
+    out = np.full(n, -1, np.float32)
+    kv.broadcast("bcast.w", mine, out=out)
+    kv.wait("bcast.w")
+    same(out, pattern(np.float32, n, 0, 7))
+    both = pattern(np.float64, 5, kv.rank, 3)
+    kv.broadcast(["bcast.a", "bcast.b"], [both, both.copy()], out=[both, both])
+    kv.wait_all()
+    same(both, pattern(np.float64, 5, 0, 3))
+    try:
+        kv.broadcast("bcast.w", np.zeros(n - 1, np.float32), out=np.zeros(n - 1, np.float32))
+        kv.wait_all()
+        raise AssertionError("broadcast with a changed count: no error")
+    except kvsd.Error as e:
+        assert e.name == "KVS_ESHAPE", e
+    want = {"optimizer": True, "pushpull": True, "broadcast": True, "device_store": False,
+            "async": False, "compression": True, "row_sparse": True}
+    got = {c: kv.is_capable(c) for c in want}
+    assert got == want, got
+    assert kv.is_capable("OPTIMIZER") is True
+    for bad in ("sparse", "", None):
+        try:
+            kv.is_capable(bad)
+            raise AssertionError("is_capable(%r): no error" % (bad,))
+        except ValueError as e:
+            assert "capability" in str(e), e
+    assert [kv.num_dead_node(g) for g in ("server", "worker", "all", 2, 4, 6)] == [0] * 6
+    for bad in (0, 1, 8, "scheduler", True, 2.0):
+        try:
+            kv.num_dead_node(bad)
+            raise AssertionError("num_dead_node(%r): no error" % (bad,))
+        except ValueError as e:
+            assert "node group" in str(e), e
 
 
 def check_pushpull(kv):
@@ -241,8 +285,10 @@ def sums():
         report("priorities", check_priorities, kv)
         report("keep-alive", check_keep_alive, kv)
         report("errors", check_errors, kv)
+        report("api", check_api, kv)
         report("torch", check_torch, kv)
         report("barrier", kv.barrier)
+        report("local-group", check_local_group, kv)
 
 
 # ---- a dead peer ------------------------------------------------------------
@@ -272,6 +318,11 @@ def deadpeer():
         print("FAIL deadpeer-after: no error", flush=True)
     except kvsd.PeerDead:
         print("ok deadpeer-after", flush=True)
+    end = time.monotonic() + 30   # the scheduler's notice may trail the error
+    while kv.num_dead_node("worker") == 0 and time.monotonic() < end:
+        time.sleep(0.02)
+    print("ok deadpeer-count workers %d servers %d all %d" % (
+        kv.num_dead_node("worker"), kv.num_dead_node("server"), kv.num_dead_node()), flush=True)
     try:
         kv.close()
     except kvsd.Error:

@@ -113,7 +113,12 @@ def test_torch_cpu_shares_memory(local):
     torch = pytest.importorskip("torch")
     t = torch.arange(8, dtype=torch.float32)
     data, count, code, dev, keep = _arrays.view(t, True, "x")
-    assert (data, count, code, dev, keep) == (t.data_ptr(), 8, kvsd.FLOAT32, -1, t)
+    assert (data, count, code, dev) == (t.data_ptr(), 8, kvsd.FLOAT32, -1)
+    # kept: the tensor and a NumPy view holding its storage, now not resizable
+    assert keep[0] is t and keep[1].__array_interface__["data"][0] == t.data_ptr()
+    with pytest.raises(RuntimeError, match="not resizable"):
+        t[:].resize_(1000)
+    assert t.shape == (8,)
     local.init(5, t)
     out = torch.zeros(8)
     local.pull(5, out=out)

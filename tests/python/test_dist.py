@@ -12,7 +12,7 @@ W, S = 2, 2
 CHECKS = (["sum-%s-%d" % (d, n) for d in ("float16", "float32", "float64", "int32", "int64")
            for n in (7, 5000)] +
           ["list-of-keys", "string-keys", "broadcast-pull", "pushpull", "local-sum",
-           "priorities", "keep-alive", "errors", "torch", "barrier"])
+           "priorities", "keep-alive", "errors", "torch", "api", "barrier", "local-group"])
 VANS = {
     # small keys on one server, keys from 1000 elements split over both
     "zmq": ["MXNET_KVSTORE_BIGARRAY_BOUND=1000"],
@@ -55,6 +55,7 @@ def test_dead_peer_raises_peer_dead():
     took = float(ok[0].split()[2])
     assert took < 30, ok[0]
     assert "ok deadpeer-after" in w0 and "ok deadpeer-closed" in w0, w0
+    assert "ok deadpeer-count workers 1 servers 0 all 1" in w0, w0
     assert worker_lines(r.stdout, 1) == ["leaving without close"]
 
 

@@ -114,6 +114,28 @@ def test_set_optimizer_passes_through(local):
         local.set_optimizer(None)
 
 
+def test_set_optimizer_new_specs(local):
+    """adamw, lamb and the warmup/decay schedules: a good spec reaches the
+    local store's answer (not supported), a bad one names its word."""
+    for spec in ("adamw learning_rate=0.001 wd=0.01",
+                 "lamb wd=0.01 lower_bound=0.1 upper_bound=10 bias_correction=0",
+                 "adam lr_scheduler=warmup_cosine warmup_steps=10 total_steps=100",
+                 "sgd momentum=0.9 lr_scheduler=poly total_steps=50 power=1.5 final_lr=0.001",
+                 "lamb lr_scheduler=warmup_linear warmup_steps=5 total_steps=20"):
+        with pytest.raises(kvsd.NotSupported):
+            local.set_optimizer(spec)
+    for spec, word in (("adamw momentum=0.9", "'momentum=0.9'"),
+                       ("lamb lower_bound=x", "'lower_bound=x'"),
+                       ("sgd lr_scheduler=cosine", "'lr_scheduler=cosine'"),
+                       ("adam lr_scheduler=poly warmup_steps=5", "total_steps=N"),
+                       ("adam lr_scheduler=warmup_linear total_steps=4 warmup_steps=4",
+                        "'warmup_steps=4'"),
+                       ("adam power=2", "'power'")):
+        with pytest.raises(kvsd.InvalidArgument) as ei:
+            local.set_optimizer(spec)
+        assert word in str(ei.value), (spec, str(ei.value))
+
+
 def test_closed_store():
     kv = kvsd.create("local")
     kv.close()

@@ -3,8 +3,9 @@
 
 usage: tests/tree/compare.py KVS_TOPO FILE.json [FILE.json ...]
 Prints one markdown row per topology and mode:
-load / bottleneck sum / directed congestion / rounds / planning ms, ours then
-the reference, and a summary (how often ours is better, equal, worse)."""
+load / load over the fractional packing bound / trees / rounds / planning ms,
+ours (weighted plans) then the reference, and a summary (how often ours is
+better, equal, worse)."""
 import json, subprocess, sys, tempfile, os
 
 def run(topo, path, mode, ref):
@@ -21,12 +22,12 @@ def run(topo, path, mode, ref):
 def fmt(p, s):
     if not s["valid"]:
         return "invalid | | | | %.1f" % p["time_ms"]
-    return "%.4g | %g | %d | %d | %.1f" % (s["reduce_load_time"], s["bottleneck_sum"],
-                                           s["directed_congestion"], s["rounds"], p["time_ms"])
+    return "%.4g | %.4f | %d | %d | %.1f" % (s["load"], s["ratio"], s["trees"], s["rounds"],
+                                             p["time_ms"])
 
 def main():
     topo, files = sys.argv[1], sys.argv[2:]
-    print("| topology | mode | load | bsum | cong | rounds | ms | ref load | ref bsum | ref cong | ref rounds | ref ms |")
+    print("| topology | mode | load | ratio | trees | rounds | ms | ref load | ref ratio | ref trees | ref rounds | ref ms |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     better = equal = worse = 0
     worst_ms = {}
@@ -36,11 +37,11 @@ def main():
             pr, sr = run(topo, path, mode, True)
             for a, b, c, d in zip(po, so, pr, sr):
                 print("| %s | %s | %s | %s |" % (a["topology"], mode, fmt(a, b), fmt(c, d)))
-                n = len(a["trees"]) or 1
+                n = a["n"]
                 worst_ms[n] = max(worst_ms.get(n, 0), a["time_ms"])
                 if not b["valid"] or not d["valid"]:
                     continue
-                x, y = b["reduce_load_time"], d["reduce_load_time"]
+                x, y = b["load"], d["load"]
                 if x < y * (1 - 1e-9): better += 1
                 elif x > y * (1 + 1e-9): worse += 1
                 else: equal += 1

@@ -13,7 +13,9 @@
 /* IEEE binary16 pattern of integer v, |v| <= 2048 (exact). */
 static inline uint16_t f16_of_int(int v)
 {
-    uint16_t sign = v < 0 ? 0x8000 : 0;
+    uint16_t sign = 0;
+    if (v < 0)
+        sign = 0x8000;
     unsigned a = (unsigned)(v < 0 ? -v : v);
     int e = 0;
     if (a == 0)
@@ -28,7 +30,9 @@ static inline uint16_t f16_of_int(int v)
 /* bfloat16 pattern of integer v, |v| <= 256 (exact). */
 static inline uint16_t bf16_of_int(int v)
 {
-    uint16_t sign = v < 0 ? 0x8000 : 0;
+    uint16_t sign = 0;
+    if (v < 0)
+        sign = 0x8000;
     unsigned a = (unsigned)(v < 0 ? -v : v);
     int e = 0;
     if (a == 0)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 #include <uv.h>
 #include <zmq.h>
@@ -260,6 +261,7 @@ static void clear_env(void)
 {
     unsetenv("KVS_SECRET_FILE");
     unsetenv("KVS_SECRET");
+    cfg_forget_env_secret();
     unsetenv("KVS_SECURITY");
 }
 
@@ -310,6 +312,18 @@ START_TEST(test_secret_config)
     setenv("KVS_SECRET", "a value of sixteen+", 1);
     ck_assert_int_eq(cfg_load_secret(&c, err, sizeof err), 0);
     ck_assert_str_eq(c.secret_from, "KVS_SECRET");
+    /* read once: out of the environment (children do not inherit it), kept
+     * for the process's next stores */
+    ck_assert_ptr_null(getenv("KVS_SECRET"));
+    memset(&c, 0, sizeof c);
+    ck_assert_int_eq(cfg_load_secret(&c, err, sizeof err), 0);
+    ck_assert_uint_eq(c.secret_len, 19);
+    ck_assert(memcmp(c.secret, "a value of sixteen+", 19) == 0);
+    ck_assert_str_eq(c.secret_from, "KVS_SECRET");
+    /* a daemon with a secret cannot dump core (forked test: this child only) */
+    ck_assert_int_eq(prctl(PR_GET_DUMPABLE, 0, 0, 0, 0), 1);
+    cfg_protect_secrets(&c);
+    ck_assert_int_eq(prctl(PR_GET_DUMPABLE, 0, 0, 0, 0), 0);
 
     clear_env();
     setenv("KVS_SECRET_FILE", "/nonexistent/kvs-secret", 1);

@@ -12,23 +12,16 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "common/log.h"
 #include "common/prio.h"
+#include "tree/tree.h"
 #include "kvs.h"
 
-static const char *const all_vars[] = {
-    "DMLC_ROLE", "DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT", "DMLC_NUM_SERVER", "DMLC_NUM_WORKER",
-    "DMLC_NODE_HOST", "DMLC_INTERFACE", "DMLC_WORKER_ID", "DMLC_SERVER_ID", "DMLC_LOCAL",
-    "DMLC_PS_VAN_TYPE", "DMLC_PS_WATER_MARK", "PS_VERBOSE", "PS_HEARTBEAT_INTERVAL",
-    "PS_HEARTBEAT_TIMEOUT", "PS_RESEND", "PS_RESEND_TIMEOUT", "MXNET_KVSTORE_BIGARRAY_BOUND",
-    "MXNET_KVSTORE_REDUCTION_NTHREADS", "MXNET_KVSTORE_SLICE_THRESHOLD",
-    "MXNET_KVSTORE_USETREE", "MXNET_UPDATE_ON_KVSTORE", "KVS_START_TIMEOUT",
-    "KVS_MAX_MESSAGE", "KVS_CHUNK_BYTES", "KVS_FUSE_BYTES", "KVS_P3_CREDIT", "KVS_JOB_NICE", "KVS_PORT",
-    "KVS_PORT_FILE", "KVS_CHECKPOINT_DIR", "KVS_CHECKPOINT_EVERY", NULL};
-
+/* Every variable of the table (common/cfgvars.h). */
 static void clear_env(void)
 {
-    for (int i = 0; all_vars[i] != NULL; i++)
-        unsetenv(all_vars[i]);
+    for (size_t i = 0; i < cfg_nvars; i++)
+        unsetenv(cfg_vars[i].name);
 }
 
 static void set_job(void)
@@ -90,6 +83,8 @@ START_TEST(test_defaults)
     ck_assert(!c.local);
     ck_assert_int_eq(c.van, CFG_VAN_ZMQ);
     ck_assert_int_eq(c.water_mark, 1000);
+    /* the metrics endpoint serves this host only unless asked */
+    ck_assert_str_eq(c.metrics_addr, "127.0.0.1");
     ck_assert_int_eq(c.verbose, 0);
     ck_assert(c.hb_interval_s == 5.0);
     ck_assert(c.hb_timeout_s == 60.0);
@@ -810,6 +805,251 @@ START_TEST(test_resolve_host)
 }
 END_TEST
 
+/* The table's shape: unique names, a doc line, a field where the kind has one. */
+START_TEST(test_table_shape)
+{
+    ck_assert_uint_ge(cfg_nvars, 60);
+    for (size_t i = 0; i < cfg_nvars; i++) {
+        const cfg_var *v = &cfg_vars[i];
+        ck_assert_msg(v->doc && v->doc[0], "%s: no doc line", v->name);
+        ck_assert_ptr_eq(cfg_var_find(v->name), v); /* and so no second entry of the name */
+        bool has_field = v->kind <= CFG_K_ENUM;
+        ck_assert_msg(has_field == (v->size > 0), "%s: field size %zu", v->name, v->size);
+        if (v->kind == CFG_K_ENUM)
+            ck_assert_ptr_nonnull(v->words);
+        if (has_field)
+            ck_assert_uint_le(v->off + v->size, sizeof(cfg));
+    }
+    ck_assert_ptr_null(cfg_var_find("NOT_A_VARIABLE"));
+    ck_assert_int_eq(cfg_var_find("KVS_TOPOLOGY")->kind, CFG_K_STR);
+    ck_assert_int_eq(cfg_var_find("DMLC_ENABLE_RDMA")->kind, CFG_K_OFF);
+}
+END_TEST
+
+/* With nothing set every field holds the table's default, and the tree
+ * defaults are tree_opts_default's. */
+START_TEST(test_table_defaults)
+{
+    static cfg c;
+    clear_env();
+    load_ok(&c, false);
+    for (size_t i = 0; i < cfg_nvars; i++) {
+        const cfg_var *v = &cfg_vars[i];
+        const char *f = (const char *)&c + v->off;
+        int iv;
+        uint64_t uv;
+        double dv;
+        bool bv;
+        switch (v->kind) {
+        case CFG_K_INT:
+        case CFG_K_ENUM:
+            memcpy(&iv, f, sizeof iv);
+            ck_assert_msg(iv == v->v.i.def, "%s: %d, default %lld", v->name, iv, v->v.i.def);
+            break;
+        case CFG_K_U64:
+            memcpy(&uv, f, sizeof uv);
+            ck_assert_msg(uv == v->v.u.def, "%s: %llu", v->name, (unsigned long long)uv);
+            break;
+        case CFG_K_DBL:
+            memcpy(&dv, f, sizeof dv);
+            ck_assert_msg(dv == v->v.d.def, "%s: %g, default %g", v->name, dv, v->v.d.def);
+            break;
+        case CFG_K_BOOL:
+            memcpy(&bv, f, sizeof bv);
+            ck_assert_msg(bv == v->v.b, "%s: %d", v->name, bv);
+            break;
+        case CFG_K_STR:
+            ck_assert_msg(!strcmp(f, v->v.s), "%s: '%s', default '%s'", v->name, f, v->v.s);
+            break;
+        default:
+            break;
+        }
+    }
+    ck_assert_str_eq(c.tmpdir, "/tmp");
+    ck_assert_str_eq(c.metrics_addr, "127.0.0.1"); /* loopback unless asked */
+    ck_assert_int_eq(c.job_nice, PRIO_AUTO);
+    tree_opts o, d;
+    tree_opts_from_cfg(&o, &c);
+    tree_opts_default(&d);
+    ck_assert_int_eq(o.mode, d.mode);
+    ck_assert(o.penalty == d.penalty && o.penalty == 0.7);
+    ck_assert_int_eq(o.log, d.log);
+    ck_assert_uint_eq(o.array_bound, d.array_bound);
+    ck_assert_uint_eq(o.array_bound, 10000000);
+    ck_assert_int_eq(o.gpu_p2p, d.gpu_p2p);
+    ck_assert_int_eq(o.optimize, d.optimize);
+    ck_assert_uint_eq(o.effort, d.effort);
+    ck_assert_int_eq(o.depth_slack, d.depth_slack);
+}
+END_TEST
+
+/* The tree, GPU and socket-directory variables are read with the others. */
+START_TEST(test_tree_gpu_vars)
+{
+    static cfg c;
+    clear_env();
+    setenv("MXNET_KVSTORE_TREE_BACKTRACK", "1", 1);
+    setenv("MXNET_KVSTORE_TREE_LINK_USAGE_PENALTY", "0.25", 1);
+    setenv("MXNET_KVSTORE_TREE_ARRAY_BOUND", "4096", 1);
+    setenv("MXNET_KVSTORE_LOGTREE", "yes", 1);
+    setenv("MXNET_ENABLE_GPU_P2P", "0", 1);
+    setenv("KVS_TREE_OPTIMIZE", "off", 1);
+    setenv("KVS_TREE_EFFORT", "250", 1);
+    setenv("KVS_TREE_DEPTH_SLACK", "0", 1);
+    setenv("KVS_TOPOLOGY", "0,2;2,0", 1);
+    setenv("KVS_CUDA_PLUGIN", "/opt/kvs/libkvs_cuda.so", 1);
+    setenv("TMPDIR", "/var/tmp", 1);
+    load_ok(&c, false);
+    tree_opts o;
+    tree_opts_from_cfg(&o, &c);
+    ck_assert_int_eq(o.mode, TREE_MODE_BACKTRACK);
+    ck_assert(o.penalty == 0.25);
+    ck_assert_uint_eq(o.array_bound, 4096);
+    ck_assert(o.log);
+    ck_assert(!o.gpu_p2p);
+    ck_assert(!o.optimize);
+    ck_assert_uint_eq(o.effort, 250);
+    ck_assert_int_eq(o.depth_slack, 0);
+    ck_assert_str_eq(c.topology, "0,2;2,0");
+    ck_assert_str_eq(c.cuda_plugin, "/opt/kvs/libkvs_cuda.so");
+    ck_assert_str_eq(c.tmpdir, "/var/tmp");
+    expect_bad("KVS_TREE_EFFORT", "10001");
+    expect_bad("KVS_TREE_DEPTH_SLACK", "2");
+    expect_bad("MXNET_ENABLE_GPU_P2P", "maybe");
+    expect_bad("MXNET_KVSTORE_TREE_LINK_USAGE_PENALTY", "0");
+    expect_bad("MXNET_KVSTORE_TREE_ARRAY_BOUND", "0");
+    expect_bad("KVS_SIM_DEVICES", "65");
+}
+END_TEST
+
+/* ps-lite's transport switches that kvsd does not implement are refused,
+ * not ignored (the job would run on TCP without a word). */
+START_TEST(test_unimplemented_transports)
+{
+    static cfg c;
+    static const char *const vars[] = {"DMLC_ENABLE_RDMA", "DMLC_ENABLE_UCX"};
+    for (int i = 0; i < 2; i++) {
+        clear_env();
+        setenv(vars[i], "0", 1);
+        load_ok(&c, false);
+        setenv(vars[i], "false", 1);
+        load_ok(&c, false);
+        setenv(vars[i], "1", 1);
+        load_bad(false, vars[i], "no such transport");
+        setenv(vars[i], "true", 1);
+        load_bad(false, vars[i], "'true'");
+        expect_bad(vars[i], "rdma");
+    }
+    expect_bad("DMLC_PS_VAN_TYPE", "ibverbs");
+    expect_bad("DMLC_PS_VAN_TYPE", "ucx");
+}
+END_TEST
+
+/* IPv6 is refused at start-up with a message that says so. */
+START_TEST(test_ipv6_refused)
+{
+    static cfg c;
+    static const char *const v6[] = {"::1", "[::1]", "fe80::1%eth0", "2001:db8::7", "[10.0.0.1]"};
+    for (int i = 0; i < 5; i++) {
+        clear_env();
+        set_job();
+        setenv("DMLC_PS_ROOT_URI", v6[i], 1);
+        load_bad(true, "DMLC_PS_ROOT_URI", "IPv6");
+        clear_env();
+        setenv("DMLC_NODE_HOST", v6[i], 1);
+        load_bad(false, "DMLC_NODE_HOST", "IPv6");
+    }
+    clear_env();
+    set_job();
+    setenv("DMLC_PS_ROOT_URI", "10.0.0.1:9000", 1);
+    load_bad(true, "'10.0.0.1:9000'", "without a port");
+    setenv("DMLC_PS_ROOT_URI", "sched-0.example.org", 1);
+    load_ok(&c, true);
+    ck_assert_str_eq(c.root_uri, "sched-0.example.org");
+    setenv("DMLC_NODE_HOST", "10.0.0.2", 1);
+    load_ok(&c, true);
+}
+END_TEST
+
+static char logged[16384];
+
+static void capture(int level, const char *line, void *ctx)
+{
+    (void)level;
+    (void)ctx;
+    size_t n = strlen(logged);
+    snprintf(logged + n, sizeof logged - n, "%s\n", line);
+}
+
+/* The start-up log lines name every parsed variable with its value, and
+ * never the secret. */
+START_TEST(test_log_lines)
+{
+    static cfg c;
+    char needle[160];
+    clear_env();
+    setenv("KVS_SECRET", "a-job-secret-of-32-bytes-or-so!!", 1);
+    setenv("KVS_JOB_NICE", "idle", 1);
+    setenv("DMLC_PS_VAN_TYPE", "p3", 1);
+    setenv("KVS_TOPOLOGY", "0,3;3,0", 1);
+    load_ok(&c, false);
+    log_level = LOG_INFO;
+    log_set_handler(capture, NULL);
+    cfg_log(&c, "test");
+    log_set_handler(NULL, NULL);
+    for (size_t i = 0; i < cfg_nvars; i++) {
+        const cfg_var *v = &cfg_vars[i];
+        if (v->kind > CFG_K_ENUM)
+            continue;
+        snprintf(needle, sizeof needle, " %s=", v->name);
+        ck_assert_msg(strstr(logged, needle) != NULL, "%s not logged", v->name);
+    }
+    ck_assert_ptr_nonnull(strstr(logged, " KVS_JOB_NICE=idle"));
+    ck_assert_ptr_nonnull(strstr(logged, " DMLC_PS_VAN_TYPE=p3"));
+    ck_assert_ptr_nonnull(strstr(logged, " KVS_TOPOLOGY='0,3;3,0'"));
+    ck_assert_ptr_nonnull(strstr(logged, " KVS_MAX_MESSAGE=4294967296"));
+    ck_assert_ptr_nonnull(strstr(logged, " MXNET_ENABLE_GPU_P2P=1"));
+    ck_assert_ptr_nonnull(strstr(logged, "security=auth (from KVS_SECRET)"));
+    ck_assert_ptr_null(strstr(logged, "a-job-secret"));
+    /* log_line cuts a text at 1023 bytes: every line (text plus its prefix)
+     * stays well under that */
+    for (const char *p = logged, *e; (e = strchr(p, '\n')) != NULL; p = e + 1)
+        ck_assert_uint_lt((size_t)(e - p), 1000);
+}
+END_TEST
+
+/* KVS_DEVICES: a list of ordinals, repeats allowed; anything else rejected
+ * with the variable, the value and what is allowed */
+START_TEST(test_devices)
+{
+    cfg c;
+    clear_env();
+    load_ok(&c, false);
+    ck_assert_int_eq(c.ndevices, 0);
+    setenv("KVS_DEVICES", "3", 1);
+    load_ok(&c, false);
+    ck_assert_int_eq(c.ndevices, 1);
+    ck_assert_int_eq(c.devices[0], 3);
+    setenv("KVS_DEVICES", "2, 0,2 ,63", 1);
+    load_ok(&c, false);
+    ck_assert_int_eq(c.ndevices, 4);
+    ck_assert_int_eq(c.devices[0], 2);
+    ck_assert_int_eq(c.devices[1], 0);
+    ck_assert_int_eq(c.devices[2], 2);
+    ck_assert_int_eq(c.devices[3], 63);
+    static const char *const bad[] = {"x", "1,", ",1", "1,,2", "-1", "64", "1.5", "0;1",
+                                      "99999999999999999999", NULL};
+    for (int i = 0; bad[i]; i++) {
+        expect_bad("KVS_DEVICES", bad[i]);
+        ck_assert_msg(strstr(err, "device ordinals") != NULL, "%s", err);
+    }
+    char many[400] = "0";
+    for (int i = 1; i < 65; i++)
+        strcat(many, ",1");
+    expect_bad("KVS_DEVICES", many);
+}
+END_TEST
+
 Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -832,6 +1072,13 @@ Suite *config_suite(void)
     tcase_add_test(t, test_needs_job);
     tcase_add_test(t, test_typed_readers);
     tcase_add_test(t, test_resolve_host);
+    tcase_add_test(t, test_table_shape);
+    tcase_add_test(t, test_table_defaults);
+    tcase_add_test(t, test_tree_gpu_vars);
+    tcase_add_test(t, test_unimplemented_transports);
+    tcase_add_test(t, test_ipv6_refused);
+    tcase_add_test(t, test_log_lines);
+    tcase_add_test(t, test_devices);
     suite_add_tcase(s, t);
     return s;
 }

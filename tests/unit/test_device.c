@@ -7,7 +7,11 @@
  * compared bit for bit; the errors a user can trigger.
  *
  * With KVS_TEST_CUDA=1 (tests/gpu/run.sh) the store tests run on the CUDA
- * devices instead (cases needing more devices than exist are skipped).
+ * devices instead (cases needing more devices than exist are skipped); with
+ * KVS_TEST_ONE_GPU=1 too, every case's devices are GPU 0 (KVS_DEVICES=0,0,..).
+ * The *_fake tests run them on the stand-in CUDA runtime (fakecuda.h) with
+ * 8 devices: device/cuda.c's code on every store path, every CUDA call
+ * checked to run with its pointers' device current.
  *
  * Values are small integers (exact in every dtype, also as partial sums),
  * so every path must give the exact result; the bit-identity test with
@@ -21,8 +25,10 @@
 #include <unistd.h>
 
 #include "device/dev.h"
+#include "tree/tree.h"
 #include "kvs.h"
 #include "tests/unit/exact.h"
+#include "tests/unit/fakecuda.h"
 #include "tools/devmem.h"
 
 /* DGX-1 link ranks as MXNet's adjustment leaves them (NVLink 2/3, no PCIe). */
@@ -49,8 +55,8 @@ static void contains(const char *hay, const char *needle)
 /* A small integer in [-6, 6] for (round, source, key, element). */
 static int val(int r, int src, uint64_t key, uint64_t i)
 {
-    uint64_t h = (uint64_t)r * 0x9E3779B97F4A7C15ull ^ (uint64_t)(src + 7) * 0xC2B2AE3D27D4EB4Full ^
-                 key * 0x165667B19E3779F9ull ^ (i + 1) * 0xD6E8FEB86659FD93ull;
+    uint64_t h = (uint64_t)r * UINT64_C(0x9E3779B97F4A7C15) ^ (uint64_t)(src + 7) * UINT64_C(0xC2B2AE3D27D4EB4F) ^
+                 key * UINT64_C(0x165667B19E3779F9) ^ (i + 1) * UINT64_C(0xD6E8FEB86659FD93);
     h ^= h >> 29;
     h *= 0xBF58476D1CE4E5B9ull;
     h ^= h >> 32;
@@ -70,7 +76,7 @@ static void fill_src(kvs_dtype t, void *buf, int r, int src, uint64_t key, uint6
 
 static dev_layer *open_sim(int n, bool p2p, const tree_topo *topo)
 {
-    dev_opts o = {n, p2p, topo, 0};
+    dev_opts o = {.sim_devices = n, .p2p = p2p, .topo = topo};
     dev_layer *L = NULL;
     int rc = dev_open(&o, &L);
     ck_assert_msg(rc == 0, "dev_open: %s", kvs_last_error());
@@ -161,7 +167,7 @@ START_TEST(layer_cuda_or_error)
 {
     /* without KVS_SIM_DEVICES the CUDA backend: on a machine without GPU or
      * driver a clear KVS_EDEVICE, never a crash */
-    dev_opts o = {0, true, NULL, 0};
+    dev_opts o = {.p2p = true};
     dev_layer *L = NULL;
     int rc = dev_open(&o, &L);
     if (rc == 0) {
@@ -196,10 +202,19 @@ static bool apply(const setup *u)
     char n[16];
     cuda_mode = getenv("KVS_TEST_CUDA") != NULL;
     if (cuda_mode) {
+        /* exactly the case's devices, on a machine with more; with
+         * KVS_TEST_ONE_GPU=1 all of them on GPU 0 (KVS_DEVICES=0,0,...) */
+        char sel[DEV_MAX * 3 + 1];
+        size_t o = 0;
+        bool one = getenv("KVS_TEST_ONE_GPU") != NULL;
+        for (int i = 0; i < u->ndev; i++)
+            o += (size_t)snprintf(sel + o, sizeof sel - o, "%s%d", i ? "," : "", one ? 0 : i);
+        setenv("KVS_DEVICES", sel, 1);
         unsetenv("KVS_SIM_DEVICES");
         if (devmem_open(&M) != 0 || M.n < u->ndev)
             return false;
     } else {
+        unsetenv("KVS_DEVICES");
         snprintf(n, sizeof n, "%d", u->ndev);
         setenv("KVS_SIM_DEVICES", n, 1);
         ck_assert_int_eq(devmem_open(&M), 0);
@@ -498,6 +513,39 @@ START_TEST(store_tree_topologies)
 }
 END_TEST
 
+/* Weighted plans (several trees per root), every tree's slice used
+ * (KVS_TREE_MIN_SLICE=0): exact sums on every output on a DGX-1, an
+ * NVSwitch box, a ring closed by a weak link and a 2-socket PCIe server. */
+START_TEST(store_weighted_plans)
+{
+    char r[512];
+    size_t o = 0;
+    setup u = {"device", 8, 1, 1, r};
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 8; j++) {
+            const char *w = "0";
+            if (_i == 0) {
+                snprintf(r, sizeof r, "%s", dgx1);
+                break;
+            }
+            if (i != j && _i == 1)
+                w = "13"; /* NVSwitch: NV12 everywhere */
+            if (_i == 2 && (j == (i + 1) % 8 || i == (j + 1) % 8) && i != j)
+                w = (i == 7 && j == 0) || (i == 0 && j == 7) ? "0.01" : "3";
+            if (_i == 3 && i != j)
+                w = i / 4 == j / 4 ? "2" : "1"; /* 2 sockets of 4 */
+            o += (size_t)snprintf(r + o, sizeof r - o, "%s%s", w,
+                                  j == 7 ? (i == 7 ? "" : ";") : ",");
+        }
+    setenv("KVS_TREE_MIN_SLICE", "0", 1);
+    kvs_device_stats st;
+    for (int t = 0; t < KVS_NUM_DTYPES; t++)
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
+            if (!exercise(&u, (kvs_dtype)t, counts[c], &st))
+                return; /* not on this machine */
+}
+END_TEST
+
 /* Flat device sums and the CPU path add in the same order (the call's), with
  * one rounding: bit-identical even for inexact values; the tree adds in
  * another order and is compared only on exact values (the matrix above). */
@@ -588,12 +636,79 @@ START_TEST(store_many_sources)
 }
 END_TEST
 
+/* The store tests on the stand-in CUDA runtime; afterwards no call ran
+ * with the wrong device current. */
+static fake F;
+
+static void on_fake(void)
+{
+    fake_use(&F, 8);
+    setenv("KVS_TEST_CUDA", "1", 1);
+}
+
+START_TEST(store_device_fake)
+{
+    on_fake();
+    setup u = {"device", ndevs[_i / 2], 0, _i % 2, NULL};
+    matrix(&u);
+    fake_none_misplaced(&F);
+}
+END_TEST
+
+START_TEST(store_local_fake)
+{
+    on_fake();
+    setup u = {"local", ndevs[_i / 2], 0, _i % 2, NULL};
+    matrix(&u);
+    fake_none_misplaced(&F);
+}
+END_TEST
+
+/* trees over given topologies (detection reads the real runtime) */
+START_TEST(store_tree_fake)
+{
+    char r[512];
+    on_fake();
+    setup u = {"device", 8, 1, _i, dgx1};
+    if (_i == 2) {
+        ring(4, r, sizeof r);
+        u = (setup){"device", 4, 1, 1, r};
+    }
+    matrix(&u);
+    fake_none_misplaced(&F);
+}
+END_TEST
+
+/* one GPU as 4 kvsd devices (KVS_DEVICES=0,0,0,0: what tests/gpu/run.sh
+ * runs on a one-GPU machine): flat and tree, P2P on and off; one context */
+START_TEST(store_one_gpu_fake)
+{
+    fake_use(&F, 1);
+    setenv("KVS_TEST_CUDA", "1", 1);
+    setenv("KVS_TEST_ONE_GPU", "1", 1);
+    setup u = {"device", 4, _i / 2, _i % 2, NULL};
+    matrix(&u);
+    fake_none_misplaced(&F);
+    ck_assert_uint_eq(F.contexts(), 1);
+}
+END_TEST
+
+START_TEST(store_many_sources_fake)
+{
+    on_fake();
+    store_many_sources_fn(_i);
+    fake_none_misplaced(&F);
+}
+END_TEST
+
 /* nccl: on CUDA devices the matrix (with NCCL present), on simulated ones the
  * error */
 START_TEST(store_nccl)
 {
     setup u = {"nccl", ndevs[_i], 0, 1, NULL};
     kvs_store *s = NULL;
+    if (getenv("KVS_TEST_ONE_GPU") && u.ndev > 1)
+        return; /* NCCL refuses one GPU named twice */
     if (!apply(&u))
         return; /* fewer CUDA devices */
     int rc = kvs_create("nccl", &s);
@@ -699,7 +814,9 @@ START_TEST(store_logtree)
     close(fd);
     unlink(path);
     ck_assert_int_gt(got, 0);
-    contains(text, "tree 7: root GPU 7");
+    contains(text, "tree: weighted plan, ");
+    contains(text, ": root GPU 7, parts ");
+    contains(text, "/5760, ");
 }
 END_TEST
 
@@ -718,10 +835,19 @@ Suite *device_suite(void)
     tcase_add_loop_test(t, store_local, 0, 10);
     tcase_add_loop_test(t, store_nccl, 0, 5);
     tcase_add_loop_test(t, store_tree_topologies, 0, 6);
+    tcase_add_loop_test(t, store_weighted_plans, 0, 4);
     tcase_add_loop_test(t, store_bit_identical, 0, KVS_NUM_DTYPES);
     tcase_add_loop_test(t, store_many_sources, 0, 2);
     tcase_add_test(t, store_errors);
     tcase_add_test(t, store_logtree);
+    suite_add_tcase(s, t);
+    t = tcase_create("fake");
+    tcase_set_timeout(t, 120);
+    tcase_add_loop_test(t, store_device_fake, 0, 10);
+    tcase_add_loop_test(t, store_local_fake, 0, 10);
+    tcase_add_loop_test(t, store_tree_fake, 0, 3);
+    tcase_add_loop_test(t, store_many_sources_fake, 0, 1);
+    tcase_add_loop_test(t, store_one_gpu_fake, 0, 4);
     suite_add_tcase(s, t);
     return s;
 }

@@ -1,11 +1,13 @@
 /* test_guard.c - net/guard.c: pending connections are shut down after the
- * timeout and beyond the cap (oldest first), trusted ones never; a
+ * timeout, beyond the cap (oldest first) and at a refused message, trusted
+ * ones never; a
  * descriptor reused by another socket is not mistaken for the old one.
  * Socket pairs stand in for accepted connections: the guard shuts down its
  * end, the test sees the end of the stream on the other. */
 #include <check.h>
 #include <errno.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <uv.h>
@@ -13,6 +15,7 @@
 
 #include "common/config.h"
 #include "net/guard.h"
+#include "net/tcpinfo.h"
 
 typedef struct grig {
     cfg c;
@@ -210,6 +213,104 @@ START_TEST(test_guard_flush_first)
 }
 END_TEST
 
+/* A TCP connection over loopback: sv[0] the accepted end, sv[1] the peer
+ * (the refusal rule reads what the kernel counts for TCP). */
+static void tcp_conn(int sv[2])
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(l, 0);
+    ck_assert_int_eq(bind(l, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(listen(l, 1), 0);
+    ck_assert_int_eq(getsockname(l, (struct sockaddr *)&a, &len), 0);
+    sv[1] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(sv[1], 0);
+    ck_assert_int_eq(connect(sv[1], (struct sockaddr *)&a, sizeof a), 0);
+    sv[0] = accept(l, NULL, NULL);
+    ck_assert_int_ge(sv[0], 0);
+    close(l);
+}
+
+/* The peer sends n bytes; returns once the accepted end counted them. */
+static void tcp_send(int sv[2], size_t n)
+{
+    static char junk[1 << 16];
+    uint64_t before = net_tcp_received(sv[0]);
+    ck_assert_uint_lt(n, sizeof junk + 1);
+    ck_assert_int_eq(send(sv[1], junk, n, 0), (ssize_t)n);
+    for (int i = 0; i < 1000 && net_tcp_received(sv[0]) < before + n; i++)
+        usleep(1000);
+    ck_assert_uint_ge(net_tcp_received(sv[0]), before + n);
+}
+
+/* A refused message shuts the pending connection it came on down at once,
+ * unless that connection is trusted (answer it), has received too little
+ * to be the one that sent it (a node's new connection on a reused
+ * descriptor), or the message's routing id belongs to a connection shut
+ * before (the rest of its queue). */
+START_TEST(test_guard_refused)
+{
+    grig r;
+    int a[2], b[2], c[2], d[2];
+    net_guard_stats st;
+    grig_init(&r, 60, 64);
+    tcp_conn(a);
+    tcp_conn(b);
+    net_guard_event(r.g, ZMQ_EVENT_ACCEPTED, a[0]);
+    net_guard_event(r.g, ZMQ_EVENT_ACCEPTED, b[0]);
+    net_guard_trust(r.g, b[0]);
+    ck_assert(net_tcp_received(a[0]) < NET_GUARD_REFUSE_MIN);
+    ck_assert(!net_guard_refused(r.g, a[0], "A", 1)); /* too new: kept */
+    ck_assert_int_eq(was_shut(a[1]), 0);
+    tcp_send(a, NET_GUARD_REFUSE_MIN);
+    tcp_send(b, NET_GUARD_REFUSE_MIN);
+    ck_assert(net_guard_refused(r.g, b[0], "B", 1)); /* trusted: answer it */
+    ck_assert_int_eq(was_shut(b[1]), 0);
+    ck_assert(!net_guard_refused(r.g, a[0], "A", 1));
+    ck_assert_int_eq(was_shut(a[1]), 1);
+    ck_assert(!net_guard_refused(r.g, a[0], "A", 1)); /* the rest of its queue */
+    net_guard_get_stats(r.g, &st);
+    ck_assert_uint_eq(st.closed_refused, 1);
+    ck_assert_uint_eq(st.closed, 1);
+    ck_assert_uint_eq(st.pending, 0);
+    ck_assert_uint_eq(st.trusted, 1);
+    /* libzmq closes a's descriptor; a new connection gets its number */
+    int fd = a[0];
+    close(a[0]);
+    net_guard_event(r.g, ZMQ_EVENT_DISCONNECTED, fd);
+    ck_assert_int_eq(dup2(0, fd), fd); /* holds the number while c's sockets are made */
+    tcp_conn(c);
+    ck_assert_int_eq(dup2(c[0], fd), fd);
+    close(c[0]);
+    c[0] = fd;
+    net_guard_event(r.g, ZMQ_EVENT_ACCEPTED, c[0]);
+    tcp_send(c, NET_GUARD_REFUSE_MIN);
+    ck_assert(!net_guard_refused(r.g, c[0], "A", 1)); /* a's late message: not c's */
+    ck_assert_int_eq(was_shut(c[1]), 0);
+    ck_assert(!net_guard_refused(r.g, c[0], "C", 1)); /* c's own */
+    ck_assert_int_eq(was_shut(c[1]), 1);
+    /* a connection whose ACCEPTED has not reached the loop yet */
+    tcp_conn(d);
+    tcp_send(d, NET_GUARD_REFUSE_MIN);
+    ck_assert(!net_guard_refused(r.g, d[0], "D", 1));
+    ck_assert_int_eq(was_shut(d[1]), 1);
+    net_guard_event(r.g, ZMQ_EVENT_ACCEPTED, d[0]); /* late: still the shut one */
+    net_guard_get_stats(r.g, &st);
+    ck_assert_uint_eq(st.closed_refused, 3);
+    ck_assert_uint_eq(st.pending, 0);
+    ck_assert(net_guard_refused(NULL, d[0], "D", 1)); /* no guard: answer */
+    close(a[1]);
+    close(b[0]);
+    close(b[1]);
+    close(c[0]);
+    close(c[1]);
+    close(d[0]);
+    close(d[1]);
+    grig_fini(&r);
+}
+END_TEST
+
 START_TEST(test_guard_reserve)
 {
     ck_assert_uint_eq(net_guard_reserve(64), 18);
@@ -227,6 +328,7 @@ Suite *guard_suite(void)
     tcase_add_test(t, test_guard_cap_oldest_first);
     tcase_add_test(t, test_guard_fd_reuse);
     tcase_add_test(t, test_guard_flush_first);
+    tcase_add_test(t, test_guard_refused);
     tcase_add_test(t, test_guard_reserve);
     suite_add_tcase(s, t);
     return s;

@@ -10,6 +10,7 @@
 #include <zmq.h>
 
 #include "kvs.h"
+#include "common/config.h"
 #include "common/keyfile.h"
 
 static char dir[64];
@@ -104,19 +105,19 @@ END_TEST
 START_TEST(test_authorized)
 {
     char a[41], b[41], s[41], text[512], err[512];
-    static cfg c;
+    static keyfile_keys c;
     mkdir_tmp();
     zmq_curve_keypair(a, s);
     zmq_curve_keypair(b, s);
     snprintf(text, sizeof text, "# keys\n\nworker %s node-a\n  server %s\n", a, b);
     const char *p = put("auth", text, 0644);
     ck_assert_int_eq(keyfile_read_authorized("A", p, &c, err, sizeof err), 0);
-    ck_assert_int_eq(c.curve_nauth, 2);
-    ck_assert_int_eq(c.curve_auth_role[0], CFG_ROLE_WORKER);
-    ck_assert_int_eq(c.curve_auth_role[1], CFG_ROLE_SERVER);
+    ck_assert_int_eq(c.nauth, 2);
+    ck_assert(c.auth_worker[0]);
+    ck_assert(!c.auth_worker[1]);
     uint8_t want[32];
     keyfile_z85_decode(b, want);
-    ck_assert_mem_eq(c.curve_auth_pk[1], want, 32);
+    ck_assert_mem_eq(c.auth_pk[1], want, 32);
     p = put("auth", text, 0666); /* anyone could add a key */
     ck_assert_int_eq(keyfile_read_authorized("A", p, &c, err, sizeof err), KVS_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "write"));
@@ -135,6 +136,9 @@ START_TEST(test_keyfile_load)
 {
     char pub[41], sec[41], text[512], err[512], sp[128], cp[128], ap[128];
     static cfg c;
+    static keyfile_keys k;
+    /* the paths cfg_load would have read, as cfg_load_secret passes them */
+    const keyfile_paths paths = {c.curve_server_key, c.curve_client_key, c.curve_authorized};
     mkdir_tmp();
     zmq_curve_keypair(pub, sec);
     snprintf(text, sizeof text, "public-key = \"%s\"\nsecret-key = \"%s\"\n", pub, sec);
@@ -142,43 +146,57 @@ START_TEST(test_keyfile_load)
     snprintf(cp, sizeof cp, "%s", put("client", text, 0600));
     snprintf(text, sizeof text, "worker %s\n", pub);
     snprintf(ap, sizeof ap, "%s", put("auth", text, 0644));
-    unsetenv("KVS_CURVE_SERVER_KEY");
-    unsetenv("KVS_CURVE_CLIENT_KEY");
-    unsetenv("KVS_CURVE_AUTHORIZED");
+    c.curve_server_key[0] = '\0';
+    c.curve_client_key[0] = '\0';
+    c.curve_authorized[0] = '\0';
     unsetenv("KVS_SECRET");
+    cfg_forget_env_secret();
     unsetenv("KVS_SECRET_FILE");
     unsetenv("KVS_SECURITY");
-    c.role = CFG_ROLE_WORKER;
-    ck_assert_int_eq(keyfile_load(&c, err, sizeof err), 0);
-    ck_assert(!c.curve_files);
-    setenv("KVS_CURVE_CLIENT_KEY", cp, 1);
-    ck_assert_int_eq(keyfile_load(&c, err, sizeof err), KVS_ECONFIG); /* no server key */
-    setenv("KVS_CURVE_SERVER_KEY", sp, 1);
-    ck_assert_int_eq(keyfile_load(&c, err, sizeof err), 0);
-    ck_assert(c.curve_files && c.curve_client_set);
-    c.role = CFG_ROLE_SCHEDULER; /* needs the authorized list */
-    ck_assert_int_eq(keyfile_load(&c, err, sizeof err), KVS_ECONFIG);
+    /* a worker connects; the scheduler listens */
+    ck_assert_int_eq(keyfile_load(&paths, false, true, "worker", &k, err, sizeof err), 0);
+    ck_assert(!k.files);
+    snprintf(c.curve_client_key, sizeof c.curve_client_key, "%s", cp);
+    ck_assert_int_eq(keyfile_load(&paths, false, true, "worker", &k, err, sizeof err),
+                     KVS_ECONFIG); /* no server key */
+    snprintf(c.curve_server_key, sizeof c.curve_server_key, "%s", sp);
+    ck_assert_int_eq(keyfile_load(&paths, false, true, "worker", &k, err, sizeof err), 0);
+    ck_assert(k.files && k.client_set);
+    /* needs the authorized list */
+    ck_assert_int_eq(keyfile_load(&paths, true, false, "scheduler", &k, err, sizeof err),
+                     KVS_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "KVS_CURVE_AUTHORIZED"));
-    setenv("KVS_CURVE_AUTHORIZED", ap, 1);
-    ck_assert_int_eq(keyfile_load(&c, err, sizeof err), 0);
-    ck_assert_int_eq(c.curve_nauth, 1);
+    ck_assert_ptr_nonnull(strstr(err, "scheduler"));
+    snprintf(c.curve_authorized, sizeof c.curve_authorized, "%s", ap);
+    ck_assert_int_eq(keyfile_load(&paths, true, false, "scheduler", &k, err, sizeof err), 0);
+    ck_assert_int_eq(k.nauth, 1);
+    ck_assert(k.auth_worker[0]);
+    c.role = CFG_ROLE_SCHEDULER; /* cfg_load_secret reads the same files into c */
     /* the job secret and key files together, or auth with key files: refused */
     setenv("KVS_SECRET", "a secret of more than sixteen bytes", 1);
     ck_assert_int_eq(cfg_load_secret(&c, err, sizeof err), KVS_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "both set"));
     unsetenv("KVS_SECRET");
+    cfg_forget_env_secret();
     setenv("KVS_SECURITY", "auth", 1);
     ck_assert_int_eq(cfg_load_secret(&c, err, sizeof err), KVS_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "KVS_SECURITY='auth'"));
     unsetenv("KVS_SECURITY");
     ck_assert_int_eq(cfg_load_secret(&c, err, sizeof err), 0);
     ck_assert_int_eq(c.security, CFG_SEC_CURVE);
-    c.role = CFG_ROLE_SERVER; /* needs its client key too */
-    unsetenv("KVS_CURVE_CLIENT_KEY");
-    ck_assert_int_eq(keyfile_load(&c, err, sizeof err), KVS_ECONFIG);
+    /* what the files gave, in the configuration */
+    ck_assert(c.curve_files && c.curve_server_sk_set && c.curve_client_set);
+    ck_assert_mem_eq(c.curve_server_pk, k.server_pk, 32);
+    ck_assert_mem_eq(c.curve_client_sk, k.client_sk, 32);
+    ck_assert_int_eq(c.curve_nauth, 1);
+    ck_assert_int_eq(c.curve_auth_role[0], CFG_ROLE_WORKER);
+    ck_assert_mem_eq(c.curve_auth_pk[0], k.auth_pk[0], 32);
+    /* a server needs its client key too */
+    c.curve_client_key[0] = '\0';
+    ck_assert_int_eq(keyfile_load(&paths, true, true, "server", &k, err, sizeof err), KVS_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "KVS_CURVE_CLIENT_KEY"));
-    unsetenv("KVS_CURVE_SERVER_KEY");
-    unsetenv("KVS_CURVE_AUTHORIZED");
+    c.curve_server_key[0] = '\0';
+    c.curve_authorized[0] = '\0';
 }
 END_TEST
 

@@ -1,6 +1,8 @@
 /* test_log.c - common/log.c: the line format, stderr by default, and
  * kvs_set_log_handler. */
 #include <check.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,7 +80,7 @@ static void take(int level, const char *line, void *ctx)
 START_TEST(handler_gets_lines)
 {
     struct got g = {0};
-    log_level = LOG_INFO;
+    log_set_level(LOG_INFO);
     kvs_set_log_handler(take, &g);
     LOG(LOG_INFO, "worker 2", "job", "registered: rank %d", 2);
     ck_assert_int_eq(g.calls, 1);
@@ -148,6 +150,36 @@ START_TEST(library_lines_reach_handler)
 }
 END_TEST
 
+/* A line peer input repeats: LOG_BURST lines per window, then silence
+ * (counted, not formatted); the first line of the next window carries the
+ * count. */
+START_TEST(limited_lines)
+{
+    log_limit l = {0};
+    long long t0 = 1000000;
+    for (int i = 0; i < LOG_BURST; i++)
+        ck_assert_int_eq(log_limit_take(&l, t0 + i), 0);
+    for (int i = 0; i < 25; i++)
+        ck_assert_int_eq(log_limit_take(&l, t0 + 100 + i), -1);
+    ck_assert_int_eq(log_limit_take(&l, t0 + LOG_WINDOW_MS - 1), -1);
+    ck_assert_int_eq(log_limit_take(&l, t0 + LOG_WINDOW_MS), 26);
+    ck_assert_int_eq(log_limit_take(&l, t0 + LOG_WINDOW_MS + 1), 0);
+    /* through the handler: 3 * LOG_BURST calls in a moment give LOG_BURST lines */
+    struct got g = {0};
+    log_level = LOG_WARN;
+    kvs_set_log_handler(take, &g);
+    for (int i = 0; i < 3 * LOG_BURST; i++)
+        LOG_LIMITED(LOG_WARN, "server 0", "net", "dropped a malformed message %d", i);
+    ck_assert_int_eq(g.calls, LOG_BURST);
+    match_line(g.line, "server 0", "WARN", "net", "dropped a malformed message 9");
+    /* below the level: nothing counted either */
+    for (int i = 0; i < 3 * LOG_BURST; i++)
+        LOG_LIMITED(LOG_DEBUG, "server 0", "net", "every message");
+    ck_assert_int_eq(g.calls, LOG_BURST);
+    kvs_set_log_handler(NULL, NULL);
+}
+END_TEST
+
 START_TEST(version_string)
 {
     char want[32];
@@ -155,6 +187,50 @@ START_TEST(version_string)
              KVS_VERSION_PATCH);
     ck_assert_str_eq(kvs_version(), want);
     ck_assert_str_eq(KVS_VERSION_STRING, want);
+}
+END_TEST
+
+/* The level is only ever raised by libkvs: a second store with a lower
+ * PS_VERBOSE leaves it where the first put it, and threads raising it at
+ * once end at the highest. */
+static void *raise_to(void *arg)
+{
+    for (int i = 0; i < 1000; i++)
+        log_raise_level((int)(intptr_t)arg);
+    return NULL;
+}
+
+START_TEST(level_only_raised)
+{
+    log_set_level(LOG_WARN);
+    log_raise_level(LOG_INFO);
+    ck_assert_int_eq(atomic_load(&log_level), LOG_INFO);
+    log_raise_level(LOG_WARN);
+    ck_assert_int_eq(atomic_load(&log_level), LOG_INFO);
+    log_raise_level(LOG_ERROR);
+    ck_assert_int_eq(atomic_load(&log_level), LOG_INFO);
+
+    log_set_level(LOG_WARN);
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, raise_to, (void *)(intptr_t)i), 0);
+    for (int i = 0; i < 3; i++)
+        pthread_join(th[i], NULL);
+    ck_assert_int_eq(atomic_load(&log_level), LOG_DEBUG);
+
+    /* two stores: PS_VERBOSE=1, then PS_VERBOSE=0 */
+    kvs_store *a = NULL, *b = NULL;
+    log_set_level(LOG_WARN);
+    setenv("PS_VERBOSE", "1", 1);
+    ck_assert_int_eq(kvs_create("local", &a), 0);
+    ck_assert_int_eq(atomic_load(&log_level), LOG_INFO);
+    setenv("PS_VERBOSE", "0", 1);
+    ck_assert_int_eq(kvs_create("local", &b), 0);
+    ck_assert_int_eq(atomic_load(&log_level), LOG_INFO);
+    unsetenv("PS_VERBOSE");
+    kvs_close(b);
+    kvs_close(a);
+    log_set_level(LOG_WARN);
 }
 END_TEST
 
@@ -166,6 +242,8 @@ Suite *log_suite(void)
     tcase_add_test(tc, handler_gets_lines);
     tcase_add_test(tc, library_lines_reach_handler);
     tcase_add_test(tc, version_string);
+    tcase_add_test(tc, level_only_raised);
+    tcase_add_test(tc, limited_lines);
     suite_add_tcase(s, tc);
     return s;
 }

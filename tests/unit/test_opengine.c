@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/datapath.h"
+#include "worker/op.h"
 #include "worker/wrk_int.h"
 
 /* ---- reqmap against a plain array ---- */
@@ -142,9 +143,9 @@ START_TEST(test_fail_queued_zero_copy)
     kvs_array vals[3] = {{big, BIG, KVS_FLOAT32, KVS_CPU},
                          {small, SMALL, KVS_FLOAT32, KVS_CPU},
                          {small, SMALL, KVS_FLOAT32, KVS_CPU}};
-    ck_assert_int_eq(wrk_submit(s, WRK_OP_PUSH, 3, keys, vals, NULL, 0, NULL, NULL, NULL), 0);
-    ck_assert_int_eq(wrk_submit(s, WRK_OP_PUSHPULL, 1, keys, vals, vals, 0, NULL, NULL, NULL), 0);
-    ck_assert_int_eq(wrk_submit(s, WRK_OP_PUSH, 1, keys, vals, NULL, 0, NULL, NULL, NULL), 0);
+    ck_assert_int_eq(wrk_submit(s, WRK_OP_PUSH, 3, keys, vals, NULL, 0, NULL, NULL, NULL, NULL), 0);
+    ck_assert_int_eq(wrk_submit(s, WRK_OP_PUSHPULL, 1, keys, vals, vals, 0, NULL, NULL, NULL, NULL), 0);
+    ck_assert_int_eq(wrk_submit(s, WRK_OP_PUSH, 1, keys, vals, NULL, 0, NULL, NULL, NULL, NULL), 0);
 
     pthread_mutex_lock(&s->mu);
     ck_assert_uint_eq(s->nbusy, 3);
@@ -174,7 +175,7 @@ START_TEST(test_fail_queued_zero_copy)
     ck_assert_ptr_null(s->ops_head);
     pthread_mutex_unlock(&s->mu);
     /* and a later call is refused with it */
-    ck_assert_int_eq(wrk_submit(s, WRK_OP_PUSH, 1, keys, vals, NULL, 0, NULL, NULL, NULL),
+    ck_assert_int_eq(wrk_submit(s, WRK_OP_PUSH, 1, keys, vals, NULL, 0, NULL, NULL, NULL, NULL),
                      KVS_EPEERDEAD);
     fake_free(s);
     free(big);
@@ -192,7 +193,7 @@ START_TEST(test_drop_sent_and_unsent)
     add_key(s, 9, BIG);
     uint64_t key = 9;
     kvs_array v = {big, BIG, KVS_FLOAT32, KVS_CPU};
-    ck_assert_int_eq(wrk_submit(s, WRK_OP_PUSH, 1, &key, &v, NULL, 0, NULL, NULL, NULL), 0);
+    ck_assert_int_eq(wrk_submit(s, WRK_OP_PUSH, 1, &key, &v, NULL, 0, NULL, NULL, NULL, NULL), 0);
     pthread_mutex_lock(&s->mu);
     wrk_op *op = s->q_head;
     s->q_head = s->q_tail = NULL; /* as the I/O thread takes it */
@@ -223,9 +224,9 @@ START_TEST(test_dedupe_orders)
                        {a, 4, KVS_FLOAT32, KVS_CPU}};
     kvs_array v4[4] = {{a, 4, KVS_FLOAT32, KVS_CPU}, {a, 4, KVS_FLOAT32, KVS_CPU},
                        {b, 4, KVS_FLOAT32, KVS_CPU}, {a, 4, KVS_FLOAT32, KVS_CPU}};
-    ck_assert_int_eq(wrk_submit(s, WRK_OP_PUSH, 3, up, v3, NULL, 0, NULL, NULL, NULL), 0);
-    ck_assert_int_eq(wrk_submit(s, WRK_OP_PUSH, 3, down, v3, NULL, 0, NULL, NULL, NULL), 0);
-    ck_assert_int_eq(wrk_submit(s, WRK_OP_PUSH, 4, mixed, v4, NULL, 0, NULL, NULL, NULL), 0);
+    ck_assert_int_eq(wrk_submit(s, WRK_OP_PUSH, 3, up, v3, NULL, 0, NULL, NULL, NULL, NULL), 0);
+    ck_assert_int_eq(wrk_submit(s, WRK_OP_PUSH, 3, down, v3, NULL, 0, NULL, NULL, NULL, NULL), 0);
+    ck_assert_int_eq(wrk_submit(s, WRK_OP_PUSH, 4, mixed, v4, NULL, 0, NULL, NULL, NULL, NULL), 0);
     pthread_mutex_lock(&s->mu);
     wrk_op *o1 = s->q_head, *o2 = o1->qnext, *o3 = o2->qnext;
     ck_assert_uint_eq(o1->nkeys, 3);
@@ -249,7 +250,7 @@ START_TEST(test_dedupe_orders)
     kvs_array bad[4] = {{a, 4, KVS_FLOAT32, KVS_CPU}, {a, 4, KVS_FLOAT32, KVS_CPU},
                         {b, 3, KVS_FLOAT32, KVS_CPU}, {a, 4, KVS_FLOAT32, KVS_CPU}};
     s->fatal = 0;
-    ck_assert_int_eq(wrk_submit(s, WRK_OP_PUSH, 4, mixed, bad, NULL, 0, NULL, NULL, NULL),
+    ck_assert_int_eq(wrk_submit(s, WRK_OP_PUSH, 4, mixed, bad, NULL, 0, NULL, NULL, NULL, NULL),
                      KVS_ESHAPE);
     red_pool_free(s->pool);
     fake_free(s);

@@ -97,6 +97,37 @@ START_TEST(test_prio_zero)
 }
 END_TEST
 
+/* 0 after 10 (a pool thread whose job niceness changed back): the
+ * process's own niceness again, whatever the caller's (run under nice) */
+static void *lower_then_back(void *arg)
+{
+    int *out = arg;
+    pid_t tid = (pid_t)syscall(SYS_gettid);
+    prio_lower_self(10);
+    out[0] = getpriority(PRIO_PROCESS, (id_t)tid);
+    prio_lower_self(0);
+    out[1] = getpriority(PRIO_PROCESS, (id_t)tid);
+    out[2] = sched_getscheduler(0);
+    return NULL;
+}
+
+START_TEST(test_prio_back_to_process)
+{
+    int got[3];
+    int base = getpriority(PRIO_PROCESS, (id_t)getpid());
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, lower_then_back, got), 0);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(got[0], base > 10 ? base : 10);
+    /* going back up needs root, CAP_SYS_NICE or an RLIMIT_NICE of 20 - base */
+    struct rlimit rl;
+    bool may_raise = geteuid() == 0 ||
+                     (getrlimit(RLIMIT_NICE, &rl) == 0 && 20 - (long)rl.rlim_cur <= base);
+    ck_assert_int_eq(got[1], may_raise ? base : 10);
+    ck_assert_int_eq(got[2], SCHED_OTHER);
+}
+END_TEST
+
 /* auto: SCHED_IDLE under the guard where this process may leave SCHED_IDLE
  * again (root, CAP_SYS_NICE, RLIMIT_NICE >= 10), else niceness 10; either
  * way at niceness 10 (SCHED_IDLE keeps the niceness, and leaving it takes
@@ -133,7 +164,7 @@ static void *spin_main(void *arg)
     if (s->cpu >= 0) {
         cpu_set_t set;
         CPU_ZERO(&set);
-        CPU_SET(s->cpu, &set);
+        CPU_SET((size_t)s->cpu, &set); /* s->cpu >= 0 */
         sched_setaffinity(0, sizeof set, &set);
     }
     if (s->lower)
@@ -202,7 +233,7 @@ START_TEST(test_prio_guard_raises_starved)
     cpu_set_t mine;
     int cpu = 0;
     if (sched_getaffinity(0, sizeof mine, &mine) == 0)
-        for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &mine); cpu++)
+        for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET((size_t)cpu, &mine); cpu++)
             ;
     spin hog, job;
     pthread_t th, tj;
@@ -250,6 +281,7 @@ Suite *prio_suite(void)
     tcase_add_test(t, test_prio_nice);
     tcase_add_test(t, test_prio_idle);
     tcase_add_test(t, test_prio_zero);
+    tcase_add_test(t, test_prio_back_to_process);
     tcase_add_test(t, test_prio_auto);
     tcase_add_test(t, test_prio_guard_raises_starved);
     tcase_add_test(t, test_prio_guard_leaves_sleeper);

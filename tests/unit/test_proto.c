@@ -11,6 +11,7 @@
 #include "common/config.h"
 #include "kvs.h"
 #include "proto/proto.h"
+#include "proto/rsp.h"
 
 static const proto_limits lim = {1u << 20};
 static char why[256];
@@ -35,6 +36,7 @@ static proto_hdr push_hdr(void)
     proto_hdr h;
     memset(&h, 0, sizeof h);
     h.type = PROTO_PUSH;
+    h.contrib = 1;
     h.sender = 9;
     h.req_id = 5;
     h.key = 3;
@@ -76,11 +78,122 @@ static void expect_err(const proto_hdr *h, int nframes, size_t body, int err)
     ck_assert_msg(memcmp(&out, &before, sizeof out) == 0, "out written on error");
 }
 
+/* REPL_VALUE (replicated servers): the value of count elements of a known
+ * dtype inside the key, optionally followed by optimizer state; its
+ * answer and the scheduler's PROMOTE are known types. */
+START_TEST(test_repl_value)
+{
+    proto_hdr h = push_hdr();
+    h.type = PROTO_REPL_VALUE;
+    h.contrib = 0;
+    h.sender = 10;
+    h.round = 7;
+    expect_ok(&h);               /* the value alone */
+    h.body_len = 40 + 16 + 80;   /* and two state arrays */
+    expect_ok(&h);
+    h.body_len = 36;             /* less than the value */
+    expect_err(&h, 2, 36, KVS_EPROTO);
+    h.body_len = 0;              /* count 10 without a body */
+    expect_err(&h, 1, 0, KVS_EPROTO);
+    h.count = 0;                 /* an empty part */
+    expect_ok(&h);
+    h = push_hdr();
+    h.type = PROTO_REPL_VALUE;
+    h.offset = 5;                /* past the key's end */
+    expect_err(&h, 2, 40, KVS_EPROTO);
+    h.offset = 0;
+    h.dtype = 99;
+    expect_err(&h, 2, 40, KVS_EPROTO);
+    h.dtype = KVS_FLOAT32;
+    h.body_len = (1u << 20) + 8; /* over the limit */
+    expect_err(&h, 2, (1u << 20) + 8, KVS_ETOOBIG);
+    ck_assert_str_eq(proto_type_name(PROTO_REPL_ACK), "REPL_ACK");
+    ck_assert_str_eq(proto_type_name(PROTO_PROMOTE), "PROMOTE");
+    ck_assert_str_eq(proto_type_name(PROTO_REPL_SYNCED), "REPL_SYNCED");
+}
+END_TEST
+
+/* Compressed pushes (PROTO_F_CODEC): the body is the codec's size (the
+ * server checks it exactly), only on PUSH/PUSHPULL of float32, never by
+ * reference. */
+START_TEST(test_codec_flag)
+{
+    proto_hdr h = push_hdr(), out;
+    h.flags = 1u << PROTO_CODEC_SHIFT; /* 2bit: 4 + 4 bytes for 10 elements */
+    h.body_len = 8;
+    expect_ok(&h);
+    ck_assert_uint_eq(PROTO_CODEC(h.flags), 1);
+    ck_assert_int_eq(decode_h(&h, 2, 8, &out), 0);
+    ck_assert_uint_eq(PROTO_CODEC(out.flags), 1);
+    h.type = PROTO_PUSHPULL;
+    expect_ok(&h);
+    h.body_len = 8 * 10 + 8; /* topk ratio 1: 8 + 8n */
+    expect_ok(&h);
+    h.body_len = 8 * 10 + 9;
+    expect_err(&h, 2, h.body_len, KVS_EPROTO);
+    ck_assert_ptr_nonnull(strstr(why, "compressed body"));
+    h = push_hdr();
+    h.flags = 4u << PROTO_CODEC_SHIFT;
+    h.dtype = KVS_FLOAT64;
+    h.body_len = 20;
+    expect_err(&h, 2, 20, KVS_EPROTO);
+    ck_assert_ptr_nonnull(strstr(why, "float32 only"));
+    h = push_hdr();
+    h.type = PROTO_INIT;
+    h.contrib = 0;
+    h.flags = 1u << PROTO_CODEC_SHIFT;
+    h.body_len = 8;
+    expect_err(&h, 2, 8, KVS_EPROTO);
+    ck_assert_ptr_nonnull(strstr(why, "INIT with a compressed body"));
+    h = push_hdr();
+    h.flags = PROTO_F_CMA | 1u << PROTO_CODEC_SHIFT;
+    h.body_len = PROTO_CMA_LEN;
+    expect_err(&h, 2, PROTO_CMA_LEN, KVS_EPROTO);
+    ck_assert_ptr_nonnull(strstr(why, "by reference"));
+    h = push_hdr(); /* a value reply may be compressed (the round's sum, pull=1) */
+    h.type = PROTO_REPLY;
+    h.contrib = 0;
+    h.flags = 2u << PROTO_CODEC_SHIFT;
+    h.body_len = 8;
+    expect_ok(&h);
+    ck_assert_int_eq(decode_h(&h, 2, 8, &out), 0);
+    ck_assert_uint_eq(PROTO_CODEC(out.flags), 2);
+    h.body_len = 8 * 10 + 9;
+    expect_err(&h, 2, h.body_len, KVS_EPROTO);
+    ck_assert_ptr_nonnull(strstr(why, "compressed body"));
+    h.body_len = 8;
+    h.status = KVS_EINVAL; /* an error text is never compressed */
+    expect_err(&h, 2, 8, KVS_EPROTO);
+    ck_assert_ptr_nonnull(strstr(why, "only for pushes and value replies"));
+    h = push_hdr(); /* PROTO_F_ZPULL: only on a compressed push */
+    h.flags = PROTO_F_ZPULL | 1u << PROTO_CODEC_SHIFT;
+    h.body_len = 8;
+    expect_ok(&h);
+    h.flags = PROTO_F_ZPULL;
+    h.body_len = 40;
+    expect_err(&h, 2, 40, KVS_EPROTO);
+    ck_assert_ptr_nonnull(strstr(why, "without a compressed push"));
+    h = push_hdr();
+    h.type = PROTO_PULL;
+    h.contrib = 0;
+    h.flags = PROTO_F_ZPULL;
+    h.body_len = 0;
+    expect_err(&h, 1, 0, KVS_EPROTO);
+    ck_assert_ptr_nonnull(strstr(why, "without a compressed push"));
+    h = push_hdr(); /* row-sparse bodies are never compressed */
+    h.flags = PROTO_F_RSP | 1u << PROTO_CODEC_SHIFT;
+    h.body_len = 64;
+    expect_err(&h, 2, 64, KVS_EPROTO);
+    ck_assert_ptr_nonnull(strstr(why, "cannot be row-sparse"));
+}
+END_TEST
+
 START_TEST(test_layout)
 {
     proto_hdr h = {
         .type = PROTO_PUSHPULL,
         .flags = 0xBEEF,
+        .contrib = 0x0A0B,
         .sender = -123456,
         .status = -7,
         .priority = -42,
@@ -102,7 +215,7 @@ START_TEST(test_layout)
     ck_assert_uint_eq(get_le(b + 4, 2), 1);
     ck_assert_uint_eq(get_le(b + 6, 2), PROTO_PUSHPULL);
     ck_assert_uint_eq(get_le(b + 8, 2), 0xBEEF);
-    ck_assert_uint_eq(get_le(b + 10, 2), 0);
+    ck_assert_uint_eq(get_le(b + 10, 2), 0x0A0B);
     ck_assert_uint_eq(get_le(b + 12, 4), (uint32_t)-123456);
     ck_assert_uint_eq(get_le(b + 16, 4), (uint32_t)-7);
     ck_assert_uint_eq(get_le(b + 20, 4), (uint32_t)-42);
@@ -131,7 +244,7 @@ START_TEST(test_round_trip)
             h.sender = 8 + 2 * dt;
             h.status = 0;
             h.priority = -1000000 + type;
-            h.req_id = 0xFFFFFFFFFFFFFFF0ull + (uint64_t)dt;
+            h.req_id = UINT64_C(0xFFFFFFFFFFFFFFF0) + (uint64_t)dt;
             h.key = UINT64_MAX - (uint64_t)type;
             h.offset = 3;
             h.count = 7;
@@ -139,6 +252,7 @@ START_TEST(test_round_trip)
             h.round = 0x123456789ull;
             h.dtype = (uint32_t)dt;
             h.part = 0xFFFFFFFFu;
+            h.contrib = type == PROTO_PUSH || type == PROTO_PUSHPULL ? 0xFFFF : 0;
             h.body_len = 0;
             if (type == PROTO_PUSH || type == PROTO_PUSHPULL || type == PROTO_INIT ||
                 type == PROTO_REPLY)
@@ -471,7 +585,13 @@ START_TEST(test_garbage)
         put_le(buf + 4, 2, PROTO_VERSION);
         put_le(buf + 6, 2, rnd() % (PROTO_BASE_END + 2));
         bool cma = rnd() % 8 == 0; /* flags: by reference sometimes, else anything else */
-        put_le(buf + 8, 2, cma ? PROTO_F_CMA : (uint16_t)rnd() & ~(uint16_t)PROTO_F_CMA);
+        /* row-sparse sometimes (it is refused on most types); a codec (compressed
+         * push) in one of four */
+        uint64_t codec = rnd() % 4 ? ~(uint64_t)PROTO_F_CODEC : ~(uint64_t)0;
+        put_le(buf + 8, 2, cma ? PROTO_F_CMA
+                               : (rnd() & 0xffff &
+                                  ~(uint64_t)(PROTO_F_CMA | PROTO_F_RSP | PROTO_F_ZPULL) & codec) |
+                                     (rnd() % 8 == 0 ? PROTO_F_RSP : 0));
         if (rnd() % 2)
             put_le(buf + 16, 4, (uint32_t)-(int32_t)(rnd() % 20));
         put_le(buf + 40, 8, rnd_field());
@@ -514,7 +634,18 @@ START_TEST(test_garbage)
             ck_assert_msg(out.offset <= out.total && out.count <= out.total - out.offset,
                           "iter %d", iter);
         }
-        if (proto_has_data(&out)) {
+        if (out.flags & PROTO_F_RSP) { /* row-sparse: the inside is proto_rsp_parse's */
+            ck_assert_msg(out.type == PROTO_PUSH || out.type == PROTO_PUSHPULL ||
+                          out.type == PROTO_PULL, "iter %d", iter);
+            ck_assert(!(out.flags & PROTO_F_CMA));
+            ck_assert(out.body_len >= PROTO_RSP_HDR && out.body_len <= lim.max_message);
+        } else if (proto_has_data(&out) && PROTO_CODEC(out.flags)) { /* a compressed push */
+            ck_assert_msg(out.type == PROTO_PUSH || out.type == PROTO_PUSHPULL, "iter %d", iter);
+            ck_assert_msg(out.dtype == KVS_FLOAT32, "iter %d", iter);
+            ck_assert_msg((unsigned __int128)out.body_len <=
+                              (unsigned __int128)out.count * 8 + 8, "iter %d", iter);
+            ck_assert(out.body_len <= lim.max_message);
+        } else if (proto_has_data(&out)) {
             unsigned __int128 need =
                 (unsigned __int128)out.count * kvs_dtype_size((kvs_dtype)out.dtype);
             ck_assert_msg(need == out.body_len, "iter %d", iter);
@@ -568,11 +699,35 @@ END_TEST
 
 /* Data by reference (same-host direct copies): a 16-byte descriptor on
  * requests, no body on a successful reply, never on control messages. */
+/* A push says how many workers it stands for: at least one; the count
+ * travels (the server checks it against W and the local groups). */
+START_TEST(test_contrib)
+{
+    proto_hdr h = push_hdr(), out;
+    h.contrib = 3;
+    ck_assert_int_eq(decode_h(&h, 2, 40, &out), 0);
+    ck_assert_uint_eq(out.contrib, 3);
+    h.type = PROTO_PUSHPULL;
+    h.contrib = 0xFFFF;
+    ck_assert_int_eq(decode_h(&h, 2, 40, &out), 0);
+    ck_assert_uint_eq(out.contrib, 0xFFFF);
+    h.contrib = 0;
+    expect_err(&h, 2, 40, KVS_EPROTO);
+    ck_assert_msg(strstr(why, "contribution count of 0") != NULL, "%s", why);
+    h.type = PROTO_PUSH;
+    expect_err(&h, 2, 40, KVS_EPROTO);
+    h.type = PROTO_PULL; /* no data: no count */
+    h.body_len = 0;
+    ck_assert_int_eq(decode_h(&h, 1, 0, &out), 0);
+}
+END_TEST
+
 START_TEST(test_cma_flag)
 {
     proto_hdr h, out;
     memset(&h, 0, sizeof h);
     h.type = PROTO_PUSH;
+    h.contrib = 1;
     h.flags = PROTO_F_CMA;
     h.sender = 9;
     h.count = 1000;
@@ -669,6 +824,55 @@ START_TEST(test_parse_nodes)
     ck_assert_int_eq(n[2].role, CFG_ROLE_SERVER);
     ck_assert_str_eq(n[2].endpoint, "ipc:///tmp/kvs-10");
 
+    ck_assert_int_eq(n[1].group, -1); /* no group fields: alone */
+    ck_assert_int_eq(n[1].lsize, 1);
+
+    /* a worker's local group, written by proto_node_local_fmt */
+    {
+        proto_local l = {.pidns = 0xabc, .pid = 4242, .lrank = -1, .lsize = -1, .agg = 1,
+                         .nonce_addr = 0x7ffdeadbeef0ull};
+        for (int i = 0; i < PROTO_NONCE_LEN; i++)
+            l.nonce[i] = (uint8_t)(0xF0 + i);
+        char line[300];
+        int w = snprintf(line, sizeof line, "11 worker tcp://h:3");
+        w += proto_node_local_fmt(line + w, sizeof line - (size_t)w, 7, 2, 3, &l);
+        snprintf(line + w, sizeof line - (size_t)w, "\n");
+        ck_assert_int_eq(proto_parse_nodes(line, strlen(line), n, 4, why, sizeof why), 1);
+        ck_assert_int_eq(n[0].group, 7);
+        ck_assert_int_eq(n[0].lrank, 2);
+        ck_assert_int_eq(n[0].lsize, 3);
+        ck_assert_int_eq(n[0].pid, 4242);
+        ck_assert(n[0].nonce_addr == 0x7ffdeadbeef0ull);
+        ck_assert_mem_eq(n[0].nonce, l.nonce, PROTO_NONCE_LEN);
+
+        /* and what a worker registers with */
+        const char *reg = "role=worker endpoint=- rank=-1 host=h pidns=abc pid=4242 lrank=1 "
+                          "lsize=3 agg=1 nonce_addr=7ffdeadbeef0 "
+                          "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
+        proto_local got;
+        ck_assert_int_eq(proto_register_local(reg, strlen(reg), &got), -1); /* no "nonce=" */
+        const char *reg2 = "role=worker endpoint=- pidns=abc pid=4242 lrank=1 lsize=3 agg=1 "
+                           "nonce_addr=7ffdeadbeef0 nonce=f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
+        ck_assert_int_eq(proto_register_local(reg2, strlen(reg2), &got), 0);
+        ck_assert(got.pidns == 0xabc);
+        ck_assert_int_eq(got.pid, 4242);
+        ck_assert_int_eq(got.lrank, 1);
+        ck_assert_int_eq(got.lsize, 3);
+        ck_assert_int_eq(got.agg, 1);
+        ck_assert(got.nonce_addr == 0x7ffdeadbeef0ull);
+        ck_assert_mem_eq(got.nonce, l.nonce, PROTO_NONCE_LEN);
+        const char *bad3 = "pidns=abc pid=4242 lrank=1 lsize=0 agg=1 nonce_addr=1 "
+                           "nonce=f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff"; /* size 0 */
+        ck_assert_int_eq(proto_register_local(bad3, strlen(bad3), &got), -1);
+        const char *none = "pidns=abc pid=9 lrank=-1 lsize=-1 agg=0 nonce_addr=1 "
+                           "nonce=f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff"; /* layout not given */
+        ck_assert_int_eq(proto_register_local(none, strlen(none), &got), 0);
+        ck_assert_int_eq(got.lrank, -1);
+        ck_assert_int_eq(got.lsize, -1);
+        ck_assert_int_eq(got.agg, 0);
+    }
+    n[0] = (proto_node){0};
+
     /* exactly max entries */
     ck_assert_int_eq(proto_parse_nodes(good, strlen(good), n, 3, why, sizeof why), 3);
     /* more than max */
@@ -701,8 +905,25 @@ START_TEST(test_parse_nodes)
         {"8 Server tcp://a:1\n", "bad role"},
         {"8\n", "bad role"},
         {"8 server\n", "bad endpoint"},
-        {"8 server tcp://a:1 extra\n", "extra fields"},
-        {"8 server tcp://a:1\n9 worker tcp://b:2 x\n", "line 2: extra fields"},
+        {"8 server tcp://a:1 extra\n", "bad local group fields"},
+        {"8 server tcp://a:1 0 0 1 5 7fff 000102030405060708090a0b0c0d0e0f\n",
+         "bad local group fields"}, /* servers have no group */
+        {"8 server tcp://a:1\n9 worker tcp://b:2 x\n", "line 2: bad local group fields"},
+        {"9 worker tcp://b:2 0 0 1 5 7fff 000102030405060708090a0b0c0d0e0f x\n",
+         "extra fields"},
+        {"9 worker tcp://b:2 0 1 1 5 7fff 000102030405060708090a0b0c0d0e0f\n",
+         "bad local group fields"}, /* local rank >= size */
+        {"9 worker tcp://b:2 0 0 0 5 7fff 000102030405060708090a0b0c0d0e0f\n",
+         "bad local group fields"}, /* size 0 */
+        {"9 worker tcp://b:2 0 0 1 0 7fff 000102030405060708090a0b0c0d0e0f\n",
+         "bad local group fields"}, /* pid 0 */
+        {"9 worker tcp://b:2 0 0 1 5 -1 000102030405060708090a0b0c0d0e0f\n",
+         "bad local group fields"},
+        {"9 worker tcp://b:2 0 0 1 5 7fff 000102030405060708090a0b0c0d0e0\n",
+         "bad local group fields"}, /* nonce one digit short */
+        {"9 worker tcp://b:2 0 0 1 5 7fff 000102030405060708090a0b0c0d0eXY\n",
+         "bad local group fields"},
+        {"9 worker tcp://b:2 0 0 1\n", "bad local group fields"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         why[0] = '\0';
@@ -1068,10 +1289,44 @@ START_TEST(test_fused_ref)
 }
 END_TEST
 
+/* lamb's NORM_PART: a text body of 1..PROTO_NORM_TEXT_MAX bytes and a
+ * non-empty part inside the key. */
+START_TEST(test_norm_part)
+{
+    proto_hdr h;
+    memset(&h, 0, sizeof h);
+    h.type = PROTO_NORM_PART;
+    h.key = 11;
+    h.round = 3;
+    h.offset = 1250;
+    h.count = 1251;
+    h.total = 2501;
+    h.body_len = 40;
+    expect_ok(&h);
+    ck_assert_str_eq(proto_type_name(PROTO_NORM_PART), "NORM_PART");
+    h.body_len = PROTO_NORM_TEXT_MAX;
+    expect_ok(&h);
+    h.body_len = PROTO_NORM_TEXT_MAX + 1;
+    expect_err(&h, 2, PROTO_NORM_TEXT_MAX + 1, KVS_EPROTO);
+    ck_assert_ptr_nonnull(strstr(why, "NORM_PART"));
+    h.body_len = 0;
+    expect_err(&h, 1, 0, KVS_EPROTO);
+    h.body_len = 40;
+    h.count = 1252; /* past total */
+    expect_err(&h, 2, 40, KVS_EPROTO);
+    h.count = 0;
+    expect_err(&h, 2, 40, KVS_EPROTO);
+    h.offset = UINT64_MAX;
+    h.count = 2;
+    expect_err(&h, 2, 40, KVS_EPROTO);
+}
+END_TEST
+
 Suite *proto_suite(void)
 {
     Suite *s = suite_create("proto");
     TCase *t = tcase_create("proto");
+    tcase_add_test(t, test_norm_part);
     tcase_add_test(t, test_layout);
     tcase_add_test(t, test_round_trip);
     tcase_add_test(t, test_bad_header_length);
@@ -1088,8 +1343,11 @@ Suite *proto_suite(void)
     tcase_add_test(t, test_parse_register);
     tcase_add_test(t, test_parse_rejects_nul_and_empty);
     tcase_add_test(t, test_cma_flag);
+    tcase_add_test(t, test_contrib);
     tcase_add_test(t, test_fused);
     tcase_add_test(t, test_fused_ref);
+    tcase_add_test(t, test_codec_flag);
+    tcase_add_test(t, test_repl_value);
     suite_add_tcase(s, t);
     return s;
 }

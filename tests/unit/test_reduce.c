@@ -53,6 +53,14 @@ static double half_val(kvs_dtype t, uint16_t h)
     return t == KVS_FLOAT16 ? f16_val(h) : bf16_val(h);
 }
 
+/* sign | magnitude as a pattern: the magnitude is below 0x8000 (at most
+ * the Inf pattern) by construction; checked. */
+static uint16_t half_pattern(uint16_t sign, unsigned mag)
+{
+    ck_assert_uint_lt(mag, 0x8000u);
+    return (uint16_t)(sign | mag);
+}
+
 /* Round x to the half type, nearest, ties to the even pattern.  Positive
  * finite patterns are ordered like their values; Inf counts as the next
  * value after the largest finite (2^16 resp. 2^128), as IEEE says. */
@@ -78,13 +86,13 @@ static uint16_t half_round(kvs_dtype t, double x)
     }
     lov = half_val(t, (uint16_t)lo);
     if (lov == ax)
-        return sign | lo;
+        return half_pattern(sign, lo);
     hiv = lo + 1 == inf ? top : half_val(t, (uint16_t)(lo + 1));
     if (ax - lov < hiv - ax)
-        return sign | lo;
+        return half_pattern(sign, lo);
     if (ax - lov > hiv - ax)
-        return sign | (lo + 1);
-    return sign | ((lo & 1) ? lo + 1 : lo);
+        return half_pattern(sign, lo + 1);
+    return half_pattern(sign, (lo & 1) ? lo + 1 : lo);
 }
 
 static int half_isnan(kvs_dtype t, uint16_t h)
@@ -360,17 +368,22 @@ START_TEST(test_stream)
 }
 END_TEST
 
-/* The real threshold: float32 and float16 outputs just below, at and above
- * RED_STREAM_MIN bytes, aligned and not, on the default pool settings. */
+/* Streaming starts at exactly stream_min bytes: float32 and float16 outputs
+ * just below, at and above it, aligned and not.  The pool's threshold is the
+ * seam: its default is RED_STREAM_MIN (16 MiB), and the comparison is
+ * tested at 64 KiB, with a big_bound low enough that the pool's threads
+ * split the sum as they do for a 16 MiB one (4 inputs of 16 MiB, made and
+ * checked element by element, took a minute). */
 START_TEST(test_stream_threshold)
 {
     red_pool *p;
     int can = red_kern_get(red_isa_best())->ntcpy != NULL;
-    ck_assert_int_eq(red_pool_new_ex(2, 1000000, RED_POOL_NOCAP, &p), 0);
+    ck_assert_int_eq(red_pool_new_ex(2, 1000, RED_POOL_NOCAP, &p), 0);
     ck_assert_uint_eq(p->stream_min, RED_STREAM_MIN);
+    p->stream_min = 64u << 10;
     for (int ti = 0; ti < 2; ti++) {
         kvs_dtype t = ti ? KVS_FLOAT16 : KVS_FLOAT32;
-        size_t es = kvs_dtype_size(t), at = RED_STREAM_MIN / es;
+        size_t es = kvs_dtype_size(t), at = p->stream_min / es;
         size_t lens[3] = {at - 1, at, at + 17};
         for (int li = 0; li < 3; li++) {
             uint64_t before = streamed(p);

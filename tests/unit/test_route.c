@@ -315,7 +315,7 @@ static void check_p3(uint64_t key, uint64_t n, int s, uint64_t slice)
             ck_assert(p.count == slice);
         else
             ck_assert(p.count == n - (want - 1) * slice && p.count >= 1 && p.count <= slice);
-        ck_assert_int_eq(p.server, (int)((home + i) % (uint64_t)s));
+        ck_assert_int_eq(p.server, (int)(((uint64_t)home + i) % (uint64_t)s));
         next += p.count;
     }
     ck_assert(next == n);

@@ -310,7 +310,7 @@ START_TEST(deterministic_and_timing)
     plan_ok(&t, &o, &a, &sc);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     /* the goal is 20 ms; allow for a loaded test machine */
-    ck_assert_double_lt((t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9, 0.2);
+    ck_assert_double_lt((double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, 0.2);
     plan_ok(&t, &o, &b, &sc);
     ck_assert_int_eq(memcmp(a.parent, b.parent, sizeof(int) * 256), 0);
     ck_assert_int_eq(memcmp(a.round, b.round, sizeof(int) * 256), 0);
@@ -458,6 +458,23 @@ END_TEST
 
 /* ------------------------------------------------------------ environment */
 
+/* The tree variables go through cfg_load (common/cfgvars.h) like every other. */
+static cfg env_c;
+
+static int opts_env(tree_opts *o, char *err, size_t errlen)
+{
+    int rc = cfg_load(&env_c, false, err, errlen);
+    if (rc == 0)
+        tree_opts_from_cfg(o, &env_c);
+    return rc;
+}
+
+static int topo_env(tree_topo *t, bool *found, char *err, size_t errlen)
+{
+    int rc = cfg_load(&env_c, false, err, errlen);
+    return rc ? rc : tree_topo_from_spec(env_c.topology, t, found, err, errlen);
+}
+
 START_TEST(env_vars)
 {
     tree_opts o;
@@ -467,7 +484,7 @@ START_TEST(env_vars)
     unsetenv("MXNET_KVSTORE_TREE_BACKTRACK");
     unsetenv("MXNET_KVSTORE_TREE_LINK_USAGE_PENALTY");
     unsetenv("KVS_TOPOLOGY");
-    ck_assert_int_eq(tree_opts_from_env(&o, err, sizeof err), 0);
+    ck_assert_int_eq(opts_env(&o, err, sizeof err), 0);
     ck_assert_int_eq(o.mode, TREE_MODE_KL);
     ck_assert_double_eq(o.penalty, 0.7);
     ck_assert_uint_eq(o.array_bound, 10000000);
@@ -476,40 +493,40 @@ START_TEST(env_vars)
     setenv("MXNET_KVSTORE_TREE_LINK_USAGE_PENALTY", "0.5", 1);
     setenv("MXNET_KVSTORE_TREE_ARRAY_BOUND", "1000", 1);
     setenv("MXNET_KVSTORE_LOGTREE", "0", 1);
-    ck_assert_int_eq(tree_opts_from_env(&o, err, sizeof err), 0);
+    ck_assert_int_eq(opts_env(&o, err, sizeof err), 0);
     ck_assert_int_eq(o.mode, TREE_MODE_BACKTRACK);
     ck_assert_double_eq(o.penalty, 0.5);
     ck_assert_uint_eq(o.array_bound, 1000);
     setenv("MXNET_KVSTORE_TREE_BACKTRACK", "2", 1);
-    ck_assert_int_eq(tree_opts_from_env(&o, err, sizeof err), KVS_ECONFIG);
+    ck_assert_int_eq(opts_env(&o, err, sizeof err), KVS_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "MXNET_KVSTORE_TREE_BACKTRACK"));
     setenv("MXNET_KVSTORE_TREE_BACKTRACK", "0", 1);
     static const char *const pen[] = {"abc", "0", "1.5", "-0.1", "nan"};
     for (size_t i = 0; i < 5; i++) {
         setenv("MXNET_KVSTORE_TREE_LINK_USAGE_PENALTY", pen[i], 1);
-        ck_assert_int_eq(tree_opts_from_env(&o, err, sizeof err), KVS_ECONFIG);
+        ck_assert_int_eq(opts_env(&o, err, sizeof err), KVS_ECONFIG);
         ck_assert_ptr_nonnull(strstr(err, "MXNET_KVSTORE_TREE_LINK_USAGE_PENALTY"));
     }
     unsetenv("MXNET_KVSTORE_TREE_LINK_USAGE_PENALTY");
     setenv("MXNET_KVSTORE_TREE_ARRAY_BOUND", "-5", 1);
-    ck_assert_int_eq(tree_opts_from_env(&o, err, sizeof err), KVS_ECONFIG);
+    ck_assert_int_eq(opts_env(&o, err, sizeof err), KVS_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "MXNET_KVSTORE_TREE_ARRAY_BOUND"));
     unsetenv("MXNET_KVSTORE_TREE_ARRAY_BOUND");
     setenv("MXNET_KVSTORE_LOGTREE", "maybe", 1);
-    ck_assert_int_eq(tree_opts_from_env(&o, err, sizeof err), KVS_ECONFIG);
+    ck_assert_int_eq(opts_env(&o, err, sizeof err), KVS_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "MXNET_KVSTORE_LOGTREE"));
     unsetenv("MXNET_KVSTORE_LOGTREE");
     /* KVS_TOPOLOGY */
-    ck_assert_int_eq(tree_topo_from_env(&t, &found, err, sizeof err), 0);
+    ck_assert_int_eq(topo_env(&t, &found, err, sizeof err), 0);
     ck_assert(!found);
     setenv("KVS_TOPOLOGY", "0,2,2;2,0,3;2,3,0", 1);
-    ck_assert_int_eq(tree_topo_from_env(&t, &found, err, sizeof err), 0);
+    ck_assert_int_eq(topo_env(&t, &found, err, sizeof err), 0);
     ck_assert(found);
     ck_assert_int_eq(t.n, 3);
     ck_assert_double_eq(tree_w(&t, 2, 1), 3);
     tree_topo_fini(&t);
     setenv("KVS_TOPOLOGY", "0,2;2,zero", 1);
-    ck_assert_int_eq(tree_topo_from_env(&t, &found, err, sizeof err), KVS_ECONFIG);
+    ck_assert_int_eq(topo_env(&t, &found, err, sizeof err), KVS_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "KVS_TOPOLOGY"));
     unsetenv("KVS_TOPOLOGY");
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/unit/tree_backend_cpu.h"
 #include "tree/tree.h"
 
 static uint64_t rng(uint64_t *s)

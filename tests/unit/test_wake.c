@@ -12,7 +12,7 @@
 #define PER_SENDER 20000
 
 typedef struct box {
-    kvs_wake w;
+    wake_fd w;
     pthread_mutex_t mu;
     uint64_t queued;   /* under mu: items sent, not taken yet */
     uint64_t taken;    /* loop thread: items the callback took */
@@ -22,7 +22,7 @@ typedef struct box {
     bool timed_out;
 } box;
 
-static void on_wake(kvs_wake *w)
+static void on_wake(wake_fd *w)
 {
     box *b = w->data;
     pthread_mutex_lock(&b->mu);
@@ -48,7 +48,7 @@ static void *sender(void *arg)
         pthread_mutex_lock(&b->mu);
         b->queued++;
         pthread_mutex_unlock(&b->mu);
-        kvs_wake_send(&b->w);
+        wake_fd_send(&b->w);
         if (i % 64 == 0)
             sched_yield(); /* let the loop drain between sends */
     }
@@ -60,7 +60,7 @@ static void open_all(uv_loop_t *loop, box *b, uint64_t ms)
 {
     ck_assert_int_eq(uv_loop_init(loop), 0);
     pthread_mutex_init(&b->mu, NULL);
-    ck_assert_int_eq(kvs_wake_init(loop, &b->w, on_wake), 0);
+    ck_assert_int_eq(wake_fd_init(loop, &b->w, on_wake), 0);
     b->w.data = b;
     uv_timer_init(loop, &b->deadline);
     b->deadline.data = b;
@@ -69,11 +69,11 @@ static void open_all(uv_loop_t *loop, box *b, uint64_t ms)
 
 static void close_all(uv_loop_t *loop, box *b)
 {
-    uv_close(kvs_wake_handle(&b->w), NULL);
+    uv_close(wake_fd_handle(&b->w), NULL);
     uv_close((uv_handle_t *)&b->deadline, NULL);
     uv_run(loop, UV_RUN_DEFAULT);
-    kvs_wake_fini(&b->w);
-    kvs_wake_fini(&b->w); /* idempotent */
+    wake_fd_fini(&b->w);
+    wake_fd_fini(&b->w); /* idempotent */
     ck_assert_int_eq(b->w.fd, -1);
     ck_assert_int_eq(uv_loop_close(loop), 0);
 }
@@ -113,7 +113,7 @@ START_TEST(test_wake_coalesces)
     /* three sends before the loop runs: one callback takes all three */
     for (int i = 0; i < 3; i++) {
         b.queued++;
-        kvs_wake_send(&b.w);
+        wake_fd_send(&b.w);
     }
     ck_assert(atomic_load(&b.w.pending));
     uv_run(&loop, UV_RUN_DEFAULT);
@@ -124,7 +124,7 @@ START_TEST(test_wake_coalesces)
     /* and the next send wakes it again */
     b.want = 4;
     b.queued++;
-    kvs_wake_send(&b.w);
+    wake_fd_send(&b.w);
     uv_run(&loop, UV_RUN_DEFAULT);
     ck_assert(!b.timed_out);
     ck_assert_uint_eq(b.taken, 4);

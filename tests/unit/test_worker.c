@@ -603,11 +603,11 @@ START_TEST(test_error_strings)
     n++;
     KVS_ERRNO_MAP(CHECK_ERR_)
 #undef CHECK_ERR_
-    ck_assert_int_eq(n, 18);
+    ck_assert_int_eq(n, 19);
     ck_assert_int_eq(KVS_OK, 0);
     ck_assert_str_eq(kvs_errname(KVS_ENOKEY), "KVS_ENOKEY");
     ck_assert_str_eq(kvs_strerror(KVS_ETIMEDOUT), "timed out");
-    static const int unknown[] = {1, 2, -16, -19, -22, -100, 1000, INT_MIN, INT_MAX};
+    static const int unknown[] = {1, 2, -16, -19, -23, -100, 1000, INT_MIN, INT_MAX};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         ck_assert_str_eq(kvs_strerror(unknown[i]), "unknown error");
         ck_assert_str_eq(kvs_errname(unknown[i]), "KVS_E?");
@@ -890,7 +890,7 @@ static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 START_TEST(test_dist_timeout)
@@ -925,17 +925,17 @@ END_TEST
 START_TEST(test_priority_queue)
 {
     wrk_pq pq = {0};
-    enum { N = 5000 };
-    static int prio[N];
-    static char seen[N];
+    enum { NPUSH = 5000 };
+    static int prio[NPUSH];
+    static char seen[NPUSH];
     uint64_t x = 88172645463325252ull;
     size_t pushed = 0, popped = 0;
     int last_prio = INT_MAX;
     long last_idx = -1;
     ck_assert_ptr_null(wrk_pq_pop(&pq));
-    while (popped < N) {
+    while (popped < NPUSH) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        if (pushed < N && (x % 3 != 0 || pushed == popped)) {
+        if (pushed < NPUSH && (x % 3 != 0 || pushed == popped)) {
             prio[pushed] = (int)(x >> 40) % 7 - 3;
             ck_assert_int_eq(wrk_pq_push(&pq, (struct wrk_req *)(uintptr_t)(pushed + 1),
                                          prio[pushed]), 0);

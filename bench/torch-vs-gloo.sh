@@ -1,0 +1,193 @@
+#!/bin/bash
+# bench/torch-vs-gloo.sh - kvsd.torch against PyTorch DDP (gloo), training
+# the same model on the same shards (bench/torch_bench.py: an MLP with about
+# 25 million float32 parameters, synthetic data, SGD with momentum), side by
+# side in one run, in three layouts:
+#   1host   2 workers and 2 servers on one host (loopback; gloo: 2 ranks)
+#   10gbit  2 hosts: network + pid namespaces joined by a veth shaped to
+#   1gbit   10 Gbit/s or 1 Gbit/s each way (tc tbf); host A runs the
+#           scheduler, server 0 and worker 0, host B server 1 and worker 1
+#           (KVS_CMA=0); gloo: rank 0 on A, rank 1 on B
+# and prints one line per layout and backend (samples per second over the
+# timed steps, median of REPS runs) and a table.  With OUT=FILE (make
+# bench-python sets it) the whole output is also written there.
+#
+# Needs root, ip netns, tc, unshare and Debian's python3-torch; exits 1 with
+# a message without them.  Usage: bench/torch-vs-gloo.sh [--help]
+# Environment: BUILD (build), PYTHON3 (/usr/bin/python3), REPS (1),
+# STEPS (4), WARMUP (1), BATCH (32), LAYOUTS (1host,10gbit,1gbit), OUT.
+set -u
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0
+fi
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$PWD
+BUILD=${BUILD:-build}
+case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
+PYTHON3=${PYTHON3:-/usr/bin/python3}
+REPS=${REPS:-1} STEPS=${STEPS:-4} WARMUP=${WARMUP:-1} BATCH=${BATCH:-32}
+LAYOUTS=${LAYOUTS:-1host,10gbit,1gbit}
+OUT=${OUT:-}
+die() { echo "torch-vs-gloo: $*" >&2; exit 1; }
+for v in REPS STEPS BATCH; do
+    [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v='${!v}': expected a positive integer"
+done
+[[ $WARMUP =~ ^[0-9]+$ ]] || die "WARMUP='$WARMUP': expected an integer >= 0"
+IFS=, read -r -a layouts <<<"$LAYOUTS"
+for l in "${layouts[@]}"; do
+    case $l in 1host | 10gbit | 1gbit) ;; *) die "LAYOUTS: '$l': expected 1host, 10gbit or 1gbit" ;; esac
+done
+[ "$(id -u)" = 0 ] || die "needs root (network and pid namespaces)"
+command -v ip >/dev/null 2>&1 && ip netns list >/dev/null 2>&1 || die "needs 'ip netns' (iproute2)"
+command -v tc >/dev/null 2>&1 || die "needs tc (iproute2)"
+unshare --help 2>&1 | grep -q -- --kill-child || die "needs unshare with --kill-child (util-linux >= 2.32)"
+"$PYTHON3" -c 'import torch, torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null ||
+    die "$PYTHON3 cannot import torch with gloo (python3-torch)"
+for b in kvs-scheduler kvs-server libkvs.so; do
+    [ -e "$BUILD/$b" ] || die "$BUILD/$b is missing: run make"
+done
+if [ -n "$OUT" ]; then
+    mkdir -p "$(dirname "$OUT")" || die "cannot create the directory of OUT=$OUT"
+    exec > >(tee "$OUT") 2>&1
+fi
+export KVS_LIBRARY=$BUILD/libkvs.so PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH}
+BENCH=(bench/torch_bench.py --steps "$STEPS" --warmup "$WARMUP" --batch "$BATCH")
+
+tag="kvtg$$"
+A="$tag-a" B="$tag-b"
+IPA=10.215.0.1 IPB=10.215.0.2
+dir=$(mktemp -d "${TMPDIR:-/tmp}/kvs-torch-bench.XXXXXX")
+pids=""
+cleanup() {
+    local p ns
+    for p in $pids; do kill -KILL "$p" 2>/dev/null; done
+    for p in $pids; do wait "$p" 2>/dev/null; done
+    for ns in "$A" "$B"; do
+        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+        ip netns del "$ns" 2>/dev/null
+    done
+    [ "${KEEP:-0}" = 1 ] && echo "torch-vs-gloo: logs kept in $dir" >&2 || rm -rf "$dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# hosts RATE: (re)create the two namespaces, the veth pair shaped to RATE
+hosts() {
+    local ns
+    for ns in "$A" "$B"; do ip netns del "$ns" 2>/dev/null; done
+    ip netns add "$A" && ip netns add "$B" || die "cannot create network namespaces"
+    ip link add "$tag-va" type veth peer name "$tag-vb" || die "cannot create a veth pair"
+    ip link set "$tag-va" netns "$A" && ip link set "$tag-vb" netns "$B" || die "cannot move the veths"
+    ip -n "$A" addr add $IPA/24 dev "$tag-va" && ip -n "$B" addr add $IPB/24 dev "$tag-vb" || die "addresses"
+    for ns in "$A" "$B"; do ip -n "$ns" link set lo up; done
+    ip -n "$A" link set "$tag-va" up && ip -n "$B" link set "$tag-vb" up || die "cannot bring the veths up"
+    ip netns exec "$A" tc qdisc add dev "$tag-va" root tbf rate "$1" burst 1mb latency 50ms &&
+        ip netns exec "$B" tc qdisc add dev "$tag-vb" root tbf rate "$1" burst 1mb latency 50ms ||
+        die "cannot shape the veths to $1"
+}
+
+# One host's kvsd processes, as pid 1 of its own pid namespace.  Arguments:
+# ID (0: host A, with the scheduler), RUN (log prefix), VAR=VALUE...
+host_main='
+id=$1 run=$2; shift 2
+others=()
+if [ "$id" = 0 ]; then
+    env "$@" DMLC_ROLE=scheduler "$BUILD/kvs-scheduler" >"$dir/$run-scheduler.log" 2>&1 </dev/null &
+    others+=($!)
+fi
+env "$@" DMLC_ROLE=server DMLC_SERVER_ID=$id "$BUILD/kvs-server" >"$dir/$run-server$id.log" 2>&1 </dev/null &
+others+=($!)
+env "$@" DMLC_ROLE=worker DMLC_WORKER_ID=$id "$PYTHON3" "${BENCH[@]}" kvsd >"$dir/$run-worker$id.log" 2>&1 </dev/null
+rc=$?
+end=$((SECONDS + 30))
+for p in "${others[@]}"; do
+    while kill -0 $p 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 0.1; done
+    kill -0 $p 2>/dev/null && { echo "process $p still runs 30 s after the worker" >&2; exit 1; }
+    wait $p || rc=1
+done
+exit $rc
+'
+export BUILD dir PYTHON3
+
+result() { sed -n 's/.*RESULT .*samples_per_s=\([0-9.]*\).*/\1/p' "$1" | tail -1; }
+
+fail() {
+    echo "torch-vs-gloo: $1 failed; the last lines of its logs:" >&2
+    shift
+    tail -n 8 "$@" >&2
+    return 1
+}
+
+# kvsd_run LAYOUT RUN: prints worker 0's samples/s
+kvsd_run() {
+    local layout=$1 run=$2 pa pb ra rb
+    if [ "$layout" = 1host ]; then
+        bash deploy/kvs-launch -n 2 -s 2 -- "$PYTHON3" "${BENCH[@]}" kvsd >"$dir/$run-worker0.log" 2>&1 ||
+            { fail "kvsd $run" "$dir/$run-worker0.log"; return 1; }
+    else
+        local env=("DMLC_PS_ROOT_URI=$IPA" DMLC_PS_ROOT_PORT=9310 DMLC_NUM_SERVER=2 DMLC_NUM_WORKER=2
+                   KVS_CMA=0 KVS_START_TIMEOUT=120)
+        local q; q=$(declare -p BENCH)
+        ip netns exec "$A" unshare --pid --kill-child --mount-proc timeout 900 \
+            bash -c "$q; $host_main" host-a 0 "$run" "${env[@]}" DMLC_NODE_HOST=$IPA 2>"$dir/$run-host-a.err" &
+        pa=$!
+        ip netns exec "$B" unshare --pid --kill-child --mount-proc timeout 900 \
+            bash -c "$q; $host_main" host-b 1 "$run" "${env[@]}" DMLC_NODE_HOST=$IPB 2>"$dir/$run-host-b.err" &
+        pb=$!
+        pids="$pa $pb"
+        wait $pa; ra=$?
+        wait $pb; rb=$?
+        pids=""
+        [ $ra = 0 ] && [ $rb = 0 ] || { fail "kvsd $run (host A exit $ra, host B exit $rb)" "$dir/$run"-*; return 1; }
+    fi
+    result "$dir/$run-worker0.log"
+}
+
+# gloo_run LAYOUT RUN: prints rank 0's samples/s
+gloo_run() {
+    local layout=$1 run=$2 p r0 r1 a=127.0.0.1 na=() nb=() ifa=() ifb=()
+    if [ "$layout" != 1host ]; then
+        a=$IPA na=(ip netns exec "$A") nb=(ip netns exec "$B")
+        ifa=(GLOO_SOCKET_IFNAME=$tag-va) ifb=(GLOO_SOCKET_IFNAME=$tag-vb)
+    fi
+    local port=$((29600 + RANDOM % 300))
+    "${nb[@]}" env "${ifb[@]}" MASTER_ADDR=$a MASTER_PORT=$port WORLD_SIZE=2 RANK=1 timeout 900 \
+        "$PYTHON3" "${BENCH[@]}" gloo >"$dir/$run-gloo1.log" 2>&1 &
+    p=$!
+    pids="$p"
+    "${na[@]}" env "${ifa[@]}" MASTER_ADDR=$a MASTER_PORT=$port WORLD_SIZE=2 RANK=0 timeout 900 \
+        "$PYTHON3" "${BENCH[@]}" gloo >"$dir/$run-gloo0.log" 2>&1
+    r0=$?
+    wait $p; r1=$?
+    pids=""
+    [ $r0 = 0 ] && [ $r1 = 0 ] || { fail "gloo $run (rank 0 exit $r0, rank 1 exit $r1)" "$dir/$run"-gloo*; return 1; }
+    result "$dir/$run-gloo0.log"
+}
+
+. bench/lib.sh # median
+
+echo "torch-vs-gloo: $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, torch $("$PYTHON3" -c 'import torch; print(torch.__version__)')"
+echo "model: MLP 1024-4096-4096-1024-10 (25.2 M float32 parameters), SGD momentum, batch $BATCH per worker, $WARMUP warm-up + $STEPS timed steps, 2 workers, $REPS repetition(s); samples/s of both workers together"
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+declare -A K G
+for l in "${layouts[@]}"; do
+    [ "$l" = 1host ] || hosts "$l"
+    ks=() gs=()
+    for ((r = 1; r <= REPS; r++)); do
+        g=$(gloo_run "$l" "$l-r$r") || exit 1
+        k=$(kvsd_run "$l" "$l-r$r") || exit 1
+        [ -n "$g" ] && [ -n "$k" ] || die "$l: no RESULT line (gloo '$g', kvsd '$k')"
+        echo "$l rep $r: gloo $g samples/s, kvsd $k samples/s (load $(cut -d' ' -f1 /proc/loadavg))"
+        gs+=("$g") ks+=("$k")
+    done
+    G[$l]=$(echo "${gs[@]}" | median)
+    K[$l]=$(echo "${ks[@]}" | median)
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "| layout | DDP gloo samples/s | kvsd.torch samples/s | kvsd / gloo |"
+echo "|---|---|---|---|"
+for l in "${layouts[@]}"; do
+    awk -v l="$l" -v g="${G[$l]}" -v k="${K[$l]}" 'BEGIN { printf "| %s | %.1f | %.1f | %.2fx |\n", l, g, k, k / g }'
+done

@@ -1,0 +1,184 @@
+/*
+ * test_elastic.c - elastic workers (KVS_ELASTIC=1), run by kvs-elasticworker
+ * (elasticworker.c): a worker SIGKILLed at a random step and another started
+ * later, a worker killed in the middle of a fused multi-key push, an
+ * announced close, the same under p3, and a death below KVS_MIN_WORKERS.
+ * Every completed round's sum is checked element by element against the
+ * members of its epoch (in the worker); survivors get KVS_EMEMBERSHIP, agree
+ * on the step and redo it; a joiner pulls the current values; the job ends
+ * with exit 0 everywhere, or with KVS_EPEERDEAD below the minimum.
+ */
+#include "tests.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+
+static void elastic_env(it_ctx *t, int min, int max)
+{
+    if (strstr(t->worker_bin, "kvs-testworker") != NULL)
+        snprintf(t->worker_bin + strlen(t->worker_bin) - strlen("kvs-testworker"),
+                 sizeof t->worker_bin - (strlen(t->worker_bin) - strlen("kvs-testworker")),
+                 "kvs-elasticworker");
+    it_setenv(t, "KVS_ELASTIC", "1");
+    it_setenv(t, "KVS_MIN_WORKERS", "%d", min);
+    it_setenv(t, "KVS_MAX_WORKERS", "%d", max);
+    it_setenv(t, "MXNET_KVSTORE_BIGARRAY_BOUND", "1000");
+    it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_setenv(t, "PS_HEARTBEAT_INTERVAL", "0.2");
+    it_setenv(t, "PS_HEARTBEAT_TIMEOUT", "3");
+    it_setenv(t, "PS_VERBOSE", "1");
+}
+
+/* A random step in [lo, hi), logged so that a failure can be replayed. */
+static int random_step(it_ctx *t, int lo, int hi)
+{
+    unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
+    const char *e = getenv("KVS_INTEG_SEED");
+    if (e)
+        seed = (unsigned)strtoul(e, NULL, 10);
+    srand(seed);
+    int s = lo + rand() % (hi - lo);
+    it_info(t, "seed %u (KVS_INTEG_SEED): step %d", seed, s);
+    return s;
+}
+
+/* Wait until worker NAME has done at least steps steps. */
+static void wait_steps(it_ctx *t, const char *name, int steps, int watch)
+{
+    char file[64], path[PATH_MAX + 80];
+    snprintf(file, sizeof file, "ready-%s", name);
+    snprintf(path, sizeof path, "%s/%s", t->dir, file);
+    double deadline = it_now() + 20 * it_slow;
+    for (;;) {
+        char *text = it_slurp(path, NULL);
+        long got = -1;
+        if (text && sscanf(text, "steps %ld", &got) != 1)
+            got = -1;
+        free(text);
+        if (got >= steps)
+            return;
+        it_poll(t);
+        IT_ASSERT(t, !t->proc[watch].reaped, "%s exited before step %d", t->proc[watch].name,
+                  steps);
+        IT_ASSERT(t, it_now() < deadline, "%s did not reach step %d within 20 s", name, steps);
+        it_nap_ms(5);
+    }
+}
+
+/* The workers in ok exit 0, then the scheduler and the servers exit 0. */
+static void expect_end(it_ctx *t, const int *ok, int n, double timeout_s)
+{
+    char buf[128];
+    for (int i = 0; i < n; i++)
+        it_expect_exit(t, ok[i], 0, timeout_s);
+    int others[IT_MAX_PROCS], no = 0;
+    others[no++] = t->sched;
+    for (int i = 0; i < t->nserver; i++)
+        others[no++] = t->server[i];
+    for (int i = 0; i < no; i++) {
+        it_proc *p = &t->proc[others[i]];
+        IT_ASSERT(t, it_wait(t, others[i], 15), "%s still running 15 s after the workers left",
+                  p->name);
+        IT_ASSERT(t, it_exited_with(t, others[i], 0), "%s: %s", p->name,
+                  it_status_str(p, buf, sizeof buf));
+    }
+}
+
+/* 4 workers x 2 servers: worker 2 SIGKILLed at a random step, a new worker
+ * started once the survivors saw the change; everyone ends with 4. */
+static void kill_and_join(it_ctx *t)
+{
+    const char *a0[] = {"w0", "300", "4", NULL}, *a1[] = {"w1", "300", "4", NULL};
+    const char *a2[] = {"w2", "300", "4", NULL}, *a3[] = {"w3", "300", "4", NULL};
+    const char *aj[] = {"j4", "300", "4", "--joiner", NULL};
+    const char *nid[] = {"DMLC_WORKER_ID", NULL};
+    int step = random_step(t, 5, 120);
+    it_start_scheduler(t, 2, 4, NULL);
+    it_start_server(t, 0, NULL);
+    it_start_server(t, 1, NULL);
+    int w[4];
+    w[0] = it_start_worker(t, 0, a0, NULL);
+    w[1] = it_start_worker(t, 1, a1, NULL);
+    w[2] = it_start_worker(t, 2, a2, NULL);
+    w[3] = it_start_worker(t, 3, a3, NULL);
+    wait_steps(t, "w2", step, w[2]);
+    it_kill(t, w[2], SIGKILL);
+    IT_ASSERT(t, it_wait(t, w[2], 5), "worker2 did not die of SIGKILL");
+    it_info(t, "killed worker2 after step %d", step);
+    IT_ASSERT(t, it_wait_file(t, "changed-w0", 15, w[0]), "w0 never saw the membership change");
+    int j = it_start_worker(t, 4, aj, nid);
+    int ok[] = {w[0], w[1], w[3], j};
+    expect_end(t, ok, 4, 25);
+    for (int i = 0; i < 4; i++)
+        IT_ASSERT(t, it_log_has(t, ok[i], "workers 4 steps", 0), "%s did not end with 4 workers",
+                  t->proc[ok[i]].name);
+    IT_ASSERT(t, it_log_has(t, j, "joiner pulled the current values", 0),
+              "the joiner did not check the current values");
+    IT_ASSERT(t, it_log_has(t, t->sched, "joins the running job in slot 2", 0),
+              "the joiner did not take the free slot 2");
+}
+
+IT_TEST(elastic_kill_join_4x2)
+{
+    elastic_env(t, 2, 4);
+    kill_and_join(t);
+}
+
+IT_TEST(elastic_kill_join_p3_4x2)
+{
+    elastic_env(t, 2, 4);
+    it_setenv(t, "DMLC_PS_VAN_TYPE", "p3");
+    it_setenv(t, "MXNET_KVSTORE_SLICE_THRESHOLD", "600");
+    kill_and_join(t);
+}
+
+/* A worker SIGKILLs itself right after issuing a step's fused multi-key
+ * pushpull; another closes (an announced departure); the other two go on. */
+IT_TEST(elastic_die_in_push_4x2)
+{
+    elastic_env(t, 2, 4);
+    char die[16];
+    snprintf(die, sizeof die, "%d", random_step(t, 3, 60));
+    const char *a0[] = {"w0", "150", "2", NULL}, *a1[] = {"w1", "150", "2", NULL};
+    const char *a2[] = {"w2", "150", "2", "--die-at", die, NULL};
+    const char *a3[] = {"w3", "150", "2", "--leave-at", "90", NULL};
+    it_start_scheduler(t, 2, 4, NULL);
+    it_start_server(t, 0, NULL);
+    it_start_server(t, 1, NULL);
+    int w0 = it_start_worker(t, 0, a0, NULL);
+    int w1 = it_start_worker(t, 1, a1, NULL);
+    int w2 = it_start_worker(t, 2, a2, NULL);
+    int w3 = it_start_worker(t, 3, a3, NULL);
+    IT_ASSERT(t, it_wait(t, w2, 20), "worker2 did not kill itself");
+    IT_ASSERT(t, WIFSIGNALED(t->proc[w2].status), "worker2 was not killed");
+    int ok[] = {w0, w1, w3};
+    expect_end(t, ok, 3, 25);
+    IT_ASSERT(t, it_log_has(t, w0, "workers 2 steps", 0), "w0 did not end with 2 workers");
+    IT_ASSERT(t, it_log_has(t, w1, "workers 2 steps", 0), "w1 did not end with 2 workers");
+}
+
+/* KVS_MIN_WORKERS=3 of 3: a death ends the job with KVS_EPEERDEAD. */
+IT_TEST(elastic_below_min_3x1)
+{
+    elastic_env(t, 3, 3);
+    const char *a[] = {"w", "100000", "3", "--expect-dead", NULL};
+    it_start_scheduler(t, 1, 3, NULL);
+    it_start_server(t, 0, NULL);
+    int w0 = it_start_worker(t, 0, a, NULL);
+    int w1 = it_start_worker(t, 1, a, NULL);
+    int w2 = it_start_worker(t, 2, a, NULL);
+    (void)w0;
+    IT_ASSERT(t, it_wait_file(t, "ready-w", 20, w1), "the workers did not start");
+    it_kill(t, w1, SIGKILL);
+    it_expect_exit(t, w0, 0, 15);
+    it_expect_exit(t, w2, 0, 15);
+    IT_ASSERT(t, it_log_has(t, w0, "KVS_MIN_WORKERS", 0) ||
+                 it_log_has(t, t->sched, "fewer than KVS_MIN_WORKERS=3", 0),
+              "nobody says why the job ended");
+    IT_ASSERT(t, it_wait(t, t->sched, 15), "the scheduler did not end");
+    IT_ASSERT(t, it_exited_with(t, t->sched, 1), "the scheduler did not exit 1");
+}

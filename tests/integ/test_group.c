@@ -1,0 +1,463 @@
+/* test_group.c - local groups: the workers of one host sum locally before
+ * the network (KVS_LOCAL_AGG), exact sums on every output, layouts given
+ * and checked, members that die or stop, and the bytes a host sends.
+ *
+ * Every worker here registers from 127.0.0.1 (or, for a second "host",
+ * DMLC_NODE_HOST=127.0.0.2) in the runner's pid namespace: the workers
+ * with one address form one local group.  tests/netns/ runs the same with
+ * hosts in their own network and pid namespaces. */
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tests.h"
+
+#define HB_TIMEOUT_S 2
+
+static void group_env(it_ctx *t)
+{
+    it_setenv(t, "MXNET_KVSTORE_BIGARRAY_BOUND", "1000");
+    it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_setenv(t, "PS_VERBOSE", "1");
+}
+
+/* Failures: detected within HB_TIMEOUT_S. */
+static void failure_env(it_ctx *t)
+{
+    group_env(t);
+    it_setenv(t, "PS_HEARTBEAT_INTERVAL", "0.2");
+    it_setenv(t, "PS_HEARTBEAT_TIMEOUT", "%d", HB_TIMEOUT_S);
+}
+
+/* Worker process i said "local rank r of n". */
+static void expect_local(it_ctx *t, int i, int r, int n)
+{
+    char want[64];
+    snprintf(want, sizeof want, "local rank %d of %d", r, n);
+    IT_CHECK(t, it_log_has(t, t->worker[i], want, 0), "worker%d did not report \"%s\"", i, want);
+}
+
+/* Whether worker process i summed in its group. */
+static int summed_locally(it_ctx *t, int i)
+{
+    return it_log_has(t, t->worker[i], "summing locally before the network", 0);
+}
+
+/* A job of S servers and W workers (all on 127.0.0.1 unless extra[i] says
+ * otherwise) running argv; every worker exits 0 (exact sums). */
+static void run_job(it_ctx *t, int S, int W, const char *const *argv,
+                    const char *const *const *extra)
+{
+    it_start_scheduler(t, S, W, NULL);
+    for (int i = 0; i < S; i++)
+        it_start_server(t, i, NULL);
+    for (int i = 0; i < W; i++)
+        it_start_worker(t, i, argv, extra ? extra[i] : NULL);
+    it_expect_job_ok(t, 120);
+}
+
+/* 1 host x 3 workers, 1 server: push+pull and pushpull, every dtype, keys
+ * repeated in one call; the group sums and every output is exact. */
+IT_TEST(group_sum_1x3)
+{
+    static const char *const argv[] = {"sum", "--dtype", "all", "--rounds", "4", "--dup",
+                                       NULL};
+    group_env(t);
+    run_job(t, 1, 3, argv, NULL);
+    for (int i = 0; i < 3; i++) {
+        expect_local(t, i, i, 3);
+        IT_CHECK(t, summed_locally(t, i), "worker%d did not sum in its group", i);
+    }
+}
+
+IT_TEST(group_pushpull_2x3)
+{
+    static const char *const argv[] = {"sum", "--dtype", "all", "--rounds", "4", "--pushpull",
+                                       "--dup", NULL};
+    group_env(t);
+    run_job(t, 2, 3, argv, NULL);
+    for (int i = 0; i < 3; i++)
+        IT_CHECK(t, summed_locally(t, i), "worker%d did not sum in its group", i);
+}
+
+/* Split keys cut into many small chunks: the chunks of one key are owned by
+ * different members, each pushing its own; pipelined rounds. */
+IT_TEST(group_chunks_2x3)
+{
+    static const char *const argv[] = {"sum", "--split", "--rounds", "3", "--pipeline",
+                                       "--pushpull", NULL};
+    group_env(t);
+    it_setenv(t, "KVS_CHUNK_BYTES", "4096");
+    run_job(t, 2, 3, argv, NULL);
+}
+
+/* The same with several threads pushing at once. */
+IT_TEST(group_threads_2x3)
+{
+    static const char *const argv[] = {"sum", "--split", "--rounds", "3", "--threads", "2",
+                                       NULL};
+    group_env(t);
+    it_setenv(t, "KVS_CHUNK_BYTES", "8192");
+    run_job(t, 2, 3, argv, NULL);
+}
+
+/* KVS_LOCAL_AGG=0: every worker pushes for itself, sums still exact. */
+IT_TEST(group_agg_off_2x3)
+{
+    static const char *const argv[] = {"sum", "--dtype", "all", "--rounds", "3", "--pushpull",
+                                       NULL};
+    group_env(t);
+    it_setenv(t, "KVS_LOCAL_AGG", "0");
+    run_job(t, 2, 3, argv, NULL);
+    for (int i = 0; i < 3; i++) {
+        expect_local(t, i, i, 3); /* the group exists, it just does not sum */
+        IT_CHECK(t, !summed_locally(t, i), "worker%d summed with KVS_LOCAL_AGG=0", i);
+    }
+}
+
+/* dist_async keeps one push per worker unless KVS_LOCAL_AGG=1. */
+IT_TEST(group_async_2x3)
+{
+    static const char *const argv[] = {"async", "--rounds", "4", NULL};
+    group_env(t);
+    run_job(t, 2, 3, argv, NULL);
+    for (int i = 0; i < 3; i++)
+        IT_CHECK(t, !summed_locally(t, i), "worker%d summed in dist_async by default", i);
+}
+
+IT_TEST(group_async_agg_2x3)
+{
+    static const char *const argv[] = {"async", "--rounds", "4", NULL};
+    group_env(t);
+    it_setenv(t, "KVS_LOCAL_AGG", "1");
+    run_job(t, 2, 3, argv, NULL);
+    for (int i = 0; i < 3; i++)
+        IT_CHECK(t, summed_locally(t, i), "worker%d did not sum with KVS_LOCAL_AGG=1", i);
+}
+
+/* Mixed groups: a "host" (address 127.0.0.2) with one worker beside a host
+ * with three; both push every key, sums exact. */
+IT_TEST(group_mixed_2x4)
+{
+    static const char *const argv[] = {"sum", "--dtype", "f32,f64,i64", "--rounds", "4",
+                                       "--split", NULL};
+    static const char *const other[] = {"DMLC_NODE_HOST=127.0.0.2", NULL};
+    const char *const *extra[4] = {NULL, other, NULL, NULL};
+    group_env(t);
+    run_job(t, 2, 4, argv, extra);
+    expect_local(t, 1, 0, 1);
+    IT_CHECK(t, !summed_locally(t, 1), "worker1 (alone on its host) summed in a group");
+    expect_local(t, 0, 0, 3);
+    expect_local(t, 2, 1, 3);
+    expect_local(t, 3, 2, 3);
+    for (int i = 0; i < 4; i++)
+        IT_CHECK(t, i == 1 || summed_locally(t, i), "worker%d did not sum in its group", i);
+}
+
+/* Plain pulls through the group, beside a host with one worker: members
+ * pull different keys, in different orders and at different times (the
+ * group-pulls scenario); every output exact; keys in chunks of 4 KiB owned
+ * by different members. */
+IT_TEST(group_pulls_2x4)
+{
+    static const char *const argv[] = {"group-pulls", "--rounds", "4", NULL};
+    static const char *const other[] = {"DMLC_NODE_HOST=127.0.0.2", NULL};
+    const char *const *extra[4] = {NULL, other, NULL, NULL};
+    group_env(t);
+    it_setenv(t, "KVS_CHUNK_BYTES", "4096");
+    run_job(t, 2, 4, argv, extra);
+    IT_CHECK(t, !summed_locally(t, 1), "worker1 (alone on its host) summed in a group");
+    for (int i = 0; i < 4; i++)
+        IT_CHECK(t, i == 1 || summed_locally(t, i), "worker%d did not sum in its group", i);
+}
+
+/* A member leaves (kvs_close) after the rounds; the others' pulls of the
+ * chunks it owned go to the servers directly, values exact. */
+IT_TEST(group_pulls_left_1x3)
+{
+    static const char *const argv[] = {"group-pulls", "--rounds", "2", "--left", NULL};
+    group_env(t);
+    it_setenv(t, "KVS_CHUNK_BYTES", "4096");
+    run_job(t, 2, 3, argv, NULL);
+    for (int i = 0; i < 2; i++)
+        IT_CHECK(t, it_log_has(t, t->worker[i], "pulling the chunks it owned directly", 0),
+                 "worker%d did not pull the chunks of the member that left itself", i);
+}
+
+/* A layout given explicitly (torchrun's variables) is taken as given. */
+IT_TEST(group_layout_given_1x3)
+{
+    static const char *const argv[] = {"sum", "--rounds", "3", "--pushpull", NULL};
+    static const char *const e0[] = {"LOCAL_RANK=2", "LOCAL_WORLD_SIZE=3", NULL};
+    static const char *const e1[] = {"LOCAL_RANK=0", "LOCAL_WORLD_SIZE=3", NULL};
+    static const char *const e2[] = {"KVS_LOCAL_RANK=1", "KVS_LOCAL_SIZE=3", NULL};
+    const char *const *extra[3] = {e0, e1, e2};
+    group_env(t);
+    run_job(t, 1, 3, argv, extra);
+    expect_local(t, 0, 2, 3);
+    expect_local(t, 1, 0, 3);
+    expect_local(t, 2, 1, 3);
+}
+
+/* An inconsistent layout: every process of the job stops at start-up with
+ * the reason (workers: kvs_create fails with KVS_ECONFIG and says it). */
+static void bad_layout(it_ctx *t, const char *const *const *extra, const char *why)
+{
+    const char *const argv[] = {"create-error", "KVS_ECONFIG", why, NULL};
+    group_env(t);
+    it_start_scheduler(t, 1, 3, NULL);
+    int v = it_start_server(t, 0, NULL);
+    for (int i = 0; i < 3; i++)
+        it_start_worker(t, i, argv, extra[i]);
+    for (int i = 0; i < 3; i++)
+        it_expect_exit(t, t->worker[i], 0, 20);
+    IT_ASSERT(t, it_wait(t, v, 20), "server0 still running after the job failed to start");
+    IT_CHECK(t, !it_exited_with(t, v, 0), "server0 exited 0 from a job that never started");
+    IT_CHECK(t, it_log_has(t, v, why, 0), "server0 does not say \"%s\"", why);
+    IT_ASSERT(t, it_wait(t, t->sched, 20), "the scheduler still runs");
+    IT_CHECK(t, it_exited_with(t, t->sched, 1), "the scheduler did not exit 1");
+    IT_CHECK(t, it_log_has(t, t->sched, why, 0), "the scheduler does not say \"%s\"", why);
+}
+
+IT_TEST(group_layout_dup_1x3)
+{
+    static const char *const e0[] = {"KVS_LOCAL_RANK=0", "KVS_LOCAL_SIZE=3", NULL};
+    static const char *const e1[] = {"KVS_LOCAL_RANK=1", "KVS_LOCAL_SIZE=3", NULL};
+    static const char *const e2[] = {"KVS_LOCAL_RANK=1", "KVS_LOCAL_SIZE=3", NULL};
+    const char *const *extra[3] = {e0, e1, e2};
+    bad_layout(t, extra, "two workers claim local rank 1");
+}
+
+IT_TEST(group_layout_size_1x3)
+{
+    static const char *const e0[] = {"LOCAL_RANK=0", "LOCAL_WORLD_SIZE=4", NULL};
+    static const char *const e1[] = {"LOCAL_RANK=1", "LOCAL_WORLD_SIZE=4", NULL};
+    static const char *const e2[] = {"LOCAL_RANK=2", "LOCAL_WORLD_SIZE=4", NULL};
+    const char *const *extra[3] = {e0, e1, e2};
+    bad_layout(t, extra, "says its local size is 4, but 3 workers registered");
+}
+
+IT_TEST(group_layout_partial_1x3)
+{
+    static const char *const e0[] = {"LOCAL_RANK=0", "LOCAL_WORLD_SIZE=3", NULL};
+    const char *const *extra[3] = {e0, NULL, NULL};
+    bad_layout(t, extra, "gave no local rank and size");
+}
+
+IT_TEST(group_agg_mismatch_1x3)
+{
+    static const char *const off[] = {"KVS_LOCAL_AGG=0", NULL};
+    const char *const *extra[3] = {NULL, off, NULL};
+    bad_layout(t, extra, "inconsistent KVS_LOCAL_AGG");
+}
+
+/* ---- device arrays ---- */
+
+/* A dist_sync job of 3 kvs-devworker processes on one host, each with 2
+ * simulated devices (tests/device/devworker.c: every push mixes one array
+ * per device, a second one on device 0 and one host array per key; every
+ * output, on each device and in host memory, is checked element by element
+ * in every dtype), 2 servers.  Returns the bytes the workers sent in their
+ * rounds, summed. */
+static double devworker_job(it_ctx *t, const char *agg)
+{
+    char bin[sizeof t->worker_bin + 16];
+    snprintf(bin, sizeof bin, "%s", t->worker_bin);
+    char *slash = strrchr(bin, '/');
+    IT_ASSERT(t, slash != NULL, "worker binary path %s", bin);
+    snprintf(slash + 1, sizeof bin - (size_t)(slash + 1 - bin), "kvs-devworker");
+    static const char *const argv[] = {"--type", "dist_sync", "--rounds", "3", NULL};
+    group_env(t);
+    it_setenv(t, "KVS_SIM_DEVICES", "2");
+    it_setenv(t, "KVS_LOCAL_AGG", "%s", agg);
+    it_setenv(t, "KVS_CMA", "0"); /* everything through the sockets, as between hosts */
+    it_start_scheduler(t, 2, 3, NULL);
+    for (int i = 0; i < 2; i++)
+        it_start_server(t, i, NULL);
+    for (int i = 0; i < 3; i++) {
+        char name[32], id[32];
+        snprintf(name, sizeof name, "worker%d", i);
+        snprintf(id, sizeof id, "DMLC_WORKER_ID=%d", i);
+        const char *env[] = {"DMLC_ROLE=worker", id, NULL};
+        t->worker[t->nworker++] = it_spawn(t, name, bin, argv, env);
+    }
+    it_expect_job_ok(t, 120);
+    double sent = 0;
+    for (int i = 0; i < 3; i++) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/worker%d.log", t->dir, i);
+        char *s = it_slurp(path, NULL), *at = s ? strstr(s, ": ok (") : NULL;
+        double b = -1;
+        IT_ASSERT(t, at != NULL, "worker%d did not report ok", i);
+        at = strstr(at, "), sent ");
+        IT_ASSERT(t, at && sscanf(at, "), sent %lf bytes", &b) == 1 && b > 0,
+                  "worker%d did not report its bytes", i);
+        free(s);
+        sent += b;
+    }
+    return sent;
+}
+
+/* Simulated-device arrays mixed with host arrays go through the group like
+ * host arrays (from their pinned host copies): exact sums on every output,
+ * and the host sends about a third of what 3 workers pushing for
+ * themselves send. */
+IT_TEST(group_devices_1x3)
+{
+    double b[2];
+    const char *agg[2] = {"1", "0"};
+    for (int j = 0; j < 2; j++) {
+        it_ctx sub;
+        char dir[sizeof t->dir + 16];
+        snprintf(dir, sizeof dir, "%s/job%d", t->dir, j);
+        IT_ASSERT(t, mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
+        it_ctx_init(&sub, t->test, dir);
+        b[j] = devworker_job(&sub, agg[j]);
+        if (j == 0)
+            for (int i = 0; i < 3; i++)
+                IT_CHECK(t, summed_locally(&sub, i), "worker%d did not sum in its group", i);
+        it_ctx_fini(&sub);
+        it_info(t, "3 workers x 2 devices, KVS_LOCAL_AGG=%s: sent %.0f bytes in 3 rounds", agg[j],
+                b[j]);
+    }
+    IT_CHECK(t, b[0] <= 0.4 * b[1], "the group sent %.0f bytes, 3 workers alone %.0f (> 0.4x)",
+             b[0], b[1]);
+}
+
+/* ---- failures ---- */
+
+static void wait_ready(it_ctx *t)
+{
+    for (int i = 0; i < t->nworker; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "ready-w%d", i);
+        IT_ASSERT(t, it_wait_file(t, name, 30, t->worker[i]), "worker%d was not ready", i);
+    }
+}
+
+/* A member of the group dies (or stops: sig SIGSTOP) while the others wait
+ * in a round that needs its contribution: every survivor gets
+ * KVS_EPEERDEAD naming it within the heartbeat timeout (the peer-dead
+ * scenario checks the error and the time), and the job ends. */
+static void member_lost(it_ctx *t, int sig, bool pulls)
+{
+    static const char *const pull1[] = {"peer-dead", "--block", "pull", NULL};
+    static const char *const victim1[] = {"victim", NULL};
+    static const char *const barrier1[] = {"peer-dead", "--block", "barrier", NULL};
+    /* pulls: worker 0 pushes and pulls three keys of 16 chunks each: every
+     * member owns some of the chunks whose pulls are in flight */
+    static const char *const pull3[] = {"peer-dead", "--block", "pulls", "--keys", "3", NULL};
+    static const char *const victim3[] = {"victim", "--keys", "3", NULL};
+    static const char *const barrier3[] = {"peer-dead", "--block", "barrier", "--keys", "3",
+                                           NULL};
+    const char *const *pull = pulls ? pull3 : pull1;
+    const char *const *victim = pulls ? victim3 : victim1;
+    const char *const *barrier = pulls ? barrier3 : barrier1;
+    failure_env(t);
+    if (pulls)
+        it_setenv(t, "KVS_CHUNK_BYTES", "4096");
+    it_start_scheduler(t, 1, 3, NULL);
+    it_start_server(t, 0, NULL);
+    int w0 = it_start_worker(t, 0, pull, NULL);
+    int w1 = it_start_worker(t, 1, victim, NULL);
+    int w2 = it_start_worker(t, 2, barrier, NULL);
+    wait_ready(t);
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/ready-w1", t->dir);
+    char *s = it_slurp(path, NULL);
+    IT_ASSERT(t, s != NULL, "cannot read %s", path);
+    char text[64];
+    snprintf(text, sizeof text, "worker %d\n", atoi(s));
+    free(s);
+    it_write_file(t, "expect-dead", text);
+    double t0 = it_now();
+    it_kill(t, w1, sig);
+    it_write_file(t, "killed", "1\n");
+    int alive[2] = {w0, w2};
+    for (int i = 0; i < 2; i++) {
+        double left = t0 + (HB_TIMEOUT_S + 8) * it_slow - it_now();
+        it_expect_exit(t, alive[i], 0, (left > 0 ? left : 0) / it_slow);
+        it_info(t, "%s exited 0, %.2f s after the signal", t->proc[alive[i]].name,
+                t->proc[alive[i]].t_end - t0);
+    }
+    IT_CHECK(t, summed_locally(t, 0), "worker0 was not in an aggregating group");
+    IT_ASSERT(t, it_wait(t, t->sched, 15), "the scheduler still runs after the survivors left");
+    if (sig == SIGSTOP)
+        it_kill(t, w1, SIGKILL);
+}
+
+IT_TEST(group_member_killed_1x3) { member_lost(t, SIGKILL, false); }
+IT_TEST(group_member_stopped_1x3) { member_lost(t, SIGSTOP, false); }
+IT_TEST(group_member_killed_pulls_1x3) { member_lost(t, SIGKILL, true); }
+
+/* ---- bytes on the network ---- */
+
+/* Bytes sent and received by workers [0, n) of the job in t (KVS_TEST_METRICS
+ * files "what-<rank>"), summed. */
+static double job_bytes(it_ctx *t, int n, const char *what)
+{
+    double total = 0;
+    for (int r = 0; r < n; r++) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s-%d", t->dir, what, r);
+        char *s = it_slurp(path, NULL);
+        IT_ASSERT(t, s != NULL, "no %s", path);
+        double sent = 0, recv = 0;
+        IT_ASSERT(t, sscanf(s, "%lf %lf", &sent, &recv) == 2, "bad %s", path);
+        free(s);
+        total += sent + recv;
+    }
+    return total;
+}
+
+/* The bytes a host of 3 workers exchanges with the servers in its rounds
+ * (after kvs_init and the check of the initial values) are about what one
+ * worker alone exchanges: the group pushes and pulls each chunk once; and
+ * 3x that with KVS_LOCAL_AGG=0.  argv: pushpulls, or pushes and plain
+ * pulls. */
+static void group_bytes(it_ctx *t, const char *const *argv)
+{
+    double b[3];
+    int sizes[3] = {1, 3, 3};
+    const char *agg[3] = {"1", "1", "0"};
+    for (int j = 0; j < 3; j++) {
+        it_ctx sub;
+        char dir[sizeof t->dir + 16];
+        snprintf(dir, sizeof dir, "%s/job%d", t->dir, j);
+        IT_ASSERT(t, mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
+        it_ctx_init(&sub, t->test, dir);
+        group_env(&sub);
+        it_setenv(&sub, "KVS_TEST_METRICS", "1");
+        it_setenv(&sub, "KVS_CMA", "0"); /* everything through the sockets, as between hosts */
+        it_setenv(&sub, "KVS_LOCAL_AGG", "%s", agg[j]);
+        run_job(&sub, 1, sizes[j], argv, NULL);
+        b[j] = job_bytes(&sub, sizes[j], "bytes") - job_bytes(&sub, sizes[j], "init-bytes");
+        it_ctx_fini(&sub);
+        it_info(t, "%d worker(s), KVS_LOCAL_AGG=%s: %.0f bytes to and from the server in 4 rounds", sizes[j],
+                agg[j], b[j]);
+    }
+    IT_CHECK(t, b[1] <= 1.05 * b[0], "a group of 3 moved %.0f bytes, one worker %.0f (> 1.05x)",
+             b[1], b[0]);
+    IT_CHECK(t, b[2] >= 2.8 * b[0], "3 workers without aggregation moved %.0f bytes, one "
+             "worker %.0f (expected ~3x)", b[2], b[0]);
+}
+
+IT_TEST(group_bytes_1x3)
+{
+    static const char *const argv[] = {"sum", "--counts", "300000,70000,5", "--rounds", "4",
+                                       "--pushpull", NULL};
+    group_bytes(t, argv);
+}
+
+/* The same with kvs_push then kvs_pull: each member's pull of a chunk is
+ * served by the chunk's owner, which pulls it once for the group. */
+IT_TEST(group_pull_bytes_1x3)
+{
+    static const char *const argv[] = {"sum", "--counts", "300000,70000,5", "--rounds", "4",
+                                       NULL};
+    group_bytes(t, argv);
+}

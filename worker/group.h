@@ -1,0 +1,88 @@
+/* group.h - local groups and per-host aggregation in libkvs (private to
+ * worker/).
+ *
+ * The workers of one host (the same registered address and pid namespace,
+ * scheduler/sched.c) form a local group; each has a local rank and size.
+ * With aggregation on (KVS_LOCAL_AGG: default for dist_sync), a push or
+ * pushpull of a key is done by the group together: every chunk of the key
+ * (worker/route.c) has one owner among the members, spread by (key + chunk)
+ * mod size; the owner reads the other members' data for its chunks straight
+ * from their memory (process_vm_readv, after checking each member's
+ * ownership proof from the node table), sums it, pushes the sum once as a
+ * push that stands for the whole group (proto.h contrib), and writes the
+ * round's value into every member's output (process_vm_writev).  A plain
+ * pull of a dist_sync store goes the same way without the sum: the owner
+ * pulls its chunk once per key and round, gives it to every member's pull
+ * of that round and keeps it (bounded) for members that pull later.
+ *
+ * The members meet in a small shared-memory segment: per member a ring of
+ * posted keys (key, round, addresses, chunks left) and a log of its pulls;
+ * nothing else crosses it.
+ * Each store of a group member runs one group thread that starts its owned
+ * chunks, fans out their results, and completes its own operations; every
+ * wait there is bounded and ends when the job fails (KVS_EPEERDEAD) or a
+ * member leaves.
+ *
+ * Threads: wrk_grp_config, wrk_grp_start, wrk_grp_submit, wrk_grp_stop run
+ * on user threads (start and stop from kvs_create / kvs_close only);
+ * wrk_grp_table on the I/O thread before registration completes. */
+#ifndef KVS_WORKER_GROUP_H
+#define KVS_WORKER_GROUP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvs.h"
+#include "proto/proto.h"
+
+struct kvs_store;
+typedef struct wrk_grp wrk_grp;
+
+/* Read KVS_LOCAL_RANK, KVS_LOCAL_SIZE (or torchrun's LOCAL_RANK,
+ * LOCAL_WORLD_SIZE) and KVS_LOCAL_AGG for a dist store, and prepare what the
+ * worker registers with (s->grp_reg).  host_store: the store is of comm.h's
+ * WRK_COMM_CPU mode; only such stores aggregate (their device arrays through
+ * the comm layer's pinned host copies, comm.c).  0, or KVS_ECONFIG with one
+ * line naming the variable in err. */
+int wrk_grp_config(struct kvs_store *s, bool host_store, char *err, size_t errlen);
+
+/* The node table arrived: take this worker's local rank and size and its
+ * group's members.  0, or KVS_EPROTO with why. */
+int wrk_grp_table(struct kvs_store *s, const proto_node *nodes, int n, uint64_t job_id,
+                  char *why, size_t whylen);
+
+/* After registration: with aggregation on and more than one member, check
+ * every member's proof, meet them in shared memory and start the group
+ * thread.  0 or an error (message set). */
+int wrk_grp_start(struct kvs_store *s);
+
+/* True if pushes and pushpulls of s go through its group (and, in a
+ * dist_sync store, plain pulls of host arrays). */
+bool wrk_grp_on(const struct kvs_store *s);
+
+/* An init or a checkpoint load of s starts: the values this member keeps
+ * for the group's late pulls (which the servers may be about to replace)
+ * are not given any more.  User thread. */
+void wrk_grp_forget(struct kvs_store *s);
+
+/* A push (outs NULL), pushpull or pull (type WRK_OP_PULL, vals NULL) of
+ * host arrays through the group; arguments checked.  Asynchronous like
+ * kvs_push: completes at kvs_wait.
+ * ops and owner (NULL: none) become the op's owner (op.h), as with
+ * wrk_submit: the comm layer's device arrays are summed by the group from
+ * their pinned host copies and go back to the devices in its post step.  On
+ * an error return the caller still owns owner; else the op does. */
+struct wrk_op_ops;
+int wrk_grp_submit(struct kvs_store *s, int type, size_t n, const uint64_t *keys,
+                   const kvs_array *vals, const kvs_array *outs, int priority,
+                   const struct wrk_op_ops *ops, void *owner);
+
+/* Stop the group thread (after every op completed or failed) and leave the
+ * group: members still waiting for this one's keys fail, and pull
+ * themselves what it did not serve of their pulls.  If chunks it pulls for
+ * them are still in flight, s keeps the group's memory until a second call
+ * once the I/O thread has stopped (kvs_close makes both). */
+void wrk_grp_stop(struct kvs_store *s);
+
+#endif
