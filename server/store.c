@@ -1595,6 +1595,8 @@ int srv_store_copy_in(srv_store *st, const proto_hdr *h, srv_buf *value, struct 
     e->bytes = bytes;
     e->async = (h->flags & PROTO_F_ASYNC) != 0;
     e->round = h->round;
+    e->epoch = st->epoch;
+    e->need = st->need; /* (0 would end a round at its first push) */
     e->waiting_tail = &e->waiting;
     e->deferred_tail = &e->deferred;
     e->backlog_tail = &e->backlog;
