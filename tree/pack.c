@@ -722,6 +722,39 @@ static void pk_prune(packer *P, int max)
     }
 }
 
+/* pk_prune one tree at a time: the lightest tree goes (its root's others
+ * take its weight in proportion), then a few re-balancing sweeps, until at
+ * most max remain; then pk_prune's share rule. */
+static void pk_prune_slowly(packer *P, int max, int sweeps, double stop)
+{
+    int n = P->n, total = 0;
+    for (int r = 0; r < n; r++)
+        total += P->cnt[r];
+    while (total > max) {
+        int br = -1, bk = -1;
+        double bx = ARB_INF;
+        for (int r = 0; r < n; r++)
+            for (int k = 0; k < P->cnt[r]; k++)
+                if (P->cnt[r] > 1 && P->pool[r][k].x < bx) {
+                    bx = P->pool[r][k].x;
+                    br = r;
+                    bk = k;
+                }
+        if (br < 0)
+            break;
+        P->pool[br][bk] = P->pool[br][--P->cnt[br]];
+        total--;
+        double sum = 0;
+        for (int k = 0; k < P->cnt[br]; k++)
+            sum += P->pool[br][k].x;
+        for (int k = 0; k < P->cnt[br]; k++)
+            P->pool[br][k].x = sum > 0 ? P->pool[br][k].x / sum / n : 1.0 / n / P->cnt[br];
+        pk_reload(P);
+        pk_sweeps(P, sweeps, 400, 800, false, stop);
+    }
+    pk_prune(P, max);
+}
+
 /* Integer parts per root (largest remainder), trees with 0 parts dropped,
  * written to out sorted by root then parts descending. */
 static int pk_emit(const packer *P, tree_wplan *out)
@@ -887,6 +920,30 @@ int tree_plan_weighted(const tree_topo *t, const tree_opts *o, tree_wplan *out, 
         }
         if (tree_wplan_load(t, out) <= target * PLAN_GOOD)
             break;
+    }
+    /* up to 16 GPUs (where a start costs a few ms), while the plan is more
+     * than 5% above the bound: more greedy starts, searching with twice the
+     * trees per root (pruned to the same total: it closes the gap where a
+     * few roots need more trees than others) and with longer searches */
+    static const struct { int cap2, mult; } extra[] = {{1, 1}, {1, 2}, {0, 3}};
+    for (size_t x = 0; rc == 0 && n <= 16 && x < sizeof extra / sizeof extra[0] &&
+                       tree_wplan_load(t, out) > target * 1.05;
+         x++) {
+        tree_wplan cand;
+        int cap = extra[x].cap2 ? 2 * max / n : max / n;
+        P->cap = cap < POOL ? cap : POOL;
+        pk_greedy_seed(P);
+        pk_sweeps(P, extra[x].mult * sweeps, 8, 400, true, stop);
+        pk_prune_slowly(P, max, 2, stop);
+        pk_sweeps(P, 3 * extra[x].mult * sweeps, 400, 800, false, stop);
+        if ((rc = pk_emit(P, &cand)) != 0) {
+            tree_wplan_fini(out);
+        } else if (tree_wplan_load(t, &cand) < tree_wplan_load(t, out) * (1 - 1e-9)) {
+            tree_wplan_fini(out);
+            *out = cand;
+        } else {
+            tree_wplan_fini(&cand);
+        }
     }
     tree_set_fini(&seed);
     free(P);

@@ -335,6 +335,37 @@ START_TEST(families_quality)
 }
 END_TEST
 
+/* PCIe servers with NVLink bridge pairs, where the best packing wants more
+ * trees for some roots than for others: within 1.10x the bound and 4N trees
+ * in both modes (each was above 1.10x with four trees per root at most). */
+START_TEST(bridge_pairs_quality)
+{
+    static const double w[2][8][8] = {
+        {{0, 2, 1, 2, 1, 1, 5, 1}, {2, 0, 1, 5, 1, 1, 2, 1}, {1, 1, 0, 1, 5, 2, 1, 2},
+         {2, 5, 1, 0, 1, 1, 2, 1}, {1, 1, 5, 1, 0, 2, 1, 2}, {1, 1, 2, 1, 2, 0, 1, 5},
+         {5, 2, 1, 2, 1, 1, 0, 1}, {1, 1, 2, 1, 2, 5, 1, 0}},
+        {{0, 1, 5, 1, 1, 1, 1, 1}, {1, 0, 1, 1, 1, 1, 1, 5}, {5, 1, 0, 1, 1, 1, 1, 1},
+         {1, 1, 1, 0, 1, 1, 5, 1}, {1, 1, 1, 1, 0, 5, 1, 1}, {1, 1, 1, 1, 5, 0, 1, 1},
+         {1, 1, 1, 5, 1, 1, 0, 1}, {1, 5, 1, 1, 1, 1, 1, 0}}};
+    for (int g = 0; g < 2; g++) {
+        tree_topo t;
+        ck_assert_int_eq(tree_topo_init(&t, 8), 0);
+        for (int i = 0; i < 8; i++)
+            for (int j = i + 1; j < 8; j++)
+                sym_link(&t, i, j, w[g][i][j]);
+        double lb = bound_of(&t, NULL);
+        for (int m = 0; m < 2; m++) {
+            tree_wplan p;
+            double load = plan_check(&t, m ? TREE_MODE_BACKTRACK : TREE_MODE_KL, &p);
+            ck_assert_msg(load <= lb * 1.10, "bridge pairs %d mode %d: %.4fx the bound", g, m,
+                          load / lb);
+            tree_wplan_fini(&p);
+        }
+        tree_topo_fini(&t);
+    }
+}
+END_TEST
+
 /* Cost of the in-tree par of root r, or INFINITY when par is not one (a
  * cycle, a missing link). */
 static double intree_cost(int n, const double *cost, int r, const int *par)
@@ -436,6 +467,7 @@ Suite *tree_pack_suite(void)
     tcase_add_test(c, plan_options_and_rules);
     tcase_add_test(c, slices_by_parts);
     tcase_add_test(c, families_quality);
+    tcase_add_test(c, bridge_pairs_quality);
     suite_add_tcase(s, c);
     return s;
 }
