@@ -26,6 +26,7 @@ if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
     exit 0
 fi
 cd "$(dirname "$0")/.." || exit 1
+. bench/lib.sh # median, pair_up, pair_del
 BUILD=${BUILD:-build}
 case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
 SIZES=${SIZES:-64M,4M}
@@ -71,30 +72,12 @@ cleanup() {
     local p ns
     for p in $pids; do kill -KILL "$p" 2>/dev/null; done
     for p in $pids; do wait "$p" 2>/dev/null; done
-    for ns in "$A" "$B"; do
-        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-    done
-    # the veth pair goes with its namespaces
-    ip netns del "$A" 2>/dev/null
-    ip netns del "$B" 2>/dev/null
+    pair_del
     [ "${KEEP:-0}" = 1 ] && echo "colo-vs-gloo: logs kept in $dir" >&2 || rm -rf "$dir"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-ip netns add "$A" && ip netns add "$B" || die "cannot create network namespaces"
-ip link add "$tag-va" type veth peer name "$tag-vb" || die "cannot create a veth pair"
-ip link set "$tag-va" netns "$A" && ip link set "$tag-vb" netns "$B" || die "cannot move the veths"
-ip -n "$A" addr add $IPA/24 dev "$tag-va" && ip -n "$B" addr add $IPB/24 dev "$tag-vb" || die "addresses"
-for ns in "$A" "$B"; do ip -n "$ns" link set lo up; done
-if [ -n "$MTU" ]; then
-    ip -n "$A" link set "$tag-va" mtu "$MTU" && ip -n "$B" link set "$tag-vb" mtu "$MTU" || die "cannot set MTU=$MTU"
-fi
-ip -n "$A" link set "$tag-va" up && ip -n "$B" link set "$tag-vb" up || die "cannot bring the veths up"
-if [ -n "$RATE" ]; then
-    ip netns exec "$A" tc qdisc add dev "$tag-va" root tbf rate "$RATE" burst 512kb latency 50ms &&
-        ip netns exec "$B" tc qdisc add dev "$tag-vb" root tbf rate "$RATE" burst 512kb latency 50ms ||
-        die "cannot shape the veths to RATE=$RATE"
-fi
+pair_up "$RATE" 512kb "$MTU"
 
 # One host's processes, run as pid 1 of the host's own pid namespace (its
 # exit kills whatever of the host still runs).  Arguments: ID (0: host A,
@@ -190,7 +173,6 @@ gloo_run() {
     awk '{print $6}' <<<"$out" | sort -g | head -1
 }
 
-. bench/lib.sh # median
 
 variants="cma1"
 [ "$SOCK" = 1 ] && variants="cma1 cma0"

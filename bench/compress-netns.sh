@@ -19,6 +19,7 @@ if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
     exit 0
 fi
 cd "$(dirname "$0")/.." || exit 1
+. bench/lib.sh # median, pair_up, pair_del
 BUILD=${BUILD:-build}
 case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
 RATE=${RATE:-1gbit}
@@ -43,24 +44,12 @@ cleanup() {
     local p ns
     for p in $pids; do kill -KILL "$p" 2>/dev/null; done
     for p in $pids; do wait "$p" 2>/dev/null; done
-    for ns in "$A" "$B"; do
-        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-    done
-    ip netns del "$A" 2>/dev/null
-    ip netns del "$B" 2>/dev/null
+    pair_del
     [ "${KEEP:-0}" = 1 ] && echo "compress-netns: logs kept in $dir" >&2 || rm -rf "$dir"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-ip netns add "$A" && ip netns add "$B" || die "cannot create network namespaces"
-ip link add "$tag-va" type veth peer name "$tag-vb" || die "cannot create a veth pair"
-ip link set "$tag-va" netns "$A" && ip link set "$tag-vb" netns "$B" || die "cannot move the veths"
-ip -n "$A" addr add $IPA/24 dev "$tag-va" && ip -n "$B" addr add $IPB/24 dev "$tag-vb" || die "addresses"
-for ns in "$A" "$B"; do ip -n "$ns" link set lo up; done
-ip -n "$A" link set "$tag-va" up && ip -n "$B" link set "$tag-vb" up || die "cannot bring the veths up"
-ip netns exec "$A" tc qdisc add dev "$tag-va" root tbf rate "$RATE" burst 512kb latency 50ms &&
-    ip netns exec "$B" tc qdisc add dev "$tag-vb" root tbf rate "$RATE" burst 512kb latency 50ms ||
-    die "cannot shape the veths to RATE=$RATE"
+pair_up "$RATE"
 
 # One host's processes as pid 1 of its own pid namespace: ID (0: host A,
 # with the scheduler), RUN (log prefix), SPEC, then VAR=VALUE... for every

@@ -22,6 +22,7 @@ if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
     exit 0
 fi
 cd "$(dirname "$0")/.." || exit 1
+. bench/lib.sh # median, pair_up, pair_del
 ROOT=$PWD
 BUILD=${BUILD:-build}
 case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
@@ -63,29 +64,11 @@ cleanup() {
     local p ns
     for p in $pids; do kill -KILL "$p" 2>/dev/null; done
     for p in $pids; do wait "$p" 2>/dev/null; done
-    for ns in "$A" "$B"; do
-        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-        ip netns del "$ns" 2>/dev/null
-    done
+    pair_del
     [ "${KEEP:-0}" = 1 ] && echo "torch-vs-gloo: logs kept in $dir" >&2 || rm -rf "$dir"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-# hosts RATE: (re)create the two namespaces, the veth pair shaped to RATE
-hosts() {
-    local ns
-    for ns in "$A" "$B"; do ip netns del "$ns" 2>/dev/null; done
-    ip netns add "$A" && ip netns add "$B" || die "cannot create network namespaces"
-    ip link add "$tag-va" type veth peer name "$tag-vb" || die "cannot create a veth pair"
-    ip link set "$tag-va" netns "$A" && ip link set "$tag-vb" netns "$B" || die "cannot move the veths"
-    ip -n "$A" addr add $IPA/24 dev "$tag-va" && ip -n "$B" addr add $IPB/24 dev "$tag-vb" || die "addresses"
-    for ns in "$A" "$B"; do ip -n "$ns" link set lo up; done
-    ip -n "$A" link set "$tag-va" up && ip -n "$B" link set "$tag-vb" up || die "cannot bring the veths up"
-    ip netns exec "$A" tc qdisc add dev "$tag-va" root tbf rate "$1" burst 1mb latency 50ms &&
-        ip netns exec "$B" tc qdisc add dev "$tag-vb" root tbf rate "$1" burst 1mb latency 50ms ||
-        die "cannot shape the veths to $1"
-}
 
 # One host's kvsd processes, as pid 1 of its own pid namespace.  Arguments:
 # ID (0: host A, with the scheduler), RUN (log prefix), VAR=VALUE...
@@ -165,14 +148,13 @@ gloo_run() {
     result "$dir/$run-gloo0.log"
 }
 
-. bench/lib.sh # median
 
 echo "torch-vs-gloo: $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, torch $("$PYTHON3" -c 'import torch; print(torch.__version__)')"
 echo "model: MLP 1024-4096-4096-1024-10 (25.2 M float32 parameters), SGD momentum, batch $BATCH per worker, $WARMUP warm-up + $STEPS timed steps, 2 workers, $REPS repetition(s); samples/s of both workers together"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 declare -A K G
 for l in "${layouts[@]}"; do
-    [ "$l" = 1host ] || hosts "$l"
+    [ "$l" = 1host ] || pair_up "$l" 1mb
     ks=() gs=()
     for ((r = 1; r <= REPS; r++)); do
         g=$(gloo_run "$l" "$l-r$r") || exit 1
