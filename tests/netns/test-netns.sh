@@ -21,7 +21,11 @@
 # several workers each (2 hosts x 3 workers, 1 worker beside 3, aggregation
 # on and off): exact sums, local ranks, and each host's bytes per round from
 # the workers' metrics (with aggregation every host moves within 5% of the
-# others, whatever its number of workers).
+# others, whatever its number of workers).  Replicated servers
+# (KVS_REPLICAS=1) on three such hosts: a server SIGKILLed at a random
+# round (plain sums and with a server optimizer) or a server host cut off:
+# the job completes and its final values equal those of the same job
+# without the failure.
 # --long: bigger jobs and arrays (make test-long).
 #
 # Needs root, ip netns, tc and iptables; otherwise prints one SKIP line.
@@ -59,7 +63,7 @@ ip netns add "$RUN-probe" &&
 probe=$?
 ip netns del "$RUN-probe" 2>/dev/null
 (( probe == 0 )) || skip_all "iptables with the statistic match does not work in a namespace"
-for b in kvs-scheduler kvs-server kvs-bench tests/kvs-testworker; do
+for b in kvs-scheduler kvs-server kvs-bench tests/kvs-testworker tests/kvs-replworker; do
     [[ -x $BUILD/$b ]] || { echo "netns: $BUILD/$b missing (run make)"; echo "netns: 0 passed, 1 failed"; exit 1; }
 done
 
@@ -447,7 +451,8 @@ host_job() {
             done
             echo 'wait'
         } >"$sc"
-        ip netns exec "${NSOF[h$h]}" unshare --pid --fork --mount-proc env -i PATH="$PATH" bash "$sc" &
+        ip netns exec "${NSOF[h$h]}" unshare --pid --fork --mount-proc env -i PATH="$PATH" bash "$sc" \
+            2>"$DIR/host-h$h.err" &
         PID[h$h]=$!
         NAMES+=("h$h")
     done
@@ -523,6 +528,84 @@ case_groups() { # name "L..." S [KVS_LOCAL_AGG]
     teardown
 }
 
+# ------------------------------------------------------------ replicated servers
+# Three hosts (network AND pid namespaces), a server on each, the scheduler
+# and worker 0 on h0, worker 1 on h1; KVS_REPLICAS=1, KVS_CMA=0.  The same
+# job (kvs-replworker: 40 keys, fused, middle and split ones) runs twice:
+# once whole, once with one server SIGKILLed at a random round.  The killed
+# job completes: every worker and the surviving daemons exit 0, no round
+# stalls past PS_HEARTBEAT_TIMEOUT + 2 s, plain sums are exact every round
+# (checked in the workers) and the final values equal the whole job's, byte
+# for byte (with SPEC: the servers run that optimizer, and its weights).
+# HOW=cut: instead of the kill, host h2 (its server only) loses its link:
+# the others learn of it by heartbeat, and the cut server must end too.
+
+# repl_job NAME VICTIM MARK: one job in $DIR/NAME; VICTIM >= 0: SIGKILL the
+# server on host VICTIM once worker 0 passed round MARK.
+repl_job() {
+    local name=$1 victim=$2 mark=$3 n p t0 names=(sched s0 s1 s2 w0 w1)
+    local base=$DIR
+    DIR=$base/$name
+    mkdir -p "$DIR"
+    WORKER_CMD=("$BUILD/tests/kvs-replworker" train --rounds "$ROUNDS" --mark "$mark" --max-stall 4
+                --out out ${SPEC:+--spec "$SPEC"})
+    t0=$(ms)
+    host_job 1 1 0
+    if (( victim >= 0 )); then
+        while [[ ! -e $DIR/mark-w0 ]]; do
+            (( $(ms) - t0 < 60000 )) || { note "$name: worker 0 did not reach round $mark in 60 s"; break; }
+            sleep 0.02
+        done
+        if [[ ${HOW:-kill} == cut ]]; then
+            ip -n "${NSOF[h$victim]}" link set eth0 down
+        else
+            for p in $(ip netns pids "${NSOF[h$victim]}" 2>/dev/null); do
+                [[ $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) == *kvs-server* ]] && kill -KILL "$p"
+            done
+        fi
+    fi
+    wait_rcs $((t0 + 120000)) "${names[@]}" || note "$name: still running after 120 s"
+    for n in "${names[@]}"; do
+        [[ $n == "s$victim" ]] && continue
+        [[ $(cat "$DIR/rc-$n" 2>/dev/null) == 0 ]] ||
+            note "$name: $n exit $(cat "$DIR/rc-$n" 2>/dev/null || echo running) (expected 0)"
+    done
+    if (( victim >= 0 )); then
+        if [[ ${HOW:-kill} == cut ]]; then
+            [[ $(cat "$DIR/rc-s$victim" 2>/dev/null) =~ ^[1-9][0-9]*$ ]] ||
+                note "$name: the cut server $victim exit $(cat "$DIR/rc-s$victim" 2>/dev/null || echo running) (expected an error)"
+        else
+            [[ $(cat "$DIR/rc-s$victim" 2>/dev/null) == 137 ]] || note "$name: server $victim was not killed"
+        fi
+        grep -q "we own its" "$DIR/s$(( (victim + 1) % 3 )).log" ||
+            note "$name: server $(( (victim + 1) % 3 )) (the heir) did not take server $victim's keys"
+    fi
+    DIR=$base
+}
+
+case_replica() { # name [optimizer spec [kill|cut]]
+    local name=$1 w HOW=${3:-kill}
+    want "$name" || return 0
+    new_case "$name"
+    net 1gbit h0 h1 h2 || { note "cannot build the namespaces"; finish_case; teardown; return; }
+    JOBENV=(DMLC_PS_ROOT_URI="${IP[h0]}" DMLC_NUM_SERVER=3 DMLC_NUM_WORKER=2 KVS_CMA=0
+            PS_HEARTBEAT_INTERVAL=0.2 PS_HEARTBEAT_TIMEOUT=2 PS_VERBOSE=1 KVS_START_TIMEOUT=30
+            MXNET_KVSTORE_BIGARRAY_BOUND=1000 KVS_REPLICAS=1)
+    SERVERS=3 WORKER_ENV= SPEC=${2:-}
+    local victim=$((RANDOM % 3)) mark=$((10 + RANDOM % 60)) t0=$(ms)
+    [[ $HOW == cut ]] && victim=2
+    repl_job whole -1 -1
+    repl_job killed "$victim" "$mark"
+    for w in 0 1; do
+        cmp -s "$DIR/whole/out-w$w" "$DIR/killed/out-w$w" ||
+            note "worker $w's final values differ from the whole job's ($(cmp "$DIR/whole/out-w$w" "$DIR/killed/out-w$w" 2>&1 | head -n 1))"
+    done
+    SUMMARY="server $victim $([[ $HOW == cut ]] && echo cut off || echo killed) after round $mark of $ROUNDS${SPEC:+ ($SPEC)}: $(grep -ho 'slowest round [0-9]* took [0-9.]* s' "$DIR/killed/w0.log" | head -n 1), $(( $(ms) - t0 )) ms for both jobs"
+    check_orphans
+    finish_case
+    teardown
+}
+
 echo "# netns: run $RUN, logs in $WORK"
 if (( LONG )); then
     case_sums sums_1gbit 1gbit 3 4 1000,300000,4000000 8
@@ -547,6 +630,10 @@ command -v unshare >/dev/null 2>&1 && {
     case_groups groups_2x3 "3 3" 2
     case_groups groups_mixed_1_3 "1 3" 2
     case_groups groups_off_2x3 "3 3" 2 0
+    ROUNDS=$(( LONG ? 500 : 150 ))
+    case_replica replica_kill_3hosts
+    case_replica replica_kill_optim_3hosts "adam learning_rate=0.01 wd=0.001"
+    case_replica replica_cut_3hosts "" cut
 }
 echo "netns: $pass passed, $fail failed"
 (( fail == 0 ))
