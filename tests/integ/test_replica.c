@@ -54,6 +54,17 @@ static void reset_job(it_ctx *t)
     t->nserver = t->nworker = 0;
 }
 
+/* A fresh 2x3 job whose workers run argv. */
+static void start_2x3(it_ctx *t, const char *const *argv)
+{
+    reset_job(t);
+    it_start_scheduler(t, 3, 2, NULL);
+    for (int i = 0; i < 3; i++)
+        it_start_server(t, i, NULL);
+    for (int i = 0; i < 2; i++)
+        it_start_worker(t, i, argv, NULL);
+}
+
 /* Run one 2x3 job of ROUNDS rounds writing NAME-w<rank>.  victim >= 0: kill
  * that server with SIGKILL once worker 0 passed round mark. */
 static void run_job(it_ctx *t, const char *name, const char *spec, int victim, int mark)
@@ -63,12 +74,7 @@ static void run_job(it_ctx *t, const char *name, const char *spec, int victim, i
     snprintf(rounds, sizeof rounds, "%d", ROUNDS);
     const char *argv[] = {"train", "--rounds", rounds, "--mark", marks, "--max-stall",
                           MAX_STALL, "--out", name, spec ? "--spec" : NULL, spec, NULL};
-    reset_job(t);
-    it_start_scheduler(t, 3, 2, NULL);
-    for (int i = 0; i < 3; i++)
-        it_start_server(t, i, NULL);
-    for (int i = 0; i < 2; i++)
-        it_start_worker(t, i, argv, NULL);
+    start_2x3(t, argv);
     if (victim < 0) {
         it_expect_job_ok(t, 60);
         return;
@@ -177,12 +183,7 @@ IT_TEST(replica_kill_backup_then_owner_2x3)
     reset_job(t);
     it_start_job(t, 3, 2, straight);
     it_expect_job_ok(t, 60);
-    reset_job(t);
-    it_start_scheduler(t, 3, 2, NULL);
-    for (int i = 0; i < 3; i++)
-        it_start_server(t, i, NULL);
-    for (int i = 0; i < 2; i++)
-        it_start_worker(t, i, argv, NULL);
+    start_2x3(t, argv);
     IT_ASSERT(t, it_wait_file(t, "mark-w0", 60, t->worker[0]), "worker 0 did not reach round %d",
               mark);
     it_kill(t, t->server[b], SIGKILL);
@@ -223,12 +224,7 @@ IT_TEST(replica_kill_two_servers_2x3)
     const char *argv[] = {"train", "--rounds", "100000", "--mark", marks, "--expect-lost", "1",
                           NULL};
     repl_env(t);
-    reset_job(t);
-    it_start_scheduler(t, 3, 2, NULL);
-    for (int i = 0; i < 3; i++)
-        it_start_server(t, i, NULL);
-    for (int i = 0; i < 2; i++)
-        it_start_worker(t, i, argv, NULL);
+    start_2x3(t, argv);
     IT_ASSERT(t, it_wait_file(t, "mark-w0", 60, t->worker[0]), "worker 0 did not reach round %d",
               mark);
     it_kill(t, t->server[o], SIGKILL);
@@ -267,12 +263,7 @@ IT_TEST(replica_checkpoint_2x3)
     reset_job(t);
     it_start_job(t, 3, 2, saving);
     it_expect_job_ok(t, 60);
-    reset_job(t);
-    it_start_scheduler(t, 3, 2, NULL);
-    for (int i = 0; i < 3; i++)
-        it_start_server(t, i, NULL);
-    for (int i = 0; i < 2; i++)
-        it_start_worker(t, i, resumed, NULL);
+    start_2x3(t, resumed);
     IT_ASSERT(t, it_wait_file(t, "mark-w0", 60, t->worker[0]), "worker 0 did not reach round %d",
               mark);
     it_kill(t, t->server[victim], SIGKILL);
@@ -326,12 +317,7 @@ IT_TEST(replica_kill_during_promotion_2x3)
     const char *argv[] = {"train", "--rounds", "1000", "--mark", marks, "--expect-lost", "2",
                           NULL};
     repl_env(t);
-    reset_job(t);
-    it_start_scheduler(t, 3, 2, NULL);
-    for (int i = 0; i < 3; i++)
-        it_start_server(t, i, NULL);
-    for (int i = 0; i < 2; i++)
-        it_start_worker(t, i, argv, NULL);
+    start_2x3(t, argv);
     IT_ASSERT(t, it_wait_file(t, "mark-w0", 60, t->worker[0]), "worker 0 did not reach round %d",
               mark);
     it_kill(t, t->server[o], SIGKILL);
@@ -360,12 +346,7 @@ IT_TEST(replica_collective_after_death_2x3)
     const char *argv[] = {"train", "--rounds", "150", "--mark", marks, "--save-dead", dir,
                           NULL};
     repl_env(t);
-    reset_job(t);
-    it_start_scheduler(t, 3, 2, NULL);
-    for (int i = 0; i < 3; i++)
-        it_start_server(t, i, NULL);
-    for (int i = 0; i < 2; i++)
-        it_start_worker(t, i, argv, NULL);
+    start_2x3(t, argv);
     IT_ASSERT(t, it_wait_file(t, "mark-w0", 60, t->worker[0]), "worker 0 did not reach round %d",
               mark);
     it_kill(t, t->server[victim], SIGKILL);
