@@ -2,7 +2,8 @@
  * test_replica.c - replicated servers (KVS_REPLICAS=1), run by
  * kvs-replworker (replworker.c): 2 workers x 3 servers train for many
  * rounds over 40 keys (fused, middle and split ones) while one server is
- * SIGKILLed at a random round.  The job completes: every round's pulled
+ * SIGKILLed at a random round (with the workers' local group, and without
+ * it: KVS_LOCAL_AGG=0).  The job completes: every round's pulled
  * sums are exact, bit for bit (checked in the workers), no round stalls
  * longer than PS_HEARTBEAT_TIMEOUT + 2 s, every survivor exits 0, and the
  * final values equal those of a run without the kill, byte for byte.  The
@@ -142,6 +143,14 @@ static void kill_one(it_ctx *t, const char *spec)
 
 IT_TEST(replica_kill_server_2x3)
 {
+    kill_one(t, NULL);
+}
+
+/* The same without local groups (KVS_LOCAL_AGG=0): each worker's push
+ * reaches the servers, so the heir sums two pushes per round itself. */
+IT_TEST(replica_kill_server_apart_2x3)
+{
+    it_setenv(t, "KVS_LOCAL_AGG", "0");
     kill_one(t, NULL);
 }
 

@@ -98,6 +98,7 @@
     X(elastic_below_min_3x1, 60)                                               \
     /* test_replica.c: replicated servers (KVS_REPLICAS=1) */                  \
     X(replica_kill_server_2x3, 120)                                            \
+    X(replica_kill_server_apart_2x3, 120)                                      \
     X(replica_kill_server_optim_2x3, 120)                                      \
     X(replica_kill_backup_then_owner_2x3, 120)                                 \
     X(replica_kill_two_servers_2x3, 60)                                        \
