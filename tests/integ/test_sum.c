@@ -3,7 +3,10 @@
  * dtype, small and split keys, pushpull, repeated keys, pipelining, threads,
  * two stores in one process, big keys; the local store; barrier; dist_async.
  * The checking is done by kvs-testworker (testworker.c); these tests start
- * the jobs and require every process to exit 0.
+ * the jobs and require every process to exit 0.  Every worker pushes for
+ * itself (KVS_LOCAL_AGG=0), so the servers sum every worker's push: the
+ * workers here share one host, and by default would sum in their local
+ * group first (test_group.c tests that).
  */
 #include "tests.h"
 
@@ -16,6 +19,7 @@ static void job_env(it_ctx *t)
 {
     it_setenv(t, "MXNET_KVSTORE_BIGARRAY_BOUND", "1000");
     it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_setenv(t, "KVS_LOCAL_AGG", "0");
     it_setenv(t, "PS_VERBOSE", "1");
 }
 
@@ -167,6 +171,7 @@ IT_TEST(big_key_2x2)
     static const char *const argv[] = {"sum", "--dtype", "f32", "--counts", "4194304,4194305",
                                        "--rounds", "2", NULL};
     it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_setenv(t, "KVS_LOCAL_AGG", "0");
     it_setenv(t, "MXNET_KVSTORE_REDUCTION_NTHREADS", "2");
     it_start_job(t, 2, 2, argv);
     it_expect_job_ok(t, 150);
@@ -179,6 +184,7 @@ IT_TEST(big_key_socket_2x2)
     static const char *const argv[] = {"sum", "--dtype", "f32", "--counts", "4194304,4194305",
                                        "--rounds", "2", "--pushpull", NULL};
     it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_setenv(t, "KVS_LOCAL_AGG", "0");
     it_setenv(t, "KVS_CMA", "0");
     it_start_job(t, 2, 2, argv);
     it_expect_job_ok(t, 150);
@@ -194,6 +200,7 @@ IT_TEST(direct_copy_2x3)
     it_setenv(t, "MXNET_KVSTORE_BIGARRAY_BOUND", "50000");
     it_setenv(t, "KVS_CHUNK_BYTES", "65536");
     it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_setenv(t, "KVS_LOCAL_AGG", "0");
     it_setenv(t, "PS_VERBOSE", "1");
     it_start_job(t, 2, 3, argv);
     it_expect_job_ok(t, 60);
@@ -230,6 +237,7 @@ static void direct_write(it_ctx *t, const char *mode, const char *what)
                                 "--split", "--rounds", "3", NULL};
     it_setenv(t, "MXNET_KVSTORE_BIGARRAY_BOUND", "50000");
     it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_setenv(t, "KVS_LOCAL_AGG", "0");
     it_setenv(t, "PS_VERBOSE", "1"); /* the servers' last line */
     it_start_job(t, 2, 2, argv);
     it_expect_job_ok(t, 90);
@@ -258,6 +266,7 @@ IT_TEST(direct_copy_refused_1x2)
                                        "--pushpull", "--rounds", "2", NULL};
     static const char *const no_cma[] = {"KVS_CMA=0", NULL};
     it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_setenv(t, "KVS_LOCAL_AGG", "0");
     it_setenv(t, "PS_VERBOSE", "1");
     it_start_scheduler(t, 1, 2, NULL);
     it_start_server(t, 0, no_cma);
