@@ -2027,60 +2027,77 @@ static int scenario_too_big(const opts *o)
 
 /* ---- a server out of memory answers ---- */
 
+/* With --pause FILE: write paused-<rank>, then wait for FILE (the test
+ * changes the server meanwhile).  0, or 1 when FILE never came. */
+static int pause_for_test(wctx *c, const opts *o)
+{
+    char name[64];
+    if (o->pause_file == NULL)
+        return 0;
+    id_file_name("paused", c->rank, name, sizeof name);
+    write_test_file(name, "paused\n", 0);
+    if (wait_test_file(o->pause_file, 120))
+        return 0;
+    say(c->who, "file %s never came", o->pause_file);
+    return 1;
+}
+
+/* what (on the big key) returned rc: it must be KVS_ENOMEM naming memory;
+ * then 3 rounds of the small key (v and out, n elements) stay exact. */
+static void enomem_then_exact(wctx *c, const char *what, int rc, uint64_t small, float *v,
+                              float *out, uint64_t n)
+{
+    kvs_array a = arr(v, n, KVS_FLOAT32), ao = arr(out, n, KVS_FLOAT32);
+    say(c->who, "%s returned %s: %s", what, kvs_errname(rc), kvs_last_error());
+    if (rc != KVS_ENOMEM || strstr(kvs_last_error(), "memory") == NULL) {
+        say(c->who, "expected KVS_ENOMEM naming memory");
+        c->failed = 1;
+    }
+    for (int round = 0; round < 3 && !c->failed; round++) {
+        for (uint64_t i = 0; i < n; i++)
+            v[i] = (float)(round * 100 + (int)i);
+        if (report(c->who, "kvs_push", kvs_push(c->s, 1, &small, &a, 0)) ||
+            report(c->who, "kvs_pull", kvs_pull(c->s, 1, &small, &ao, 0)) ||
+            report(c->who, "kvs_wait_all", kvs_wait_all(c->s))) {
+            c->failed = 1;
+            break;
+        }
+        for (uint64_t i = 0; i < n; i++)
+            if (out[i] != v[i] * (float)c->W) {
+                say(c->who, "round %d element %llu: got %g, expected %g", round,
+                    (unsigned long long)i, out[i], v[i] * (float)c->W);
+                c->failed = 1;
+            }
+    }
+}
+
+/* The server cannot hold key 22's value: its init is answered KVS_ENOMEM,
+ * and a small key stays exact. */
 static int scenario_enomem(const opts *o)
 {
     wctx c;
     const uint64_t small = 21, big = 22, n = 8;
     uint64_t nbig = o->ncounts ? o->counts[0] : (64u << 20);
+    char what[64];
     if (open_store(&c, o, "dist_sync", 0) != 0)
         return 1;
     float v[8], out[8];
     for (uint64_t i = 0; i < n; i++)
         v[i] = (float)(i + 1);
-    kvs_array a = arr(v, n, KVS_FLOAT32), ao = arr(out, n, KVS_FLOAT32);
-    if (report(c.who, "kvs_init (small key)", kvs_init(c.s, 1, &small, &a))) {
+    kvs_array a = arr(v, n, KVS_FLOAT32);
+    if (report(c.who, "kvs_init (small key)", kvs_init(c.s, 1, &small, &a)) ||
+        pause_for_test(&c, o)) { /* the test waits for the direct-copy proof */
         close_store(&c);
         return 1;
-    }
-    if (o->pause_file) { /* the test waits for the direct-copy proof, then says go */
-        char name[64];
-        id_file_name("paused", c.rank, name, sizeof name);
-        write_test_file(name, "paused\n", 0);
-        if (!wait_test_file(o->pause_file, 120)) {
-            say(c.who, "file %s never came", o->pause_file);
-            c.failed = 1;
-            close_store(&c);
-            return 1;
-        }
     }
     float *bigbuf = calloc(nbig, sizeof *bigbuf); /* never touched: no resident pages */
     if (bigbuf == NULL)
         die("cannot allocate %llu float32", (unsigned long long)nbig);
     kvs_array ab = arr(bigbuf, nbig, KVS_FLOAT32);
     int rc = kvs_init(c.s, 1, &big, &ab);
-    say(c.who, "kvs_init of %llu float32 returned %s: %s", (unsigned long long)nbig,
-        kvs_errname(rc), kvs_last_error());
-    if (rc != KVS_ENOMEM || strstr(kvs_last_error(), "memory") == NULL) {
-        say(c.who, "expected KVS_ENOMEM naming memory");
-        c.failed = 1;
-    }
     free(bigbuf);
-    for (int round = 0; round < 3 && !c.failed; round++) {
-        for (uint64_t i = 0; i < n; i++)
-            v[i] = (float)(round * 100 + (int)i);
-        if (report(c.who, "kvs_push", kvs_push(c.s, 1, &small, &a, 0)) ||
-            report(c.who, "kvs_pull", kvs_pull(c.s, 1, &small, &ao, 0)) ||
-            report(c.who, "kvs_wait_all", kvs_wait_all(c.s))) {
-            c.failed = 1;
-            break;
-        }
-        for (uint64_t i = 0; i < n; i++)
-            if (out[i] != v[i]) {
-                say(c.who, "round %d element %llu: got %g, expected %g", round,
-                    (unsigned long long)i, out[i], v[i]);
-                c.failed = 1;
-            }
-    }
+    snprintf(what, sizeof what, "kvs_init of %llu float32", (unsigned long long)nbig);
+    enomem_then_exact(&c, what, rc, small, v, out, n);
     if (!c.failed)
         say(c.who, "enomem: KVS_ENOMEM answered, small key exact afterwards");
     return close_store(&c) || c.failed;
@@ -2094,30 +2111,23 @@ static int scenario_enomem_push(const opts *o)
     wctx c;
     const uint64_t small = 21, big = 22, n = 8;
     uint64_t nbig = o->ncounts ? o->counts[0] : (64u << 20);
+    char what[64];
     if (open_store(&c, o, "dist_sync", 0) != 0)
         return 1;
     float v[8], out[8];
     for (uint64_t i = 0; i < n; i++)
         v[i] = (float)(i + 1);
-    kvs_array a = arr(v, n, KVS_FLOAT32), ao = arr(out, n, KVS_FLOAT32);
+    kvs_array a = arr(v, n, KVS_FLOAT32);
     float *bigbuf = calloc(nbig, sizeof *bigbuf); /* never touched: no resident pages */
     if (bigbuf == NULL)
         die("cannot allocate %llu float32", (unsigned long long)nbig);
     kvs_array ab = arr(bigbuf, nbig, KVS_FLOAT32);
     if (report(c.who, "kvs_init (small key)", kvs_init(c.s, 1, &small, &a)) ||
-        report(c.who, "kvs_init (big key)", kvs_init(c.s, 1, &big, &ab))) {
+        report(c.who, "kvs_init (big key)", kvs_init(c.s, 1, &big, &ab)) ||
+        pause_for_test(&c, o)) { /* the test lowers the server's limit */
+        free(bigbuf);
         close_store(&c);
         return 1;
-    }
-    if (o->pause_file) { /* the test lowers the server's limit, then says go */
-        char name[64];
-        id_file_name("paused", c.rank, name, sizeof name);
-        write_test_file(name, "paused\n", 0);
-        if (!wait_test_file(o->pause_file, 120)) {
-            say(c.who, "file %s never came", o->pause_file);
-            close_store(&c);
-            return 1;
-        }
     }
     /* a push and the pull of its round, as training does */
     int rc = kvs_push(c.s, 1, &big, &ab, 0);
@@ -2125,29 +2135,9 @@ static int scenario_enomem_push(const opts *o)
         rc = kvs_pull(c.s, 1, &big, &ab, 0);
     if (rc == 0)
         rc = kvs_wait_all(c.s);
-    say(c.who, "kvs_push of %llu float32 returned %s: %s", (unsigned long long)nbig,
-        kvs_errname(rc), kvs_last_error());
-    if (rc != KVS_ENOMEM || strstr(kvs_last_error(), "memory") == NULL) {
-        say(c.who, "expected KVS_ENOMEM naming memory");
-        c.failed = 1;
-    }
     free(bigbuf);
-    for (int round = 0; round < 3 && !c.failed; round++) {
-        for (uint64_t i = 0; i < n; i++)
-            v[i] = (float)(round * 100 + (int)i);
-        if (report(c.who, "kvs_push", kvs_push(c.s, 1, &small, &a, 0)) ||
-            report(c.who, "kvs_pull", kvs_pull(c.s, 1, &small, &ao, 0)) ||
-            report(c.who, "kvs_wait_all", kvs_wait_all(c.s))) {
-            c.failed = 1;
-            break;
-        }
-        for (uint64_t i = 0; i < n; i++)
-            if (out[i] != v[i] * (float)c.W) {
-                say(c.who, "round %d element %llu: got %g, expected %g", round,
-                    (unsigned long long)i, out[i], v[i] * (float)c.W);
-                c.failed = 1;
-            }
-    }
+    snprintf(what, sizeof what, "kvs_push of %llu float32", (unsigned long long)nbig);
+    enomem_then_exact(&c, what, rc, small, v, out, n);
     if (!c.failed)
         say(c.who, "enomem-push: KVS_ENOMEM answered, small key exact afterwards");
     return close_store(&c) || c.failed;
