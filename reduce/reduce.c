@@ -244,22 +244,34 @@ int red_add(red_pool *p, kvs_dtype dtype, void *dst, const void *src, uint64_t c
     return red_sum(p, dtype, dst, s, 2, count);
 }
 
-void red_to_f32(kvs_dtype dtype, float *dst, const uint16_t *src, uint64_t n)
+void red_to_f32(kvs_dtype dtype, float *dst, const void *src, uint64_t n)
 {
+    const uint8_t *s = src; /* (a message body: any alignment) */
+    uint16_t h;
     if (dtype == KVS_FLOAT16)
-        for (uint64_t i = 0; i < n; i++)
-            dst[i] = red_h2f(src[i]);
+        for (uint64_t i = 0; i < n; i++) {
+            memcpy(&h, s + 2 * i, 2);
+            dst[i] = red_h2f(h);
+        }
     else if (dtype == KVS_BFLOAT16)
-        for (uint64_t i = 0; i < n; i++)
-            dst[i] = red_bf2f(src[i]);
+        for (uint64_t i = 0; i < n; i++) {
+            memcpy(&h, s + 2 * i, 2);
+            dst[i] = red_bf2f(h);
+        }
 }
 
-void red_from_f32(kvs_dtype dtype, uint16_t *dst, const float *src, uint64_t n)
+void red_from_f32(kvs_dtype dtype, void *dst, const float *src, uint64_t n)
 {
+    uint8_t *d = dst;
+    uint16_t h;
     if (dtype == KVS_FLOAT16)
-        for (uint64_t i = 0; i < n; i++)
-            dst[i] = red_f2h(src[i]);
+        for (uint64_t i = 0; i < n; i++) {
+            h = red_f2h(src[i]);
+            memcpy(d + 2 * i, &h, 2);
+        }
     else if (dtype == KVS_BFLOAT16)
-        for (uint64_t i = 0; i < n; i++)
-            dst[i] = red_f2bf(src[i]);
+        for (uint64_t i = 0; i < n; i++) {
+            h = red_f2bf(src[i]);
+            memcpy(d + 2 * i, &h, 2);
+        }
 }

@@ -38,9 +38,10 @@ int red_add(red_pool *p, kvs_dtype dtype, void *dst, const void *src, uint64_t c
 
 /* Convert n half values (dtype KVS_FLOAT16 or KVS_BFLOAT16) to float32
  * exactly, or float32 to half rounding to nearest-even: the conversions
- * every half-type sum uses.  Other dtypes: nothing happens. */
-void red_to_f32(kvs_dtype dtype, float *dst, const uint16_t *src, uint64_t n);
-void red_from_f32(kvs_dtype dtype, uint16_t *dst, const float *src, uint64_t n);
+ * every half-type sum uses.  The half side may have any alignment (a wire
+ * body).  Other dtypes: nothing happens. */
+void red_to_f32(kvs_dtype dtype, float *dst, const void *src, uint64_t n);
+void red_from_f32(kvs_dtype dtype, void *dst, const float *src, uint64_t n);
 
 #ifdef __cplusplus
 }
