@@ -7,7 +7,10 @@
 #   10gbit  2 hosts: network + pid namespaces joined by a veth shaped to
 #   1gbit   10 Gbit/s or 1 Gbit/s each way (tc tbf); host A runs the
 #           scheduler, server 0 and worker 0, host B server 1 and worker 1
-#           (KVS_CMA=0); gloo: rank 0 on A, rank 1 on B
+#           (KVS_CMA=$CMA: 0, the default, every byte through the sockets;
+#           1: a worker and its own host's server use direct copies, as on
+#           a real host, the pid namespaces keeping them from crossing
+#           hosts); gloo: rank 0 on A, rank 1 on B
 # and prints one line per layout and backend (samples per second over the
 # timed steps, median of REPS runs) and a table.  With OUT=FILE (make
 # bench-python sets it) the whole output is also written there.
@@ -15,7 +18,7 @@
 # Needs root, ip netns, tc, unshare and Debian's python3-torch; exits 1 with
 # a message without them.  Usage: bench/torch-vs-gloo.sh [--help]
 # Environment: BUILD (build), PYTHON3 (/usr/bin/python3), REPS (1),
-# STEPS (4), WARMUP (1), BATCH (32), LAYOUTS (1host,10gbit,1gbit), OUT.
+# STEPS (4), WARMUP (1), BATCH (32), LAYOUTS (1host,10gbit,1gbit), CMA (0), OUT.
 set -u
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
     sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
@@ -29,11 +32,13 @@ case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
 PYTHON3=${PYTHON3:-/usr/bin/python3}
 REPS=${REPS:-1} STEPS=${STEPS:-4} WARMUP=${WARMUP:-1} BATCH=${BATCH:-32}
 LAYOUTS=${LAYOUTS:-1host,10gbit,1gbit}
+CMA=${CMA:-0}
 OUT=${OUT:-}
 die() { echo "torch-vs-gloo: $*" >&2; exit 1; }
 for v in REPS STEPS BATCH; do
     [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v='${!v}': expected a positive integer"
 done
+[[ $CMA == 0 || $CMA == 1 ]] || die "CMA='$CMA': expected 0 or 1"
 [[ $WARMUP =~ ^[0-9]+$ ]] || die "WARMUP='$WARMUP': expected an integer >= 0"
 IFS=, read -r -a layouts <<<"$LAYOUTS"
 for l in "${layouts[@]}"; do
@@ -110,7 +115,7 @@ kvsd_run() {
             { fail "kvsd $run" "$dir/$run-worker0.log"; return 1; }
     else
         local env=("DMLC_PS_ROOT_URI=$IPA" DMLC_PS_ROOT_PORT=9310 DMLC_NUM_SERVER=2 DMLC_NUM_WORKER=2
-                   KVS_CMA=0 KVS_START_TIMEOUT=120)
+                   KVS_CMA=$CMA KVS_START_TIMEOUT=120)
         local q; q=$(declare -p BENCH)
         ip netns exec "$A" unshare --pid --kill-child --mount-proc timeout 900 \
             bash -c "$q; $host_main" host-a 0 "$run" "${env[@]}" DMLC_NODE_HOST=$IPA 2>"$dir/$run-host-a.err" &
