@@ -68,14 +68,7 @@ A="$tag-a" B="$tag-b"
 IPA=10.214.0.1 IPB=10.214.0.2
 dir=$(mktemp -d "${TMPDIR:-/tmp}/kvs-colo.XXXXXX")
 pids=""
-cleanup() {
-    local p ns
-    for p in $pids; do kill -KILL "$p" 2>/dev/null; done
-    for p in $pids; do wait "$p" 2>/dev/null; done
-    pair_del
-    [ "${KEEP:-0}" = 1 ] && echo "colo-vs-gloo: logs kept in $dir" >&2 || rm -rf "$dir"
-}
-trap cleanup EXIT
+trap "pair_cleanup colo-vs-gloo" EXIT
 trap 'exit 130' INT TERM
 pair_up "$RATE" 512kb "$MTU"
 

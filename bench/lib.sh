@@ -43,3 +43,13 @@ pair_up() {
             die "cannot shape the veths to $1"
     fi
 }
+
+# pair_cleanup NAME: the EXIT trap of those scripts: kill the processes in
+# $pids, delete the two hosts, and remove $dir (kept with KEEP=1, saying
+# so under NAME).
+pair_cleanup() {
+    for _p in $pids; do kill -KILL "$_p" 2>/dev/null; done
+    for _p in $pids; do wait "$_p" 2>/dev/null; done
+    pair_del
+    if [ "${KEEP:-0}" = 1 ]; then echo "$1: logs kept in $dir" >&2; else rm -rf "$dir"; fi
+}

@@ -65,14 +65,7 @@ A="$tag-a" B="$tag-b"
 IPA=10.215.0.1 IPB=10.215.0.2
 dir=$(mktemp -d "${TMPDIR:-/tmp}/kvs-torch-bench.XXXXXX")
 pids=""
-cleanup() {
-    local p ns
-    for p in $pids; do kill -KILL "$p" 2>/dev/null; done
-    for p in $pids; do wait "$p" 2>/dev/null; done
-    pair_del
-    [ "${KEEP:-0}" = 1 ] && echo "torch-vs-gloo: logs kept in $dir" >&2 || rm -rf "$dir"
-}
-trap cleanup EXIT
+trap "pair_cleanup torch-vs-gloo" EXIT
 trap 'exit 130' INT TERM
 
 # One host's kvsd processes, as pid 1 of its own pid namespace.  Arguments:
