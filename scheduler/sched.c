@@ -54,6 +54,20 @@ typedef struct sched_node {
     uint64_t since; /* the epoch that admitted it (1: the job started with it) */
 } sched_node;
 
+/* KVS_ELASTIC: a worker that registered while every slot was taken.  A
+ * restarted worker often registers before the scheduler has seen its old
+ * connection close; it waits for a slot to free, at most the heartbeat
+ * timeout (by then a dead worker has been declared dead). */
+typedef struct sched_wait {
+    char ident[IDENT_MAX];
+    size_t ident_len;
+    int fd;
+    uint64_t ino;
+    uint64_t since, until; /* ms (clock_ms) */
+    char endpoint[128];
+    char host[CFG_HOST_MAX];
+} sched_wait;
+
 typedef struct sched {
     const cfg *c;
     uv_loop_t loop;
@@ -87,6 +101,8 @@ typedef struct sched {
     int acks_left;
     bool again;
     sched_owners owners;  /* KVS_REPLICAS=1: who owns each key range (promote.h) */
+    sched_wait *waiting;  /* joiners waiting for a free slot, oldest first */
+    int nwaiting;
 } sched;
 
 static sched_node *find_node(sched *s, const void *ident, size_t len)
@@ -95,6 +111,14 @@ static sched_node *find_node(sched *s, const void *ident, size_t len)
         if (s->nodes[i].ident_len == len && !memcmp(s->nodes[i].ident, ident, len))
             return &s->nodes[i];
     return NULL;
+}
+
+static bool is_waiting(const sched *s, const void *ident, size_t len)
+{
+    for (int i = 0; i < s->nwaiting; i++)
+        if (s->waiting[i].ident_len == len && !memcmp(s->waiting[i].ident, ident, len))
+            return true;
+    return false;
 }
 
 /* ---- metrics ---- */
@@ -196,6 +220,13 @@ static void finish(sched *s, int code)
             send_to(s, n, &h, text);
         }
     }
+    for (int i = 0; i < s->nwaiting; i++) {
+        proto_hdr e = {.type = PROTO_REFUSED, .status = code == 0 ? KVS_ECONFIG : status,
+                       .sender = PROTO_SCHEDULER_ID};
+        net_send_text(s->sock, s->waiting[i].ident, s->waiting[i].ident_len, &e,
+                      code == 0 ? "the job has ended" : text);
+    }
+    s->nwaiting = 0;
     uv_stop(&s->loop);
 }
 
@@ -431,8 +462,8 @@ static void on_register(sched *s, const void *ident, size_t ident_len, const pro
 {
     int role, rank, js, jw;
     char endpoint[128], host[CFG_HOST_MAX], why[512];
-    if (find_node(s, ident, ident_len) != NULL)
-        return; /* a repeat: the ack is on its way */
+    if (find_node(s, ident, ident_len) != NULL || is_waiting(s, ident, ident_len))
+        return; /* a repeat: the ack is on its way, or it waits for a slot */
     if (proto_parse_register(body ? body : "", h->body_len, &role, endpoint, sizeof endpoint,
                              &rank, host, sizeof host, why, sizeof why) != 0) {
         char text[600];
@@ -809,30 +840,28 @@ static bool worker_departs(sched *s, sched_node *d, const char *why)
     d->alive = false;
     d->in_barrier = false;
     d->joining = false;
-    membership_change(s);
+    membership_change(s); /* a worker waiting for its slot joins at a later epoch */
     check_barrier(s);
     check_done(s);
     return true;
 }
 
-/* A worker registers while an elastic job runs: it takes the lowest free
- * slot and is admitted at the next epoch (REGISTER_ACK and EPOCH come when
- * every server knows it). */
-static void admit_joiner(sched *s, const void *ident, size_t ident_len, const proto_hdr *h,
-                         const char *body, int fd, const char *endpoint, const char *host)
+/* The lowest free worker slot, or -1. */
+static int free_slot(sched *s)
 {
-    int slots = cfg_worker_slots(s->c), w = 0;
-    char why[300];
-    (void)h;
-    (void)body;
-    while (w < slots && slot_node(s, w) != NULL)
-        w++;
-    if (w == slots || ident_len > IDENT_MAX - 1) {
-        snprintf(why, sizeof why, "job full: the job already has its %d workers "
-                 "(KVS_MAX_WORKERS=%d)", slots, slots);
-        refuse(s, ident, ident_len, KVS_ECONFIG, "worker", host, why);
-        return;
-    }
+    int slots = cfg_worker_slots(s->c);
+    for (int w = 0; w < slots; w++)
+        if (slot_node(s, w) == NULL)
+            return w;
+    return -1;
+}
+
+/* Seat a joiner in free slot w; it is admitted at the next epoch
+ * (REGISTER_ACK and EPOCH come when every server knows it).  False: no
+ * room in the node table (refused). */
+static bool seat_joiner(sched *s, int w, const void *ident, size_t ident_len, int fd,
+                        const char *endpoint, const char *host)
+{
     sched_node *n = NULL;
     for (int i = 0; i < s->nnodes && n == NULL; i++) /* the slot's old entry */
         if (s->nodes[i].role == CFG_ROLE_WORKER && s->nodes[i].rank == w)
@@ -842,7 +871,7 @@ static void admit_joiner(sched *s, const void *ident, size_t ident_len, const pr
     if (n == NULL) {
         refuse(s, ident, ident_len, KVS_ECONFIG, "worker", host, "job full: no room in the "
                "node table");
-        return;
+        return false;
     }
     memset(n, 0, sizeof *n);
     memcpy(n->ident, ident, ident_len);
@@ -859,7 +888,79 @@ static void admit_joiner(sched *s, const void *ident, size_t ident_len, const pr
     snprintf(n->endpoint, sizeof n->endpoint, "%s", endpoint);
     snprintf(n->host, sizeof n->host, "%s", host);
     LOG(LOG_INFO, WHO, "job", "worker at %s joins the running job in slot %d", host, w);
-    membership_change(s);
+    return true;
+}
+
+/* A worker registers while an elastic job runs: it takes the lowest free
+ * slot, or waits for one (sched_wait) when the waiting list has room. */
+static void admit_joiner(sched *s, const void *ident, size_t ident_len, const proto_hdr *h,
+                         const char *body, int fd, const char *endpoint, const char *host)
+{
+    int slots = cfg_worker_slots(s->c), w = free_slot(s);
+    char why[300];
+    (void)h;
+    (void)body;
+    if (ident_len > IDENT_MAX - 1) {
+        refuse(s, ident, ident_len, KVS_EPROTO, "worker", host, "bad registration: "
+               "connection identity too long");
+        return;
+    }
+    if (w >= 0) {
+        if (seat_joiner(s, w, ident, ident_len, fd, endpoint, host))
+            membership_change(s);
+        return;
+    }
+    if (s->waiting == NULL || s->nwaiting >= slots) {
+        snprintf(why, sizeof why, "job full: the job already has its %d workers "
+                 "(KVS_MAX_WORKERS=%d)", slots, slots);
+        refuse(s, ident, ident_len, KVS_ECONFIG, "worker", host, why);
+        return;
+    }
+    sched_wait *q = &s->waiting[s->nwaiting++];
+    memset(q, 0, sizeof *q);
+    memcpy(q->ident, ident, ident_len);
+    q->ident_len = ident_len;
+    q->fd = fd;
+    q->ino = net_sock_ino(fd);
+    q->since = clock_ms();
+    q->until = q->since + (uint64_t)(s->c->hb_timeout_s * 1000);
+    snprintf(q->endpoint, sizeof q->endpoint, "%s", endpoint);
+    snprintf(q->host, sizeof q->host, "%s", host);
+    LOG(LOG_INFO, WHO, "job", "worker at %s waits for a free slot: all %d are taken; it is "
+        "refused if none frees within %g s (PS_HEARTBEAT_TIMEOUT)", host, slots,
+        s->c->hb_timeout_s);
+}
+
+/* Seat the waiting joiners that a free slot has come for, oldest first;
+ * forget those whose connection closed; refuse those that waited too long.
+ * Returns how many were seated (the caller announces the new epoch). */
+static int admit_waiting(sched *s)
+{
+    int slots = cfg_worker_slots(s->c), seated = 0, j = 0;
+    uint64_t now = clock_ms();
+    char why[300];
+    if (!s->started || s->done || s->fail_status || s->dead_count > 0)
+        return 0;
+    for (int i = 0; i < s->nwaiting; i++) {
+        sched_wait *q = &s->waiting[i];
+        int w;
+        if (net_sock_ino(q->fd) != q->ino) {
+            LOG(LOG_INFO, WHO, "job", "the worker at %s that waited for a slot left", q->host);
+        } else if ((w = free_slot(s)) >= 0) {
+            seated += seat_joiner(s, w, q->ident, q->ident_len, q->fd, q->endpoint, q->host);
+        } else if (now >= q->until) {
+            snprintf(why, sizeof why, "job full: the job already has its %d workers "
+                     "(KVS_MAX_WORKERS=%d); none left within %.1f s", slots, slots,
+                     (double)(now - q->since) / 1000.0);
+            refuse(s, q->ident, q->ident_len, KVS_ECONFIG, "worker", q->host, why);
+        } else {
+            if (j != i)
+                s->waiting[j] = *q;
+            j++;
+        }
+    }
+    s->nwaiting = j;
+    return seated;
 }
 
 /* Node n lost its data connection to peer h->key: the job fails, and every
@@ -1023,7 +1124,7 @@ static void on_recv(net_sock *sock, net_msg *m, void *arg)
     int fd = net_msg_fd(m);
     if (h.type == PROTO_REGISTER) {
         on_register(s, ident, ident_len, &h, body, fd, net_auth_peer(&m->frames[1]));
-        if (find_node(s, ident, ident_len) != NULL)
+        if (find_node(s, ident, ident_len) != NULL || is_waiting(s, ident, ident_len))
             net_guard_trust(s->guard, fd); /* a node of the job: never closed */
         return;
     }
@@ -1133,12 +1234,15 @@ static void on_timer(uv_timer_t *t)
         }
         return;
     }
+    if (s->nwaiting > 0 && admit_waiting(s) > 0)
+        membership_change(s);
     uint64_t limit = (uint64_t)(s->c->hb_timeout_s * 1000);
     for (int i = 0; i < s->nnodes && !s->done; i++) {
         sched_node *n = &s->nodes[i];
         if (!n->alive || n->exited)
             continue;
-        if (now - n->last_seen > limit) {
+        /* (a joiner seated above was last seen after now) */
+        if (now > n->last_seen && now - n->last_seen > limit) {
             char why[128];
             snprintf(why, sizeof why, "sent no heartbeat for %.1f s (PS_HEARTBEAT_TIMEOUT=%g)",
                      (double)(now - n->last_seen) / 1000.0, s->c->hb_timeout_s);
@@ -1177,7 +1281,9 @@ static int sched_open(sched *s, const cfg *c, void *zctx)
     uv_loop_init(&s->loop);
     s->cap = c->num_server + cfg_worker_slots(c);
     s->nodes = calloc((size_t)s->cap, sizeof *s->nodes);
-    if (s->nodes == NULL ||
+    if (c->elastic)
+        s->waiting = calloc((size_t)cfg_worker_slots(c), sizeof *s->waiting);
+    if (s->nodes == NULL || (c->elastic && s->waiting == NULL) ||
         (c->replicas > 0 && sched_owners_init(&s->owners, c->num_server) != 0)) {
         LOG(LOG_ERROR, WHO, "job", "out of memory");
         return 1;
@@ -1249,6 +1355,7 @@ static void sched_close(sched *s)
     uv_loop_close(&s->loop);
     met_reg_free(s->met);
     free(s->nodes);
+    free(s->waiting);
     sched_owners_fini(&s->owners);
 }
 

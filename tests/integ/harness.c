@@ -383,6 +383,18 @@ int it_log_has(const it_ctx *t, int idx, const char *needle, int nocase)
     return found;
 }
 
+int it_wait_log(it_ctx *t, int idx, const char *needle, double timeout_s)
+{
+    double end = it_now() + timeout_s * it_slow;
+    for (;;) {
+        if (it_log_has(t, idx, needle, 0))
+            return 1;
+        if (it_now() > end)
+            return 0;
+        it_nap_ms(20);
+    }
+}
+
 static void dir_path(const it_ctx *t, const char *name, char *buf, size_t len)
 {
     snprintf(buf, len, "%s/%s", t->dir, name);

@@ -157,6 +157,10 @@ char *it_read_log(const it_ctx *t, int idx);
 /* 1 if proc idx's log contains needle (case-insensitive when nocase). */
 int it_log_has(const it_ctx *t, int idx, const char *needle, int nocase);
 
+/* Wait until proc idx's log contains needle, up to timeout_s (times
+ * it_slow).  Returns 1 if it does. */
+int it_wait_log(it_ctx *t, int idx, const char *needle, double timeout_s);
+
 /* Wait until file <dir>/name exists, up to timeout_s; fail the test early if
  * proc watch (>= 0) exits meanwhile.  Returns 1 if it exists. */
 int it_wait_file(it_ctx *t, const char *name, double timeout_s, int watch);

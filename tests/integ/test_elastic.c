@@ -4,7 +4,8 @@
  * later, a worker killed in the middle of a fused multi-key push, an
  * announced close, the same under p3, and a death below KVS_MIN_WORKERS.
  * Every completed round's sum is checked element by element against the
- * members of its epoch (in the worker); survivors get KVS_EMEMBERSHIP, agree
+ * members of its epoch (in the worker); a worker over the job's size waits
+ * for a slot or is refused; survivors get KVS_EMEMBERSHIP, agree
  * on the step and redo it; a joiner pulls the current values; the job ends
  * with exit 0 everywhere, or with KVS_EPEERDEAD below the minimum.
  */
@@ -134,6 +135,70 @@ IT_TEST(elastic_kill_join_p3_4x2)
     it_setenv(t, "DMLC_PS_VAN_TYPE", "p3");
     it_setenv(t, "MXNET_KVSTORE_SLICE_THRESHOLD", "600");
     kill_and_join(t);
+}
+
+/* 3 workers in 3 slots: a worker that registers now waits for a slot (a
+ * restarted worker often registers before the scheduler has seen its old
+ * connection close); worker 2 is SIGKILLed, the waiting one takes slot 2. */
+IT_TEST(elastic_full_waits_3x2)
+{
+    elastic_env(t, 2, 3);
+    const char *a0[] = {"w0", "300", "3", NULL}, *a1[] = {"w1", "300", "3", NULL};
+    const char *a2[] = {"w2", "300", "3", NULL};
+    const char *aj[] = {"j3", "300", "3", "--joiner", NULL};
+    const char *nid[] = {"DMLC_WORKER_ID", NULL};
+    int step = random_step(t, 5, 100);
+    it_start_scheduler(t, 2, 3, NULL);
+    it_start_server(t, 0, NULL);
+    it_start_server(t, 1, NULL);
+    int w0 = it_start_worker(t, 0, a0, NULL);
+    int w1 = it_start_worker(t, 1, a1, NULL);
+    int w2 = it_start_worker(t, 2, a2, NULL);
+    wait_steps(t, "w2", step, w2);
+    int j = it_start_worker(t, 3, aj, nid);
+    IT_ASSERT(t, it_wait_log(t, t->sched, "waits for a free slot", 10),
+              "the scheduler did not hold the registration of a worker over the job's size");
+    it_kill(t, w2, SIGKILL);
+    IT_ASSERT(t, it_wait(t, w2, 5), "worker2 did not die of SIGKILL");
+    int ok[] = {w0, w1, j};
+    expect_end(t, ok, 3, 25);
+    for (int i = 0; i < 3; i++)
+        IT_ASSERT(t, it_log_has(t, ok[i], "workers 3 steps", 0), "%s did not end with 3 workers",
+                  t->proc[ok[i]].name);
+    IT_ASSERT(t, it_log_has(t, j, "joiner pulled the current values", 0),
+              "the joiner did not check the current values");
+    IT_ASSERT(t, it_log_has(t, t->sched, "joins the running job in slot 2", 0),
+              "the waiting worker did not take the free slot 2");
+}
+
+/* 3 workers in 3 slots and none leaves: a fourth waits PS_HEARTBEAT_TIMEOUT
+ * (3 s) for a slot, is refused with the reason, and the job goes on. */
+IT_TEST(elastic_full_refused_3x1)
+{
+    elastic_env(t, 2, 3);
+    const char *a0[] = {"w0", "1500", "3", NULL}, *a1[] = {"w1", "1500", "3", NULL};
+    const char *a2[] = {"w2", "1500", "3", NULL};
+    const char *aj[] = {"j3", "1500", "3", "--joiner", NULL};
+    const char *nid[] = {"DMLC_WORKER_ID", NULL};
+    it_start_scheduler(t, 1, 3, NULL);
+    it_start_server(t, 0, NULL);
+    int w0 = it_start_worker(t, 0, a0, NULL);
+    int w1 = it_start_worker(t, 1, a1, NULL);
+    int w2 = it_start_worker(t, 2, a2, NULL);
+    wait_steps(t, "w0", 10, w0);
+    int j = it_start_worker(t, 3, aj, nid);
+    it_expect_exit(t, j, 1, 15);
+    IT_ASSERT(t, it_log_has(t, j, "job full: the job already has its 3 workers "
+                                  "(KVS_MAX_WORKERS=3); none left within", 0),
+              "the refused worker was not told why");
+    IT_ASSERT(t, !it_log_has(t, t->sched, "joins the running job", 0),
+              "the scheduler seated a worker over the job's size");
+    int ok[] = {w0, w1, w2};
+    expect_end(t, ok, 3, 60);
+    for (int i = 0; i < 3; i++) /* no KVS_EMEMBERSHIP: nobody joined or left meanwhile */
+        IT_ASSERT(t, it_log_has(t, ok[i], "memberships 0 workers 3 steps", 0),
+                  "%s saw the membership change or did not end with 3 workers",
+                  t->proc[ok[i]].name);
 }
 
 /* A worker SIGKILLs itself right after issuing a step's fused multi-key

@@ -23,17 +23,6 @@
 
 #define GUARD_LINE "closing connections that did not identify themselves"
 
-static int wait_log(it_ctx *t, int idx, const char *needle, double secs)
-{
-    double end = it_now() + secs * it_slow;
-    while (!it_log_has(t, idx, needle, 0)) {
-        if (it_now() > end)
-            return 0;
-        it_nap_ms(20);
-    }
-    return 1;
-}
-
 /* Times needle occurs in proc idx's log. */
 static int log_count(it_ctx *t, int idx, const char *needle)
 {
@@ -170,8 +159,8 @@ IT_TEST(guard_nofile_2x2)
 
     flood(t, &a, sport[0], 120);
     flood(t, &a, t->port, 120);
-    IT_ASSERT(t, wait_log(t, t->server[0], GUARD_LINE, 10), "server0 closed no connection");
-    IT_ASSERT(t, wait_log(t, t->sched, GUARD_LINE, 10), "the scheduler closed no connection");
+    IT_ASSERT(t, it_wait_log(t, t->server[0], GUARD_LINE, 10), "server0 closed no connection");
+    IT_ASSERT(t, it_wait_log(t, t->sched, GUARD_LINE, 10), "the scheduler closed no connection");
     /* the job starts while the attackers still hold what they could */
     for (int i = 0; i < 2; i++)
         it_start_worker(t, i, argv, NULL);

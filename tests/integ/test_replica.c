@@ -162,18 +162,6 @@ IT_TEST(replica_kill_server_optim_2x3)
     kill_one(t, "adam learning_rate=0.01 wd=0.001");
 }
 
-/* Wait until proc idx's log holds text (deadline timeout_s). */
-static int wait_log(it_ctx *t, int idx, const char *text, double timeout_s)
-{
-    double end = it_now() + timeout_s * it_slow;
-    while (it_now() < end) {
-        if (it_log_has(t, idx, text, 0))
-            return 1;
-        it_nap_ms(20);
-    }
-    return 0;
-}
-
 /* Server b, the backup of server o, dies first; once o's keys are copied
  * to its new backup, o dies too: its keys go to the last server. */
 IT_TEST(replica_kill_backup_then_owner_2x3)
@@ -198,7 +186,7 @@ IT_TEST(replica_kill_backup_then_owner_2x3)
     it_kill(t, t->server[b], SIGKILL);
     IT_ASSERT(t, it_wait(t, t->server[b], 5), "server %d did not die of SIGKILL", b);
     snprintf(want, sizeof want, "server %d holds every key we own", last);
-    IT_ASSERT(t, wait_log(t, t->server[o], want, 20),
+    IT_ASSERT(t, it_wait_log(t, t->server[o], want, 20),
               "server %d did not log \"%s\" within 20 s", o, want);
     IT_ASSERT(t, it_wait_file(t, "mark2-w0", 60, t->worker[0]),
               "worker 0 did not reach round %d", mark2);
@@ -331,7 +319,7 @@ IT_TEST(replica_kill_during_promotion_2x3)
               mark);
     it_kill(t, t->server[o], SIGKILL);
     snprintf(want, sizeof want, "server %d died: we own its", o);
-    IT_ASSERT(t, wait_log(t, t->server[heir], want, 10), "server %d did not take server %d's "
+    IT_ASSERT(t, it_wait_log(t, t->server[heir], want, 10), "server %d did not take server %d's "
               "keys within 10 s", heir, o);
     it_kill(t, t->server[heir], SIGKILL);
     it_info(t, "killed server %d, then its heir, server %d", o, heir);

@@ -29,18 +29,6 @@
 #include <unistd.h>
 #include <zmq.h>
 
-/* Wait up to secs for proc idx's log to contain needle. */
-static int wait_log(it_ctx *t, int idx, const char *needle, double secs)
-{
-    double end = it_now() + secs * it_slow;
-    while (!it_log_has(t, idx, needle, 0)) {
-        if (it_now() > end)
-            return 0;
-        it_nap_ms(20);
-    }
-    return 1;
-}
-
 static void sec_env(it_ctx *t)
 {
     it_setenv(t, "MXNET_KVSTORE_BIGARRAY_BOUND", "1000");
@@ -58,7 +46,7 @@ IT_TEST(refused_registration_1x1)
     sec_env(t);
     it_start_scheduler(t, 1, 1, NULL);
     it_start_worker(t, 0, sum, NULL);
-    IT_ASSERT(t, wait_log(t, t->sched, "registered worker", 10), "worker 0 did not register");
+    IT_ASSERT(t, it_wait_log(t, t->sched, "registered worker", 10), "worker 0 did not register");
     /* worker 0 registers (the job waits for its server); a second worker 0 */
     double t0 = it_now();
     int dup = it_spawn(t, "worker0-again", t->worker_bin, taken,
@@ -133,7 +121,7 @@ IT_TEST(server_enomem_1x1)
      * server's own allocation fails (through the socket, ZeroMQ's would,
      * and the connection would drop: KVS_EPEERDEAD, not KVS_ENOMEM) */
     IT_ASSERT(t, it_wait_file(t, "paused-w0", 30, t->worker[0]), "worker0 did not pause");
-    IT_ASSERT(t, wait_log(t, t->worker[0], "copies our memory directly", 10),
+    IT_ASSERT(t, it_wait_log(t, t->worker[0], "copies our memory directly", 10),
               "the direct-copy proof did not complete");
     it_write_file(t, "go", "go\n");
     it_expect_job_ok(t, 60);

@@ -94,6 +94,8 @@
     /* test_elastic.c: elastic workers (KVS_ELASTIC) */                       \
     X(elastic_kill_join_4x2, 60)                                               \
     X(elastic_kill_join_p3_4x2, 60)                                            \
+    X(elastic_full_waits_3x2, 60)                                              \
+    X(elastic_full_refused_3x1, 90)                                            \
     X(elastic_die_in_push_4x2, 60)                                             \
     X(elastic_below_min_3x1, 60)                                               \
     /* test_replica.c: replicated servers (KVS_REPLICAS=1) */                  \
