@@ -278,8 +278,9 @@ int kvs_num_dead_node(const kvs_store *s, int mask);
  * KVS_LOCAL_RANK/KVS_LOCAL_SIZE or torchrun's LOCAL_RANK/LOCAL_WORLD_SIZE,
  * which the scheduler checks).  Rank 0..size-1; 0 and 1 for a "local" store
  * or a worker alone on its host.  Use it to pick this process's GPU.  With
- * KVS_LOCAL_AGG (default for dist_sync) the group sums its host arrays
- * before the network; results are the same.  Any thread.  Errors:
+ * KVS_LOCAL_AGG (default for the sync types) the group sums its pushes
+ * before the network (device arrays and device stores' sums through pinned
+ * host copies); results are the same.  Any thread.  Errors:
  * KVS_EINVAL (NULL). */
 int kvs_local_rank(const kvs_store *s);
 int kvs_local_size(const kvs_store *s);

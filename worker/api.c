@@ -179,7 +179,7 @@ int kvs_create(const char *type, kvs_store **out)
     s->num_servers = s->c.num_server;
     s->routing = (wrk_routing){s->c.num_server, s->c.bigarray_bound, s->c.van == CFG_VAN_P3,
                                s->c.slice_threshold, s->c.chunk_bytes};
-    if (wrk_grp_config(s, comm == WRK_COMM_CPU, err, sizeof err) != 0) {
+    if (wrk_grp_config(s, err, sizeof err) != 0) {
         rc = err_set(KVS_ECONFIG, "%s", err);
         goto fail;
     }

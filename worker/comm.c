@@ -1041,7 +1041,11 @@ static int stage_gated(kvs_store *s, wrk_comm *c, wrk_op *op, ckey **ks, const k
 /* dist_*_device: one summed array per key through the servers.  A push's
  * sum reaches the host part by part as its requests leave (stage_gated); a
  * pull's reply parts go to the merge device as they arrive (chunked pull,
- * wrk_comm_reply), the broadcast to the outputs runs once all are in. */
+ * wrk_comm_reply), the broadcast to the outputs runs once all are in.  In a
+ * local group (group.h) a push or pushpull stages each key's sum whole and
+ * hands the host copies to the group, which sums the members' copies,
+ * pushes once for the host and writes the round's value into every
+ * member's copy; the post step takes it to the devices. */
 static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_t *keys,
                     const kvs_array *vals, const kvs_array *outs, int priority)
 {
@@ -1051,6 +1055,7 @@ static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_
     uint64_t *uk = NULL;
     kvs_array *hv = NULL, *ho = NULL;
     ckey **ks = NULL;
+    bool grp = wrk_grp_on(s) && (type == WRK_OP_PUSH || type == WRK_OP_PUSHPULL);
     int rc = group(n, keys, &g);
     if (rc)
         return rc;
@@ -1099,7 +1104,7 @@ static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_
             /* chunked pull where the value comes back whole to one device
              * and no other op of this key is using the key's rbuf */
             bool no = false;
-            if (!split(c, k) && k->count > 0 &&
+            if (!grp && !split(c, k) && k->count > 0 &&
                 (k->rbuf || dev_alloc(c->L, k->m, k->bytes, &k->rbuf) == 0) &&
                 atomic_compare_exchange_strong(&k->rbusy, &no, true))
                 pk->ck = k;
@@ -1109,6 +1114,18 @@ static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_
         pthread_mutex_unlock(&c->mu);
         if ((rc = wrk_submit(s, type, g.nu, uk, hv, NULL, 0, &op, NULL, NULL, NULL)) == 0)
             rc = wrk_wait_op(s, op);
+        goto out;
+    }
+    if (rc == 0 && grp) {
+        /* each key's sum whole in its pinned copy, which the members read
+         * and where the round's value lands (each chunk is read before it
+         * is written, by its one owner) */
+        for (size_t u = 0; u < g.nu && rc == 0; u++)
+            rc = to_host_range(c, ks[u], hv[u].data, 0, ks[u]->bytes);
+        pthread_mutex_unlock(&c->mu);
+        if (rc == 0 && (rc = wrk_grp_submit(s, type, g.nu, uk, hv, outs ? ho : NULL, priority,
+                                            &post_ops, p)) == 0)
+            p = NULL; /* the op owns it */
         goto out;
     }
     if (rc == 0)

@@ -49,7 +49,7 @@ static int layout_pair(const char *rname, const char *sname, int *rank, int *siz
     return 0;
 }
 
-int wrk_grp_config(kvs_store *s, bool host_store, char *err, size_t errlen)
+int wrk_grp_config(kvs_store *s, char *err, size_t errlen)
 {
     int rank = -1, size = -1;
     bool agg;
@@ -66,7 +66,7 @@ int wrk_grp_config(kvs_store *s, bool host_store, char *err, size_t errlen)
         return KVS_ECONFIG;
     s->local_rank_env = rank;
     s->local_size_env = size;
-    s->local_agg = agg && host_store;
+    s->local_agg = agg;
     net_random(s->local_nonce, sizeof s->local_nonce);
     char nh[2 * PROTO_NONCE_LEN + 1];
     for (int i = 0; i < PROTO_NONCE_LEN; i++)

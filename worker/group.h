@@ -41,11 +41,11 @@ typedef struct wrk_grp wrk_grp;
 
 /* Read KVS_LOCAL_RANK, KVS_LOCAL_SIZE (or torchrun's LOCAL_RANK,
  * LOCAL_WORLD_SIZE) and KVS_LOCAL_AGG for a dist store, and prepare what the
- * worker registers with (s->grp_reg).  host_store: the store is of comm.h's
- * WRK_COMM_CPU mode; only such stores aggregate (their device arrays through
- * the comm layer's pinned host copies, comm.c).  0, or KVS_ECONFIG with one
+ * worker registers with (s->grp_reg).  Device arrays aggregate through the
+ * comm layer's pinned host copies (comm.c: dist_* each array's copy,
+ * dist_*_device each key's in-process sum).  0, or KVS_ECONFIG with one
  * line naming the variable in err. */
-int wrk_grp_config(struct kvs_store *s, bool host_store, char *err, size_t errlen);
+int wrk_grp_config(struct kvs_store *s, char *err, size_t errlen);
 
 /* The node table arrived: take this worker's local rank and size and its
  * group's members.  0, or KVS_EPROTO with why. */

@@ -80,15 +80,19 @@ job "dist_sync (CPU sums) 2x4x2"           2 2 4 -- --type dist_sync
 job "dist_async_device 2x4x2"              2 2 4 -- --type dist_async_device --async
 job "dist_async (CPU sums) 2x3x1"          2 1 3 -- --type dist_async --async
 # three workers on one host form a local group (docs/guide/local-groups.md):
-# their simulated-device arrays are reduced in each process and pushed each
-# for itself, beside the group's aggregation of host arrays; sums exact
+# their simulated-device arrays join the group through their pinned host
+# copies (dist_sync: each array's; dist_sync_device: each key's sum in the
+# process), beside the group's aggregation of host arrays; sums exact
 job "dist_sync (CPU sums) 3x2x2, one local group" 3 2 2 KVS_LOCAL_AGG=1 -- --type dist_sync --rounds 2
+job "dist_sync_device 3x2x2, one local group" 3 2 2 KVS_LOCAL_AGG=1 -- --type dist_sync_device --rounds 2
+job "dist_async_device 3x2x2, one local group" 3 2 2 KVS_LOCAL_AGG=1 -- --type dist_async_device --async --rounds 2
 EXPECT=peer
 job "dist_sync_device 3x8x2 tree DGX-1"    3 2 8 MXNET_KVSTORE_USETREE=1 \
     "KVS_TOPOLOGY=0,2,2,3,3,0,0,0;2,0,3,2,0,3,0,0;2,3,0,3,0,0,2,0;3,2,3,0,0,0,0,2;3,0,0,0,0,2,2,3;0,3,0,0,2,0,3,2;0,0,2,0,2,3,0,3;0,0,0,2,3,2,3,0" \
     -- --type dist_sync_device --rounds 2
 
-# Host staging in parts (dist_*_device): with KVS_CHUNK_BYTES=4096 a push's
+# Host staging in parts (dist_*_device, each worker pushing for itself:
+# KVS_LOCAL_AGG=0): with KVS_CHUNK_BYTES=4096 a push's
 # sum goes to the host one request (part or chunk) at a time, each leaving as
 # soon as it is there, and each pulled part goes to the merge device as it
 # arrives.  The device counters of the same job with default chunks (4 MiB:
@@ -101,9 +105,10 @@ job "dist_sync_device 3x8x2 tree DGX-1"    3 2 8 MXNET_KVSTORE_USETREE=1 \
 counts() { grep -m1 'devworker 0:' "$WORK/out" | sed -E 's/.*h2d ([0-9]+), d2h ([0-9]+)\).*/\1 \2/'; }
 if [[ $CUDA == 0 ]]; then
     EXPECT=
-    job "dist_sync_device 2x4x2 flat, 4 MiB chunks" 2 2 4 -- --type dist_sync_device --big 20000
+    job "dist_sync_device 2x4x2 flat, 4 MiB chunks" 2 2 4 KVS_LOCAL_AGG=0 -- \
+        --type dist_sync_device --big 20000
     read -r h2d_whole d2h_whole < <(counts)
-    job "dist_sync_device 2x4x2 flat, 4 KiB chunks" 2 2 4 KVS_CHUNK_BYTES=4096 -- \
+    job "dist_sync_device 2x4x2 flat, 4 KiB chunks" 2 2 4 KVS_LOCAL_AGG=0 KVS_CHUNK_BYTES=4096 -- \
         --type dist_sync_device --big 20000
     read -r h2d_part d2h_part < <(counts)
     if [[ $((d2h_part - d2h_whole)) == $((3 * 128)) && $((h2d_part - h2d_whole)) == $((4 * 128)) ]]; then

@@ -257,20 +257,20 @@ IT_TEST(group_agg_mismatch_1x3)
 
 /* ---- device arrays ---- */
 
-/* A dist_sync job of 3 kvs-devworker processes on one host, each with 2
- * simulated devices (tests/device/devworker.c: every push mixes one array
- * per device, a second one on device 0 and one host array per key; every
- * output, on each device and in host memory, is checked element by element
- * in every dtype), 2 servers.  Returns the bytes the workers sent in their
- * rounds, summed. */
-static double devworker_job(it_ctx *t, const char *agg)
+/* A job of store type (dist_sync, dist_sync_device) of 3 kvs-devworker
+ * processes on one host, each with 2 simulated devices
+ * (tests/device/devworker.c: every push mixes one array per device, a
+ * second one on device 0 and one host array per key; every output, on each
+ * device and in host memory, is checked element by element in every dtype),
+ * 2 servers.  Returns the bytes the workers sent in their rounds, summed. */
+static double devworker_job(it_ctx *t, const char *type, const char *agg)
 {
     char bin[sizeof t->worker_bin + 16];
     snprintf(bin, sizeof bin, "%s", t->worker_bin);
     char *slash = strrchr(bin, '/');
     IT_ASSERT(t, slash != NULL, "worker binary path %s", bin);
     snprintf(slash + 1, sizeof bin - (size_t)(slash + 1 - bin), "kvs-devworker");
-    static const char *const argv[] = {"--type", "dist_sync", "--rounds", "3", NULL};
+    const char *const argv[] = {"--type", type, "--rounds", "3", NULL};
     group_env(t);
     it_setenv(t, "KVS_SIM_DEVICES", "2");
     it_setenv(t, "KVS_LOCAL_AGG", "%s", agg);
@@ -302,11 +302,12 @@ static double devworker_job(it_ctx *t, const char *agg)
     return sent;
 }
 
-/* Simulated-device arrays mixed with host arrays go through the group like
- * host arrays (from their pinned host copies): exact sums on every output,
- * and the host sends about a third of what 3 workers pushing for
- * themselves send. */
-IT_TEST(group_devices_1x3)
+/* Simulated-device arrays go through the group from their pinned host
+ * copies (dist_sync: each array's, beside the host arrays; dist_sync_device:
+ * each key's sum over the process's arrays, flat or over the planned trees):
+ * exact sums on every output, and the host sends about a third of what 3
+ * workers pushing for themselves send. */
+static void devices_in_group(it_ctx *t, const char *type, const char *tree)
 {
     double b[2];
     const char *agg[2] = {"1", "0"};
@@ -316,17 +317,22 @@ IT_TEST(group_devices_1x3)
         snprintf(dir, sizeof dir, "%s/job%d", t->dir, j);
         IT_ASSERT(t, mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
         it_ctx_init(&sub, t->test, dir);
-        b[j] = devworker_job(&sub, agg[j]);
+        it_setenv(&sub, "MXNET_KVSTORE_USETREE", "%s", tree);
+        b[j] = devworker_job(&sub, type, agg[j]);
         if (j == 0)
             for (int i = 0; i < 3; i++)
                 IT_CHECK(t, summed_locally(&sub, i), "worker%d did not sum in its group", i);
         it_ctx_fini(&sub);
-        it_info(t, "3 workers x 2 devices, KVS_LOCAL_AGG=%s: sent %.0f bytes in 3 rounds", agg[j],
-                b[j]);
+        it_info(t, "%s, 3 workers x 2 devices, KVS_LOCAL_AGG=%s: sent %.0f bytes in 3 rounds",
+                type, agg[j], b[j]);
     }
     IT_CHECK(t, b[0] <= 0.4 * b[1], "the group sent %.0f bytes, 3 workers alone %.0f (> 0.4x)",
              b[0], b[1]);
 }
+
+IT_TEST(group_devices_1x3) { devices_in_group(t, "dist_sync", "0"); }
+IT_TEST(group_dist_device_1x3) { devices_in_group(t, "dist_sync_device", "0"); }
+IT_TEST(group_dist_device_tree_1x3) { devices_in_group(t, "dist_device_sync", "1"); }
 
 /* ---- failures ---- */
 
