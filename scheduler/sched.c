@@ -586,6 +586,7 @@ static void check_done(sched *s)
 }
 
 static bool worker_departs(sched *s, sched_node *d, const char *why);
+static int admit_waiting(sched *s);
 
 /* Replicated servers: server d died; its backup takes its key ranges and
  * every live node is told (PROMOTE).  False when a range is lost (lost
@@ -816,6 +817,8 @@ static void on_epoch_ack(sched *s, const proto_hdr *h)
     if (s->again) {
         s->again = false;
         membership_change(s);
+    } else if (s->nwaiting > 0 && admit_waiting(s) > 0) {
+        membership_change(s); /* a slot this epoch freed: its waiting joiner's epoch */
     }
 }
 
