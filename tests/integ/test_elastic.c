@@ -89,6 +89,23 @@ static void expect_end(it_ctx *t, const int *ok, int n, double timeout_s)
     }
 }
 
+/* The n workers in ok, joiner j among them, end with n workers (exit 0
+ * everywhere); j pulled the current values and took the dead worker's
+ * slot 2. */
+static void expect_joined(it_ctx *t, const int *ok, int n, int j)
+{
+    char want[32];
+    snprintf(want, sizeof want, "workers %d steps", n);
+    expect_end(t, ok, n, 25);
+    for (int i = 0; i < n; i++)
+        IT_ASSERT(t, it_log_has(t, ok[i], want, 0), "%s did not end with %d workers",
+                  t->proc[ok[i]].name, n);
+    IT_ASSERT(t, it_log_has(t, j, "joiner pulled the current values", 0),
+              "the joiner did not check the current values");
+    IT_ASSERT(t, it_log_has(t, t->sched, "joins the running job in slot 2", 0),
+              "the joiner did not take the free slot 2");
+}
+
 /* 4 workers x 2 servers: worker 2 SIGKILLed at a random step, a new worker
  * started once the survivors saw the change; everyone ends with 4. */
 static void kill_and_join(it_ctx *t)
@@ -113,14 +130,7 @@ static void kill_and_join(it_ctx *t)
     IT_ASSERT(t, it_wait_file(t, "changed-w0", 15, w[0]), "w0 never saw the membership change");
     int j = it_start_worker(t, 4, aj, nid);
     int ok[] = {w[0], w[1], w[3], j};
-    expect_end(t, ok, 4, 25);
-    for (int i = 0; i < 4; i++)
-        IT_ASSERT(t, it_log_has(t, ok[i], "workers 4 steps", 0), "%s did not end with 4 workers",
-                  t->proc[ok[i]].name);
-    IT_ASSERT(t, it_log_has(t, j, "joiner pulled the current values", 0),
-              "the joiner did not check the current values");
-    IT_ASSERT(t, it_log_has(t, t->sched, "joins the running job in slot 2", 0),
-              "the joiner did not take the free slot 2");
+    expect_joined(t, ok, 4, j);
 }
 
 IT_TEST(elastic_kill_join_4x2)
@@ -161,14 +171,7 @@ IT_TEST(elastic_full_waits_3x2)
     it_kill(t, w2, SIGKILL);
     IT_ASSERT(t, it_wait(t, w2, 5), "worker2 did not die of SIGKILL");
     int ok[] = {w0, w1, j};
-    expect_end(t, ok, 3, 25);
-    for (int i = 0; i < 3; i++)
-        IT_ASSERT(t, it_log_has(t, ok[i], "workers 3 steps", 0), "%s did not end with 3 workers",
-                  t->proc[ok[i]].name);
-    IT_ASSERT(t, it_log_has(t, j, "joiner pulled the current values", 0),
-              "the joiner did not check the current values");
-    IT_ASSERT(t, it_log_has(t, t->sched, "joins the running job in slot 2", 0),
-              "the waiting worker did not take the free slot 2");
+    expect_joined(t, ok, 3, j);
 }
 
 /* 3 workers in 3 slots and none leaves: a fourth waits PS_HEARTBEAT_TIMEOUT
