@@ -150,8 +150,8 @@
     X(ckpt_links_1x1, 90)                                                      \
     X(ckpt_dir_open_1x1, 90)                                                   \
     /* test_blast.c: every port flooded with garbage while sums stay exact */  \
-    X(blast_2x2, 90)                                                           \
-    X(blast_secret_2x2, 90)                                                    \
+    X(blast_2x2, 120)                                                          \
+    X(blast_secret_2x2, 120)                                                   \
     /* test_guard.c: connections that never identify themselves */            \
     X(guard_nofile_2x2, 120)                                                   \
     X(guard_open_idle_2x1, 60)                                                 \
