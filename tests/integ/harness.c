@@ -246,11 +246,35 @@ static int is_job_var(const char *entry)
     return 0;
 }
 
+/* KVS_INTEG_ENV: NAME=VALUE words given to every process of every test
+ * before the test's own settings (which win), e.g. KVS_LOCAL_AGG=0 to run
+ * the suites without local groups.  Split once; kept for the process. */
+static char **integ_env(int *count)
+{
+    static char **words;
+    static int nwords = -1;
+    if (nwords < 0) {
+        const char *e = getenv("KVS_INTEG_ENV");
+        char *copy = e ? strdup(e) : NULL, *save = NULL;
+        nwords = 0;
+        words = calloc(copy ? strlen(copy) / 2 + 2 : 1, sizeof *words);
+        for (char *w = copy && words ? strtok_r(copy, " \t", &save) : NULL; w;
+             w = strtok_r(NULL, " \t", &save))
+            if (strchr(w, '=') != NULL && w[0] != '=')
+                words[nwords++] = w;
+    }
+    *count = nwords;
+    return words;
+}
+
 /* Build the environment of a child: returns a malloc'd NULL-terminated array
- * whose strings belong to environ, t->env or extra (not copied). */
+ * whose strings belong to environ, KVS_INTEG_ENV, t->env or extra (not
+ * copied). */
 static char **build_env(it_ctx *t, const char *const *extra)
 {
-    size_t n = 0, cap = 16 + (size_t)t->nenv;
+    int nint;
+    char **inte = integ_env(&nint);
+    size_t n = 0, cap = 16 + (size_t)t->nenv + (size_t)nint;
     for (char **e = environ; *e; e++)
         cap++;
     if (extra)
@@ -261,9 +285,10 @@ static char **build_env(it_ctx *t, const char *const *extra)
     for (char **e = environ; *e; e++)
         if (!is_job_var(*e))
             env[n++] = *e;
-    const char *const *lists[2] = {(const char *const *)t->env, extra};
-    int counts[2] = {t->nenv, -1};
-    for (int l = 0; l < 2; l++) {
+    const char *const *lists[3] = {(const char *const *)inte, (const char *const *)t->env,
+                                   extra};
+    int counts[3] = {nint, t->nenv, -1};
+    for (int l = 0; l < 3; l++) {
         if (lists[l] == NULL)
             continue;
         for (int i = 0; counts[l] < 0 ? lists[l][i] != NULL : i < counts[l]; i++) {

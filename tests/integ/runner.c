@@ -14,7 +14,10 @@
  * logs are printed; passing then, it counts as passed and is named on a
  * "# flaky" line and in the flaky count, so that flakes stay visible.
  * Environment: BUILD (default "build"), KVS_INTEG_SLOW (deadline factor),
- * KVS_INTEG_KEEP=1 (keep the directories of passed tests too).
+ * KVS_INTEG_KEEP=1 (keep the directories of passed tests too),
+ * KVS_INTEG_ENV (NAME=VALUE words for every process, under each test's own
+ * settings: KVS_INTEG_ENV=KVS_LOCAL_AGG=0 runs the suites without local
+ * groups).
  */
 #include "tests.h"
 
@@ -257,7 +260,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: test-integ [--list] [PATTERN...]\n"
                "  runs the integration tests whose names match a PATTERN (shell glob),\n"
-               "  all of them without one.  Env: BUILD, KVS_INTEG_SLOW, KVS_INTEG_KEEP.\n");
+               "  all of them without one.  Env: BUILD, KVS_INTEG_SLOW, KVS_INTEG_KEEP,\n"
+               "  KVS_INTEG_ENV (NAME=VALUE words for every process, e.g. KVS_LOCAL_AGG=0).\n");
 }
 
 int main(int argc, char **argv)
