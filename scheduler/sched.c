@@ -457,6 +457,23 @@ static void refuse(sched *s, const void *ident, size_t ident_len, int status, co
 static void admit_joiner(sched *s, const void *ident, size_t ident_len, const proto_hdr *h,
                          const char *body, int fd, const char *endpoint, const char *host);
 
+/* A node table entry for a live registration of role on connection fd
+ * (ident_len checked by the caller); rank and id are the caller's. */
+static void node_init(sched_node *n, const void *ident, size_t ident_len, int role, int fd,
+                      const char *endpoint, const char *host)
+{
+    memset(n, 0, sizeof *n);
+    memcpy(n->ident, ident, ident_len);
+    n->ident_len = ident_len;
+    n->role = role;
+    n->alive = true;
+    n->fd = fd;
+    n->ino = net_sock_ino(fd);
+    n->last_seen = clock_ms();
+    snprintf(n->endpoint, sizeof n->endpoint, "%s", endpoint);
+    snprintf(n->host, sizeof n->host, "%s", host);
+}
+
 static void on_register(sched *s, const void *ident, size_t ident_len, const proto_hdr *h,
                         const char *body, int fd, const char *peer)
 {
@@ -525,17 +542,8 @@ static void on_register(sched *s, const void *ident, size_t ident_len, const pro
         return;
     }
     sched_node *n = &s->nodes[s->nnodes++];
-    memset(n, 0, sizeof *n);
-    memcpy(n->ident, ident, ident_len);
-    n->ident_len = ident_len;
-    n->role = role;
+    node_init(n, ident, ident_len, role, fd, endpoint, host);
     n->pref_rank = rank;
-    n->alive = true;
-    n->fd = fd;
-    n->ino = net_sock_ino(fd);
-    n->last_seen = clock_ms();
-    snprintf(n->endpoint, sizeof n->endpoint, "%s", endpoint);
-    snprintf(n->host, sizeof n->host, "%s", host);
     n->have_local = role == CFG_ROLE_WORKER &&
                     proto_register_local(body ? body : "", h->body_len, &n->local) == 0;
     (*count)++;
@@ -876,20 +884,11 @@ static bool seat_joiner(sched *s, int w, const void *ident, size_t ident_len, in
                "node table");
         return false;
     }
-    memset(n, 0, sizeof *n);
-    memcpy(n->ident, ident, ident_len);
-    n->ident_len = ident_len;
-    n->role = CFG_ROLE_WORKER;
+    node_init(n, ident, ident_len, CFG_ROLE_WORKER, fd, endpoint, host);
     n->pref_rank = -1;
     n->rank = w;
     n->id = proto_worker_id(w);
-    n->alive = true;
     n->joining = true;
-    n->fd = fd;
-    n->ino = net_sock_ino(fd);
-    n->last_seen = clock_ms();
-    snprintf(n->endpoint, sizeof n->endpoint, "%s", endpoint);
-    snprintf(n->host, sizeof n->host, "%s", host);
     LOG(LOG_INFO, WHO, "job", "worker at %s joins the running job in slot %d", host, w);
     return true;
 }
