@@ -12,7 +12,9 @@
 #           a real host, the pid namespaces keeping them from crossing
 #           hosts); gloo: rank 0 on A, rank 1 on B
 # and prints one line per layout and backend (samples per second over the
-# timed steps, median of REPS runs) and a table.  With OUT=FILE (make
+# timed steps, median of REPS runs) and a table; its last column is the
+# median of the runs' own kvsd / gloo ratios (each pair ran back to back,
+# so a machine whose speed drifts between runs moves both sides alike).  With OUT=FILE (make
 # bench-python sets it) the whole output is also written there.
 #
 # Needs root, ip netns, tc, unshare and Debian's python3-torch; exits 1 with
@@ -21,7 +23,7 @@
 # STEPS (4), WARMUP (1), BATCH (32), LAYOUTS (1host,10gbit,1gbit), CMA (0), OUT.
 set -u
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
-    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
 fi
 cd "$(dirname "$0")/.." || exit 1
@@ -150,24 +152,26 @@ gloo_run() {
 echo "torch-vs-gloo: $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, torch $("$PYTHON3" -c 'import torch; print(torch.__version__)')"
 echo "model: MLP 1024-4096-4096-1024-10 (25.2 M float32 parameters), SGD momentum, batch $BATCH per worker, $WARMUP warm-up + $STEPS timed steps, 2 workers, $REPS repetition(s); samples/s of both workers together"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-declare -A K G
+declare -A K G R
 for l in "${layouts[@]}"; do
     [ "$l" = 1host ] || pair_up "$l" 1mb
-    ks=() gs=()
+    ks=() gs=() rs=()
     for ((r = 1; r <= REPS; r++)); do
         g=$(gloo_run "$l" "$l-r$r") || exit 1
         k=$(kvsd_run "$l" "$l-r$r") || exit 1
         [ -n "$g" ] && [ -n "$k" ] || die "$l: no RESULT line (gloo '$g', kvsd '$k')"
         echo "$l rep $r: gloo $g samples/s, kvsd $k samples/s (load $(cut -d' ' -f1 /proc/loadavg))"
-        gs+=("$g") ks+=("$k")
+        gs+=("$g") ks+=("$k") rs+=("$(awk -v g="$g" -v k="$k" 'BEGIN { printf "%.4f", k / g }')")
     done
     G[$l]=$(echo "${gs[@]}" | median)
     K[$l]=$(echo "${ks[@]}" | median)
+    R[$l]=$(echo "${rs[@]}" | median)
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| layout | DDP gloo samples/s | kvsd.torch samples/s | kvsd / gloo |"
-echo "|---|---|---|---|"
+echo "| layout | DDP gloo samples/s | kvsd.torch samples/s | kvsd / gloo | median of the runs' kvsd / gloo |"
+echo "|---|---|---|---|---|"
 for l in "${layouts[@]}"; do
-    awk -v l="$l" -v g="${G[$l]}" -v k="${K[$l]}" 'BEGIN { printf "| %s | %.1f | %.1f | %.2fx |\n", l, g, k, k / g }'
+    awk -v l="$l" -v g="${G[$l]}" -v k="${K[$l]}" -v r="${R[$l]}" \
+        'BEGIN { printf "| %s | %.1f | %.1f | %.2fx | %.2fx |\n", l, g, k, k / g, r }'
 done

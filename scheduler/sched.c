@@ -893,13 +893,27 @@ static bool seat_joiner(sched *s, int w, const void *ident, size_t ident_len, in
     return true;
 }
 
+/* Refuse a joiner for whom no slot is free (waited_ms: how long it waited
+ * for one; 0: it did not). */
+static void refuse_full(sched *s, const void *ident, size_t ident_len, const char *host,
+                        uint64_t waited_ms)
+{
+    int slots = cfg_worker_slots(s->c);
+    char why[300];
+    int n = snprintf(why, sizeof why, "job full: the job already has its %d workers "
+                     "(KVS_MAX_WORKERS=%d)", slots, slots);
+    if (waited_ms > 0 && n > 0 && (size_t)n < sizeof why)
+        snprintf(why + n, sizeof why - (size_t)n, "; none left within %.1f s",
+                 (double)waited_ms / 1000.0);
+    refuse(s, ident, ident_len, KVS_ECONFIG, "worker", host, why);
+}
+
 /* A worker registers while an elastic job runs: it takes the lowest free
  * slot, or waits for one (sched_wait) when the waiting list has room. */
 static void admit_joiner(sched *s, const void *ident, size_t ident_len, const proto_hdr *h,
                          const char *body, int fd, const char *endpoint, const char *host)
 {
     int slots = cfg_worker_slots(s->c), w = free_slot(s);
-    char why[300];
     (void)h;
     (void)body;
     if (ident_len > IDENT_MAX - 1) {
@@ -913,9 +927,7 @@ static void admit_joiner(sched *s, const void *ident, size_t ident_len, const pr
         return;
     }
     if (s->waiting == NULL || s->nwaiting >= slots) {
-        snprintf(why, sizeof why, "job full: the job already has its %d workers "
-                 "(KVS_MAX_WORKERS=%d)", slots, slots);
-        refuse(s, ident, ident_len, KVS_ECONFIG, "worker", host, why);
+        refuse_full(s, ident, ident_len, host, 0);
         return;
     }
     sched_wait *q = &s->waiting[s->nwaiting++];
@@ -938,9 +950,8 @@ static void admit_joiner(sched *s, const void *ident, size_t ident_len, const pr
  * Returns how many were seated (the caller announces the new epoch). */
 static int admit_waiting(sched *s)
 {
-    int slots = cfg_worker_slots(s->c), seated = 0, j = 0;
+    int seated = 0, j = 0;
     uint64_t now = clock_ms();
-    char why[300];
     if (!s->started || s->done || s->fail_status || s->dead_count > 0)
         return 0;
     for (int i = 0; i < s->nwaiting; i++) {
@@ -951,10 +962,7 @@ static int admit_waiting(sched *s)
         } else if ((w = free_slot(s)) >= 0) {
             seated += seat_joiner(s, w, q->ident, q->ident_len, q->fd, q->endpoint, q->host);
         } else if (now >= q->until) {
-            snprintf(why, sizeof why, "job full: the job already has its %d workers "
-                     "(KVS_MAX_WORKERS=%d); none left within %.1f s", slots, slots,
-                     (double)(now - q->since) / 1000.0);
-            refuse(s, q->ident, q->ident_len, KVS_ECONFIG, "worker", q->host, why);
+            refuse_full(s, q->ident, q->ident_len, q->host, now - q->since);
         } else {
             if (j != i)
                 s->waiting[j] = *q;

@@ -644,25 +644,28 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if p not in self._pending:
                 self._push(p)
         first = self._failed
-        for p in self._params:
-            try:
-                self._kv.wait(self._keys[p])
-            except _errors.Error as e:
-                if first is None:
-                    first = e
         pending = self._pending
-        self._reset_step()
-        if first is not None:
-            raise first
         with torch.no_grad():
-            for p, g in pending.items():
-                if self._server:
-                    p.copy_(self._weights[p])
-                    continue
+            for p in self._params:
+                try:
+                    self._kv.wait(self._keys[p])
+                except _errors.Error as e:
+                    if first is None:
+                        first = e
+                if first is not None or self._server:
+                    continue  # (a lost step leaves the parameters as they were)
+                # each sum is averaged while later ones are still on the wire
+                g = pending[p]
                 if self._op is Average:
                     g.div_(self._kv.num_workers)
                 if g.data_ptr() != p.grad.data_ptr():
                     p.grad.copy_(g)
+            if first is None and self._server:
+                for p in self._params:
+                    p.copy_(self._weights[p])
+        self._reset_step()
+        if first is not None:
+            raise first
         self._synchronized = True
 
     @contextlib.contextmanager
