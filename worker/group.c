@@ -141,8 +141,11 @@ int wrk_grp_table(kvs_store *s, const proto_node *nodes, int n, uint64_t job_id,
  * flight, and kept for members that have not pulled them yet).  Past it the
  * oldest kept ones go (a late pull fetches again); if that is not enough,
  * the member whose pull needs a buffer pulls the chunk itself.  A fetch for
- * the owner's own pull lands in its output and needs none. */
-#define GRP_PULL_KEEP (16u << 20)
+ * the owner's own pull lands in its output and needs none.  Two default
+ * chunks: with four, the kept buffers and the answers ZeroMQ's thread
+ * receives ahead of ours took a socket worker of a 2x2 job past 1.5x its
+ * array (bench/RESULTS.md "Worker memory"). */
+#define GRP_PULL_KEEP (8u << 20)
 
 typedef struct grp_ent {
     _Atomic uint64_t seq; /* 0: free; else the member's post number */

@@ -12,8 +12,9 @@
  * checking every element of every pulled value (the exact sum of all
  * workers' pushes of that round); then read VmHWM again.  Prints
  *   memworker: array N KiB, VmHWM baseline B KiB, push peak P KiB, peak Q KiB,
- *   push growth G KiB, growth H KiB
- * (growth = peak - baseline: what the library took beyond the array).
+ *   push growth G KiB, growth H KiB, pull growth L KiB
+ * (growth = peak - baseline: what the library took beyond the array; pull
+ * growth: through the pushes and the pull, before the pushpulls).
  * Exits 0 when every value was right, 1 otherwise.
  */
 #include "kvs.h"
@@ -72,7 +73,7 @@ int main(int argc, char **argv)
         if ((rc = kvs_push(s, 1, &key, &v, 0)) != 0 || (rc = kvs_wait_all(s)) != 0)
             return fail("push", rc);
     }
-    unsigned long long push_peak = mem_peak_kib();
+    unsigned long long push_peak = mem_peak_kib(), pull_peak = 0;
     /* the last push's sum, then pushpulls in place: every element checked */
     for (int r = 0; r <= rounds && bad == 0; r++) {
         if (r == 0) {
@@ -88,6 +89,8 @@ int main(int argc, char **argv)
             rc = kvs_wait_all(s);
         if (rc)
             return fail(r ? "pushpull" : "pull", rc);
+        if (r == 0)
+            pull_peak = mem_peak_kib();
         for (uint64_t i = 0; i < n; i++) {
             float want = 0;
             for (int w = 0; w < W; w++)
@@ -102,9 +105,9 @@ int main(int argc, char **argv)
     }
     unsigned long long peak = mem_peak_kib();
     printf("memworker: array %llu KiB, VmHWM baseline %llu KiB, push peak %llu KiB, peak %llu "
-           "KiB, push growth %llu KiB, growth %llu KiB\n",
+           "KiB, push growth %llu KiB, growth %llu KiB, pull growth %llu KiB\n",
            (unsigned long long)(n * sizeof *a) >> 10, base, push_peak, peak, push_peak - base,
-           peak - base);
+           peak - base, pull_peak - base);
     fflush(stdout);
     rc = kvs_close(s);
     free(a);
