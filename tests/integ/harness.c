@@ -62,6 +62,12 @@ static void xstrcpy(char *dst, size_t len, const char *src)
     snprintf(dst, len, "%s", src);
 }
 
+bool it_sanitized(void)
+{
+    const char *build = getenv("BUILD");
+    return build != NULL && strstr(build, "asan") != NULL;
+}
+
 void it_ctx_init(it_ctx *t, const char *name, const char *dir)
 {
     const char *build = getenv("BUILD");

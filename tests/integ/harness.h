@@ -19,6 +19,7 @@
 
 #include <limits.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <sys/types.h>
 
 #define IT_MAX_PROCS 32
@@ -56,9 +57,14 @@ typedef struct it_ctx {
     int failures;                 /* IT_CHECK failures so far */
 } it_ctx;
 
-/* Multiplier for every deadline (env KVS_INTEG_SLOW, default 1; 3 when the
- * build directory name contains "asan"). */
+/* Multiplier for every deadline (env KVS_INTEG_SLOW, default 1; 3 on a
+ * sanitized build, it_sanitized()). */
 extern double it_slow;
+
+/* True when the binaries under test are a sanitized build: the build
+ * directory ($BUILD) names "asan".  Its allocator keeps freed memory and its
+ * loops run several times slower, so memory and speed say less there. */
+bool it_sanitized(void);
 
 /* Monotonic seconds. */
 double it_now(void);

@@ -308,10 +308,9 @@ int main(int argc, char **argv)
     }
 
     const char *slow = getenv("KVS_INTEG_SLOW");
-    const char *build = getenv("BUILD");
     if (slow && atof(slow) > 0)
         it_slow = atof(slow);
-    else if (build && strstr(build, "asan"))
+    else if (it_sanitized())
         it_slow = 3.0;
     int keep = getenv("KVS_INTEG_KEEP") && strcmp(getenv("KVS_INTEG_KEEP"), "1") == 0;
 

@@ -764,8 +764,7 @@ IT_TEST(empty_frames_open_1x1)
                                        "--pause-file", "go", NULL};
     enum { CONNS = 4 };
     const double secs = 8;
-    const char *build = getenv("BUILD");
-    const unsigned long long bound = (build && strstr(build, "asan") ? 512ull : 256ull) << 20;
+    const unsigned long long bound = (it_sanitized() ? 512ull : 256ull) << 20;
     sec_env(t);
     it_start_scheduler(t, 1, 1, NULL);
     int sport = start_server_port(t, 0, NULL);

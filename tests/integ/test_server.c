@@ -1231,8 +1231,7 @@ IT_TEST(job_nice_auto_busy_host_2x1)
 IT_TEST(server_memory_values_1x1)
 {
     uint8_t h[HDR];
-    const char *build = getenv("BUILD");
-    if (build && strstr(build, "asan"))
+    if (it_sanitized())
         it_skip(t, "a sanitizer's allocator keeps freed memory (quarantine): peak memory says "
                 "nothing about the server's buffers there");
     float *vals = malloc(MV_COUNT * sizeof *vals), *got = malloc(MV_COUNT * sizeof *got);
