@@ -10,7 +10,10 @@
 # host must send and receive in an allreduce, or a pushpull with one server
 # per host; a push or a pull alone moves half of it), and bound / time
 # (efficiency) for pushpull, push, pull and Gloo, medians of the REPS.  Also
-# pushpull / (push + pull) (the target: <= 1).
+# pushpull / (push + pull) (the target: <= 1), and the raw TCP floor of a
+# push's bytes (bench/netns_flows.py, python3): every host sending to every
+# other at once, as a parameter server's push does, and each to the next
+# host only, as a ring does; nothing done to the bytes.
 #
 # Needs root, ip netns (iproute2), unshare (util-linux), tc, g++ and
 # libgloo-dev; exits 1 with a message without them.  Usage:
@@ -20,7 +23,7 @@
 # SIZE (64M), REPS (3), ITERS (5), KVS_ENV (extra VAR=VALUE for kvsd).
 set -u
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
-    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
 fi
 cd "$(dirname "$0")/.." || exit 1
@@ -175,6 +178,28 @@ gloo_run() {
     awk '$NF == "ok" {print $6, $2}' <<<"$out" | sort -g | head -1
 }
 
+# flows_run N MODE: the raw TCP floor of a push's bytes in pattern MODE
+# (bench/netns_flows.py: a2a, every host to every other at once; ring, each
+# to the next); prints the last byte's arrival, ms from the common start
+flows_run() {
+    local n=$1 mode=$2 i p rc=0 ps="" start
+    start=$(python3 -c 'import time; print(time.time() + 2)')
+    for ((i = 0; i < n; i++)); do
+        ip netns exec "$tag-h$i" timeout 120 python3 bench/netns_flows.py "$i" "$n" "$mode" "$start" \
+            "$((bytes * (n - 1) / n))" >"$dir/flows-$mode-$i.log" 2>&1 &
+        ps="$ps $!"
+    done
+    pids=$ps
+    for p in $ps; do wait "$p" || rc=1; done
+    pids=""
+    if [ $rc != 0 ]; then
+        echo "hosts: the $mode flows failed:" >&2
+        tail -n 3 "$dir"/flows-"$mode"-* >&2
+        return 1
+    fi
+    awk '{print $6}' "$dir"/flows-"$mode"-*.log | sort -g | tail -1
+}
+
 . bench/lib.sh # median
 
 for n in $NS_LIST; do
@@ -184,25 +209,31 @@ for n in $NS_LIST; do
     bps=$(rate_bps "$rate")
     bound=$(awk -v n="$n" -v b="$bytes" -v r="$bps" 'BEGIN { printf "%.1f", 2 * (n - 1) / n * b * 8 / r * 1000 }')
     echo "hosts: N=$n (network + pid namespaces, one worker + one server each, bridge, tbf $rate each way), $SIZE float32, $ITERS rounds, $REPS repetitions alternating; bound $bound ms; load $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "rep  gloo_best_ms (algo)          kvsd_pushpull_ms  push_ms  pull_ms  load"
-    gl="" pp="" pu="" pl="" algos=""
+    echo "rep  gloo_best_ms (algo)          kvsd_pushpull_ms  push_ms  pull_ms  tcp_a2a_ms  tcp_ring_ms  load"
+    gl="" pp="" pu="" pl="" fa="" fr="" algos=""
     for ((r = 1; r <= REPS; r++)); do
         g=$(gloo_run "$n" "n$n-r$r-gloo") || exit 1
+        fa1=$(flows_run "$n" a2a) && fr1=$(flows_run "$n" ring) || exit 1
         rows=$(kvsd_run "$n" "n$n-r$r-kvsd") || exit 1
         a=$(awk '$3 == "pushpull" {print $5}' <<<"$rows")
         b=$(awk '$3 == "push" {print $5}' <<<"$rows")
         c=$(awk '$3 == "pull" {print $5}' <<<"$rows")
         [ -n "$a" ] && [ -n "$b" ] && [ -n "$c" ] || { echo "hosts: no checked kvsd rows:" >&2; echo "$rows" >&2; exit 1; }
-        printf "%-4s %-28s %17s %8s %8s  %s\n" "$r" "$g" "$a" "$b" "$c" "$(cut -d' ' -f1 /proc/loadavg)"
-        gl="$gl ${g%% *}" pp="$pp $a" pu="$pu $b" pl="$pl $c" algos="$algos ${g#* }"
+        printf "%-4s %-28s %17s %8s %8s %11s %12s  %s\n" "$r" "$g" "$a" "$b" "$c" "$fa1" "$fr1" \
+            "$(cut -d' ' -f1 /proc/loadavg)"
+        gl="$gl ${g%% *}" pp="$pp $a" pu="$pu $b" pl="$pl $c" fa="$fa $fa1" fr="$fr $fr1"
+        algos="$algos ${g#* }"
     done
     G=$(echo "$gl" | median) P=$(echo "$pp" | median) U=$(echo "$pu" | median) L=$(echo "$pl" | median)
-    awk -v n="$n" -v bd="$bound" -v g="$G" -v p="$P" -v u="$U" -v l="$L" -v rate="$rate" -v reps="$REPS" 'BEGIN {
+    FA=$(echo "$fa" | median) FR=$(echo "$fr" | median)
+    awk -v n="$n" -v bd="$bound" -v g="$G" -v p="$P" -v u="$U" -v l="$L" -v fa="$FA" -v fr="$FR" \
+        -v rate="$rate" -v reps="$REPS" 'BEGIN {
         printf "| hosts (netns, %s, 1 worker + 1 server each), %s | %d |\n", rate, ENVIRON["SIZE"], n
         printf "|---|---|\n"
         printf "| bound 2(N-1)/N x size / link rate, ms | %.0f |\n", bd
         printf "| kvsd pushpull, efficiency (bound / time) | %.2f (%.1f ms) |\n", bd / p, p
         printf "| kvsd push alone / pull alone, efficiency | %.2f / %.2f |\n", bd / 2 / u, bd / 2 / l
+        printf "| raw TCP, a push'"'"'s bytes: every host to every other at once / a ring, efficiency | %.2f / %.2f |\n", bd / 2 / fa, bd / 2 / fr
         printf "| Gloo best allreduce, efficiency | %.2f (%.1f ms) |\n", bd / g, g
         printf "| pushpull / (push + pull) | %.2f |\n", p / (u + l)
         printf "(medians of %d)\n", reps }'

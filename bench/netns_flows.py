@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""netns_flows.py - the raw TCP floor of a traffic pattern between the hosts
+of bench/hosts.sh (host i at 10.216.0.(i+1)), with nothing done to the
+bytes: no framing, no sums, no copies beyond the sockets'.
+
+  netns_flows.py ME N MODE START BYTES [PORT]
+
+Run once in each host's namespace.  Host ME sends BYTES in all: with MODE
+a2a split evenly over every other host at once (what a parameter server's
+push and pull do), with MODE ring all to the next host (what a ring
+allreduce's step does).  Every host starts sending at the wall-clock time
+START (seconds since the epoch; the namespaces share the clock) and prints
+    flows: host ME MODE received_ms R sent_ms S
+R: until the last byte it receives arrived, S: until its sends returned,
+both from START.  Exit status 0 when every byte arrived."""
+import socket
+import sys
+import threading
+import time
+
+
+def main():
+    if len(sys.argv) not in (6, 7) or sys.argv[3] not in ("a2a", "ring"):
+        sys.exit(__doc__)
+    me, n, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    start, total = float(sys.argv[4]), int(sys.argv[5])
+    port = int(sys.argv[6]) if len(sys.argv) == 7 else 9500
+    addr = lambda i: "10.216.0.%d" % (i + 1)
+    if mode == "a2a":
+        to, frm = [i for i in range(n) if i != me], [i for i in range(n) if i != me]
+    else:
+        to, frm = [(me + 1) % n], [(me - 1) % n]
+    per = total // len(to)
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((addr(me), port))
+    ls.listen(len(frm))
+    done, short = [], []
+
+    def receive(c):
+        left, buf = per, bytearray(1 << 20)
+        while left > 0:
+            k = c.recv_into(buf, min(len(buf), left))
+            if k == 0:
+                break
+            left -= k
+        (short if left else done).append(time.time())
+
+    def accept():
+        ts = []
+        for _ in frm:
+            c, _ = ls.accept()
+            ts.append(threading.Thread(target=receive, args=(c,)))
+            ts[-1].start()
+        for t in ts:
+            t.join()
+
+    acceptor = threading.Thread(target=accept)
+    acceptor.start()
+    conns = []
+    deadline = time.time() + 30
+    for p in to:  # the others may still be binding: retry until the deadline
+        while True:
+            s = socket.socket()
+            try:
+                s.connect((addr(p), port))
+                break
+            except OSError:
+                s.close()
+                if time.time() > deadline:
+                    sys.exit("flows: host %d cannot reach host %d" % (me, p))
+                time.sleep(0.05)
+        conns.append(s)
+    payload = memoryview(bytes(1 << 20))
+
+    def send(s):
+        left = per
+        while left > 0:
+            left -= s.send(payload[:min(len(payload), left)])
+        s.shutdown(socket.SHUT_WR)
+
+    while time.time() < start:
+        time.sleep(0.001)
+    ts = [threading.Thread(target=send, args=(s,)) for s in conns]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    sent = time.time()
+    acceptor.join()
+    if short or len(done) != len(frm):
+        sys.exit("flows: host %d: a connection closed early" % me)
+    print("flows: host %d %s received_ms %.1f sent_ms %.1f" %
+          (me, mode, 1000 * (max(done) - start), 1000 * (sent - start)))
+
+
+if __name__ == "__main__":
+    main()
