@@ -132,9 +132,19 @@ exit $rc
 '
 export BUILD dir SIZE ITERS
 
+# wait_all PIDS: wait for every process of PIDS (killed by cleanup if the
+# script is stopped meanwhile); status 1 if any failed
+wait_all() {
+    local p rc=0
+    pids=$1
+    for p in $1; do wait "$p" || rc=1; done
+    pids=""
+    return $rc
+}
+
 # kvsd_run N RUN: one job over N hosts; prints worker 0's checked rows
 kvsd_run() {
-    local n=$1 run=$2 i p rc=0 ps=""
+    local n=$1 run=$2 i rc=0 ps=""
     local env=("DMLC_PS_ROOT_URI=10.216.0.1" DMLC_PS_ROOT_PORT=9300 "DMLC_NUM_SERVER=$n"
                "DMLC_NUM_WORKER=$n" KVS_START_TIMEOUT=120 PS_VERBOSE=1 $KVS_ENV)
     for ((i = 0; i < n; i++)); do
@@ -142,9 +152,7 @@ kvsd_run() {
             "host-$i" "$i" "$run" "${env[@]}" "DMLC_NODE_HOST=10.216.0.$((i + 1))" 2>"$dir/$run-host$i.err" &
         ps="$ps $!"
     done
-    pids=$ps
-    for p in $ps; do wait "$p" || rc=1; done
-    pids=""
+    wait_all "$ps" || rc=1
     if [ $rc != 0 ]; then
         echo "hosts: kvsd run $run failed:" >&2
         tail -n 5 "$dir/$run"-* >&2
@@ -155,7 +163,7 @@ kvsd_run() {
 
 # gloo_run N RUN: rank i on host i; prints the best algorithm's median (ms) and name
 gloo_run() {
-    local n=$1 run=$2 store="$dir/$2-store" i p rc=0 ps="" out
+    local n=$1 run=$2 store="$dir/$2-store" i rc=0 ps="" out
     mkdir -p "$store"
     for ((i = 1; i < n; i++)); do
         ip netns exec "$tag-h$i" timeout 900 "$gbin" "$i" "$n" "$store" "$bytes" "$ITERS" \
@@ -165,8 +173,7 @@ gloo_run() {
     pids=$ps
     out=$(ip netns exec "$tag-h0" timeout 900 "$gbin" 0 "$n" "$store" "$bytes" "$ITERS" 10.216.0.1 \
         2>"$dir/$run-gloo0.err") || rc=1
-    for p in $ps; do wait "$p" || rc=1; done
-    pids=""
+    wait_all "$ps" || rc=1
     # an algorithm that sums wrong for this rank count (bcube at 3) is left
     # out: its row says WRONG and the exit status is 1
     if ! grep -q " ok$" <<<"$out" || { [ $rc != 0 ] && ! grep -q WRONG <<<"$out"; }; then
@@ -182,16 +189,14 @@ gloo_run() {
 # (bench/netns_flows.py: a2a, every host to every other at once; ring, each
 # to the next); prints the last byte's arrival, ms from the common start
 flows_run() {
-    local n=$1 mode=$2 i p rc=0 ps="" start
+    local n=$1 mode=$2 i rc=0 ps="" start
     start=$(python3 -c 'import time; print(time.time() + 2)')
     for ((i = 0; i < n; i++)); do
         ip netns exec "$tag-h$i" timeout 120 python3 bench/netns_flows.py "$i" "$n" "$mode" "$start" \
             "$((bytes * (n - 1) / n))" >"$dir/flows-$mode-$i.log" 2>&1 &
         ps="$ps $!"
     done
-    pids=$ps
-    for p in $ps; do wait "$p" || rc=1; done
-    pids=""
+    wait_all "$ps" || rc=1
     if [ $rc != 0 ]; then
         echo "hosts: the $mode flows failed:" >&2
         tail -n 3 "$dir"/flows-"$mode"-* >&2
