@@ -165,6 +165,20 @@ static const char *reason_text(int why)
     }
 }
 
+/* End the connection on fd in place: a TCP socket is disconnected
+ * (connect to AF_UNSPEC: the kernel drops what it has received and not yet
+ * handed to libzmq, up to the whole autotuned receive buffer, and resets the
+ * peer); libzmq's next read fails and it closes the descriptor itself.  Any
+ * other socket is shut down (SHUT_RDWR): libzmq sees the end of the stream. */
+static void end_conn(int fd)
+{
+    struct sockaddr unspec;
+    memset(&unspec, 0, sizeof unspec);
+    unspec.sa_family = AF_UNSPEC;
+    if (connect(fd, &unspec, sizeof unspec) != 0)
+        shutdown(fd, SHUT_RDWR);
+}
+
 /* Shut down the pending connection on fd (why: 0 timeout, 1 cap, 2 fds,
  * 3 refused). */
 static void shut(net_guard *g, int fd, int why, uint64_t in_use, uint64_t limit)
@@ -180,7 +194,7 @@ static void shut(net_guard *g, int fd, int why, uint64_t in_use, uint64_t limit)
     }
     e->state = ENT_CLOSING;
     g->nclosing++;
-    shutdown(fd, SHUT_RDWR);
+    end_conn(fd);
     g->closed++;
     g->episode_closed++;
     if (why == 0)

@@ -25,9 +25,14 @@
  * meanwhile the cap may be exceeded and libzmq may retry accept() (EMFILE)
  * for that long.  A pending connection that sends a message the daemon
  * refuses is shut down at once (net_guard_refused).  Trusted connections
- * are never touched.  Closing
- * is shutdown(fd, SHUT_RDWR), never close(): libzmq owns the descriptor and
- * tears the session down itself when it sees the end of the stream.  One
+ * are never touched.  Closing disconnects the socket in place (connect to
+ * AF_UNSPEC; shutdown(fd, SHUT_RDWR) for a socket that cannot), never
+ * close(): libzmq owns the descriptor and tears the session down itself
+ * when its next read fails.  The disconnect also drops what the kernel
+ * received and libzmq has not read yet: a loopback connection's receive
+ * buffer autotunes up to net.ipv4.tcp_rmem's maximum (several MiB), and
+ * after a shutdown libzmq would still decode all of it, each 2-byte empty
+ * frame into a 64-byte message.  One
  * WARN line per episode (from the first closing until no connection is
  * pending any more), with the reason and the counts.
  *

@@ -393,32 +393,45 @@ static int recv_one(net_sock *s, net_msg *m)
     }
 }
 
+/* Reads what the socket holds, up to DRAIN_BUDGET messages per turn.
+ * ZMQ_EVENTS (which also runs libzmq's commands: two system calls) is asked
+ * before the first message, every PRIO_FLUSH_EVERY messages (sends waiting
+ * for POLLOUT go then) and after a read found nothing; in between the
+ * messages are read directly, so a stream of small messages costs no
+ * system call each. */
 static void drain(net_sock *s)
 {
-    int budget = DRAIN_BUDGET;
+    int budget = DRAIN_BUDGET, since_events = 0;
     if (s->in_drain || s->closing)
         return;
     s->in_drain = true;
     for (;;) {
-        int events = 0;
-        size_t len = sizeof events;
-        if (zmq_getsockopt(s->zsock, ZMQ_EVENTS, &events, &len) != 0)
-            break;
-        if ((events & ZMQ_POLLOUT) && s->q_head)
-            flush_queue(s);
-        if ((events & ZMQ_POLLOUT) && s->hn > 0 &&
-            (DRAIN_BUDGET - budget) % PRIO_FLUSH_EVERY == PRIO_FLUSH_EVERY - 1)
-            flush_heap(s);
-        if (!(events & ZMQ_POLLIN))
-            break;
+        if (since_events == 0) {
+            int events = 0;
+            size_t len = sizeof events;
+            if (zmq_getsockopt(s->zsock, ZMQ_EVENTS, &events, &len) != 0)
+                break;
+            if ((events & ZMQ_POLLOUT) && s->q_head)
+                flush_queue(s);
+            if ((events & ZMQ_POLLOUT) && s->hn > 0 && budget < DRAIN_BUDGET)
+                flush_heap(s);
+            if (!(events & ZMQ_POLLIN))
+                break;
+        }
+        since_events = (since_events + 1) % PRIO_FLUSH_EVERY;
         if (budget-- == 0) {
             uv_idle_start(&s->idle, on_idle); /* more to read: come back at once */
             goto out;
         }
         net_msg m;
         int rc = recv_one(s, &m);
-        if (rc == EAGAIN)
-            break;
+        if (rc == EAGAIN) {
+            budget++;
+            if (since_events == 1)
+                break; /* ZMQ_EVENTS said POLLIN just now: nothing after all */
+            since_events = 0; /* ask ZMQ_EVENTS before leaving: it re-arms ZMQ_FD */
+            continue;
+        }
         if (rc == 0) {
             count_frames(s, m.frames, m.nframes, 0);
             s->fn(s, &m, s->arg);

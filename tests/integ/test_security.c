@@ -750,14 +750,16 @@ static void empty_frames(int port, double secs)
  * logs stay small: repeated warnings about peer input are rate-limited.
  * Memory stays bounded: the listening sockets read without a high-water
  * mark (a finite one is what made libzmq abort), so what bounds the queue
- * is the guard shutting a stranger's connection down at its first refused
- * message; what one connection queues before that depends on how soon the
- * loop runs (15-160 MiB of peak memory seen on 2 loaded cores; without the
- * shutdown 670-770 MiB in the same 8 s). Every queued frame is delivered
- * before its connection's queue is freed, and a sanitized daemon reads them
- * several times slower while libzmq (not instrumented) queues them as fast:
- * 180-290 MiB seen there, so a sanitized build gets twice the bound, still
- * below what an unguarded flood queues. */
+ * is the guard disconnecting a stranger's connection at its first refused
+ * message (which also drops what the kernel holds unread) and the loop
+ * reading small messages without a system call each.  On 2 cores, quiet
+ * or with 2 busy loops beside: 5-23 MiB of peak growth; 17-148 MiB when the
+ * guard only shut connections down and the loop asked ZMQ_EVENTS per
+ * message (up to 627 MiB seen once); 670-770 MiB with no guard.  Every
+ * queued frame is delivered before its connection's queue is freed, and a
+ * sanitized daemon reads them several times slower while libzmq (not
+ * instrumented) queues them as fast, so a sanitized build gets twice the
+ * bound, still below what an unguarded flood queues. */
 IT_TEST(empty_frames_open_1x1)
 {
     static const char *const argv[] = {"sum", "--dtype", "f32", "--rounds", "4",
