@@ -396,9 +396,9 @@ static int recv_one(net_sock *s, net_msg *m)
 /* Reads what the socket holds, up to DRAIN_BUDGET messages per turn.
  * ZMQ_EVENTS (which also runs libzmq's commands: two system calls) is asked
  * before the first message, every PRIO_FLUSH_EVERY messages (sends waiting
- * for POLLOUT go then) and after a read found nothing; in between the
- * messages are read directly, so a stream of small messages costs no
- * system call each. */
+ * for POLLOUT go then) and, while sends wait for POLLOUT, after a read found
+ * nothing; in between the messages are read directly, so a stream of small
+ * messages costs no system call each. */
 static void drain(net_sock *s)
 {
     int budget = DRAIN_BUDGET, since_events = 0;
@@ -426,10 +426,12 @@ static void drain(net_sock *s)
         net_msg m;
         int rc = recv_one(s, &m);
         if (rc == EAGAIN) {
+            /* the read ran libzmq's commands as ZMQ_EVENTS would: ZMQ_FD
+             * is re-armed; ask it once more only for sends held for POLLOUT */
+            if (since_events == 1 || !s->q_head)
+                break;
             budget++;
-            if (since_events == 1)
-                break; /* ZMQ_EVENTS said POLLIN just now: nothing after all */
-            since_events = 0; /* ask ZMQ_EVENTS before leaving: it re-arms ZMQ_FD */
+            since_events = 0;
             continue;
         }
         if (rc == 0) {
