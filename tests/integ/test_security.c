@@ -753,12 +753,12 @@ static void empty_frames(int port, double secs)
  * is the guard disconnecting a stranger's connection at its first refused
  * message (which also drops what the kernel holds unread) and the loop
  * reading small messages without a system call each.  On 2 cores, quiet
- * or with 2 busy loops beside: 5-23 MiB of peak growth; 17-148 MiB when the
+ * or with 2 busy loops beside: 5-23 MiB of peak growth; 34-139 MiB when the
  * guard only shut connections down and the loop asked ZMQ_EVENTS per
  * message (up to 627 MiB seen once); 670-770 MiB with no guard.  Every
  * queued frame is delivered before its connection's queue is freed, and a
  * sanitized daemon reads them several times slower while libzmq (not
- * instrumented) queues them as fast (45-103 MiB seen), so a sanitized
+ * instrumented) queues them as fast (45-101 MiB seen), so a sanitized
  * build gets twice the bound, still below what an unguarded flood queues. */
 IT_TEST(empty_frames_open_1x1)
 {
