@@ -458,6 +458,7 @@ int proto_register_local(const char *body, size_t len, proto_local *out)
     int got = 0;
     memset(out, 0, sizeof *out);
     out->lrank = out->lsize = -1;
+    out->agg_min = -1;
     for (;;) {
         while (p < end && *p == '\n')
             p++;
@@ -477,6 +478,8 @@ int proto_register_local(const char *body, size_t len, proto_local *out)
         } else if (!strncmp(tok, "agg=", 4) && parse_int(tok + 4, 0, 1, &v)) {
             out->agg = (int)v;
             got |= 16;
+        } else if (!strncmp(tok, "aggmin=", 7) && parse_int(tok + 7, 0, 1L << 30, &v)) {
+            out->agg_min = v;
         } else if (!strncmp(tok, "nonce_addr=", 11) && parse_hex64(tok + 11, &out->nonce_addr)) {
             got |= 32;
         } else if (!strncmp(tok, "nonce=", 6) &&

@@ -346,6 +346,15 @@ static int form_groups(sched *s, char *why, size_t whylen)
             rc = KVS_ECONFIG;
             break;
         }
+        if (a->have_local && w[0]->have_local && a->local.agg_min >= 0 &&
+            w[0]->local.agg_min >= 0 && a->local.agg_min != w[0]->local.agg_min) {
+            snprintf(why, whylen, "inconsistent KVS_LOCAL_AGG_MIN: worker %d (%.64s) has %lld, "
+                     "worker %d (%.64s) has %lld; every worker must use the same", w[0]->rank,
+                     w[0]->host, (long long)w[0]->local.agg_min, a->rank, a->host,
+                     (long long)a->local.agg_min);
+            rc = KVS_ECONFIG;
+            break;
+        }
         if (a->group >= 0)
             continue;
         int g = ngroups++, size = 0, given = 0;

@@ -49,6 +49,13 @@ static int layout_pair(const char *rname, const char *sname, int *rank, int *siz
     return 0;
 }
 
+/* KVS_LOCAL_AGG_MIN's default, bytes.  Meeting in the group costs a key
+ * about 9 us per round (a post, a match, a cross-process read and write, a
+ * request of its own: 100k keys of 64 bytes took 1.1 s through the group
+ * of a 2x2 job, 0.17 s without it, bench/RESULTS.md); one more copy of a
+ * key smaller than this takes less than that on a 1 Gbit link. */
+#define GRP_AGG_MIN 1024u
+
 int wrk_grp_config(kvs_store *s, char *err, size_t errlen)
 {
     int rank = -1, size = -1;
@@ -64,6 +71,9 @@ int wrk_grp_config(kvs_store *s, char *err, size_t errlen)
         return KVS_ECONFIG;
     if (cfg_get_bool("KVS_LOCAL_AGG", !s->async, &agg, err, errlen) != 0)
         return KVS_ECONFIG;
+    if (cfg_get_u64("KVS_LOCAL_AGG_MIN", GRP_AGG_MIN, 0, 1u << 30, &s->local_agg_min, err,
+                    errlen) != 0)
+        return KVS_ECONFIG;
     s->local_rank_env = rank;
     s->local_size_env = size;
     s->local_agg = agg;
@@ -73,8 +83,9 @@ int wrk_grp_config(kvs_store *s, char *err, size_t errlen)
         snprintf(nh + 2 * i, 3, "%02x", s->local_nonce[i]);
     uint64_t pidns = stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
     snprintf(s->grp_reg, sizeof s->grp_reg,
-             "pidns=%llx pid=%d lrank=%d lsize=%d agg=%d nonce_addr=%llx nonce=%s",
-             (unsigned long long)pidns, (int)getpid(), rank, size, s->local_agg ? 1 : 0,
+             "pidns=%llx pid=%d lrank=%d lsize=%d agg=%d aggmin=%llu nonce_addr=%llx "
+             "nonce=%s", (unsigned long long)pidns, (int)getpid(), rank, size,
+             s->local_agg ? 1 : 0, (unsigned long long)s->local_agg_min,
              (unsigned long long)(uintptr_t)s->local_nonce, nh);
     return 0;
 }
@@ -201,6 +212,7 @@ typedef struct grp_chunk { /* one owned chunk in flight */
     bool wants;   /* some member wants the round's value */
     struct grp_fetch *f; /* a chunk we pull for the group (pulls below), or NULL */
     bool fallback;       /* a direct pull of one chunk of our own pull item */
+    bool solo;           /* one chunk of a solo item (below) */
     uint64_t c;          /* fallback: the chunk */
     wrk_op *op;
     struct grp_chunk *next;
@@ -221,6 +233,13 @@ struct grp_item { /* one key of one of our ops */
     uint8_t *cdone;      /* a pull: per chunk 0, or done (owners write it; 2: we pull
                             it ourselves) */
     int inflight;        /* owned chunks not finished */
+    /* a solo item: a key under KVS_LOCAL_AGG_MIN bytes, which every member
+     * sends for itself (contrib 1) from the user's thread, in call order;
+     * no entry in the segment, nobody matches it */
+    bool solo;
+    _Atomic int solo_left; /* its chunks not finished */
+    int solo_err;          /* the first error (under g->mu) */
+    char solo_text[GRP_TEXT];
     grp_item *next;
 };
 
@@ -1166,6 +1185,18 @@ static void fallback_finish(wrk_grp *g, grp_chunk *ch)
 
 /* A chunk op finished: give its value to every member that wants it and
  * count the chunk done on every member's entry. */
+/* A chunk of solo item it failed: keep the first error.  Any thread
+ * without mu. */
+static void solo_fail(wrk_grp *g, grp_item *it, int err, const char *text)
+{
+    pthread_mutex_lock(&g->mu);
+    if (it->solo_err == 0) {
+        it->solo_err = err;
+        snprintf(it->solo_text, sizeof it->solo_text, "%s", text);
+    }
+    pthread_mutex_unlock(&g->mu);
+}
+
 static void chunk_finish(wrk_grp *g, grp_chunk *ch)
 {
     kvs_store *s = g->s;
@@ -1177,6 +1208,15 @@ static void chunk_finish(wrk_grp *g, grp_chunk *ch)
     }
     if (ch->fallback) {
         fallback_finish(g, ch);
+        gen_bump(g->shm);
+        return;
+    }
+    if (ch->solo) {
+        int serr = wrk_wait_op(s, ch->op);
+        if (serr)
+            solo_fail(g, it, serr, kvs_last_error());
+        atomic_fetch_sub(&it->solo_left, 1);
+        free(ch);
         gen_bump(g->shm);
         return;
     }
@@ -1232,7 +1272,10 @@ static void item_release(wrk_grp *g, grp_item *it, int err, const char *text)
     if (it->released)
         return;
     it->released = true;
-    if (err == 0) {
+    if (err == 0 && it->solo) {
+        err = it->solo_err;
+        text = it->solo_text;
+    } else if (err == 0) {
         grp_ent *e = ent_of(g, g->me, it->slot);
         err = atomic_load(&e->err);
         text = e->errtext;
@@ -1285,6 +1328,23 @@ static void *grp_main(void *arg)
         grp_item *prev = NULL;
         while (*pp) {
             grp_item *it = *pp;
+            if (it->solo) { /* its chunks end on their own, with the job's failure too */
+                if (atomic_load(&it->solo_left) > 0) {
+                    prev = it;
+                    pp = &it->next;
+                    continue;
+                }
+                pthread_mutex_lock(&g->mu); /* (solo_err: the user thread may have set it) */
+                int serr = it->solo_err;
+                pthread_mutex_unlock(&g->mu);
+                item_release(g, it, serr, it->solo_text);
+                *pp = it->next;
+                if (g->active_tail == it)
+                    g->active_tail = prev;
+                item_free(it);
+                progress = true;
+                continue;
+            }
             grp_ent *mine = ent_of(g, g->me, it->slot);
             if (atomic_load(&mine->hold) && wrk_key_pulls_done(s, it->k.key, it->k.pull_mark)) {
                 atomic_store(&mine->hold, 0);
@@ -1343,7 +1403,7 @@ static void *grp_main(void *arg)
             /* chunk ops still in flight end with the job; wait for them */
             bool inflight = false;
             for (grp_item *it = g->active; it; it = it->next)
-                inflight |= it->inflight > 0;
+                inflight |= it->inflight > 0 || (it->solo && atomic_load(&it->solo_left) > 0);
             if (!inflight)
                 break;
         }
@@ -1355,12 +1415,65 @@ static void *grp_main(void *arg)
 
 /* ---- posting ---- */
 
+/* Send every chunk of solo item it for ourselves (the caller's thread, so
+ * that the key's requests leave in call order, as without a group).  0, or
+ * the error of the chunk that could not be sent (kept in the item, the
+ * chunks not sent counted finished). */
+static int solo_start(wrk_grp *g, grp_item *it)
+{
+    const wrk_held *k = &it->k;
+    size_t esz = kvs_dtype_size(k->dtype);
+    bool pull = it->type == WRK_OP_PULL;
+    atomic_store(&it->solo_left, (int)it->nchunks);
+    for (uint64_t c = 0; c < it->nchunks; c++) {
+        const wrk_part *p = &it->parts[c];
+        size_t off = (size_t)p->offset * esz;
+        grp_chunk *ch = calloc(1, sizeof *ch);
+        int rc = KVS_ENOMEM;
+        if (ch) {
+            *ch = (grp_chunk){.g = g, .it = it, .part = *p, .solo = true};
+            rc = wrk_submit_chunk(g->s, it->type, k, p, pull ? 0 : 1, pull ? NULL : k->src + off,
+                                  k->dst ? k->dst + off : NULL, it->priority, &chunk_ops, ch,
+                                  &ch->op);
+        }
+        if (rc) {
+            solo_fail(g, it, rc, ch ? kvs_last_error() : "out of memory");
+            free(ch);
+            atomic_fetch_sub(&it->solo_left, (int)(it->nchunks - c));
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* Hand item it to the group thread (g->mu held). */
+static void queue_locked(wrk_grp *g, grp_item *it)
+{
+    if (g->q_tail)
+        g->q_tail->next = it;
+    else
+        g->q_head = it;
+    g->q_tail = it;
+}
+
+/* True if every array of the call (vals, else outs) is smaller than
+ * KVS_LOCAL_AGG_MIN: the call goes to the servers as without a group. */
+static bool all_solo(const kvs_store *s, size_t n, const kvs_array *arr)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((uint64_t)arr[i].count * kvs_dtype_size(arr[i].dtype) >= s->local_agg_min)
+            return false;
+    return true;
+}
+
 int wrk_grp_submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
                    const kvs_array *vals, const kvs_array *outs, int priority,
                    const wrk_op_ops *ops, void *owner)
 {
     wrk_grp *g = s->grp;
     wrk_op *op;
+    if (all_solo(s, n, vals ? vals : outs))
+        return wrk_submit(s, type, n, keys, vals, outs, priority, NULL, ops, owner, NULL);
     wrk_held *held = calloc(n ? n : 1, sizeof *held);
     if (held == NULL)
         return err_set(KVS_ENOMEM, "out of memory");
@@ -1408,6 +1521,15 @@ int wrk_grp_submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
         it->priority = priority;
         it->nchunks = nch;
         it->started = it->pull; /* a pull matches nobody's: owners serve it as it comes */
+        if ((uint64_t)k->count * esz < s->local_agg_min) {
+            it->solo = it->started = true;
+            it->pull = false; /* (no owner serves it: no cdone) */
+            solo_start(g, it);
+            pthread_mutex_lock(&g->mu);
+            queue_locked(g, it);
+            pthread_mutex_unlock(&g->mu);
+            continue;
+        }
         /* (s->mu is taken before g->mu elsewhere: ask before taking g->mu;
          * the group thread clears a hold once the pulls are answered) */
         uint32_t hold = k->pull_mark > 0 && !wrk_key_pulls_done(s, k->key, k->pull_mark);
@@ -1450,11 +1572,7 @@ int wrk_grp_submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
                 }
                 g->hint = (at + 1) % GRP_SLOTS;
                 it->slot = at;
-                if (g->q_tail)
-                    g->q_tail->next = it;
-                else
-                    g->q_head = it;
-                g->q_tail = it;
+                queue_locked(g, it);
                 pthread_mutex_unlock(&g->mu);
                 break;
             }

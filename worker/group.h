@@ -14,6 +14,9 @@
  * pull of a dist_sync store goes the same way without the sum: the owner
  * pulls its chunk once per key and round, gives it to every member's pull
  * of that round and keeps it (bounded) for members that pull later.
+ * Keys under KVS_LOCAL_AGG_MIN bytes skip the group: each member sends its
+ * own (contrib 1) from the calling thread; a call of only such keys is a
+ * plain wrk_submit.
  *
  * The members meet in a small shared-memory segment: per member a ring of
  * posted keys (key, round, addresses, chunks left) and a log of its pulls;

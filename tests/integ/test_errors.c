@@ -123,7 +123,8 @@ IT_TEST(bad_env_worker)
         {"KVS_TOPOLOGY", "@/nonexistent/topo.txt"},
         {"KVS_LOCAL_AGG", "maybe"},          {"KVS_LOCAL_RANK", "-1"},
         {"KVS_LOCAL_SIZE", "0"},             {"LOCAL_RANK", "one"},
-        {"LOCAL_WORLD_SIZE", "70000"},
+        {"LOCAL_WORLD_SIZE", "70000"},      {"KVS_LOCAL_AGG_MIN", "-1"},
+        {"KVS_LOCAL_AGG_MIN", "2G"},
     };
     run_bad_env(t, WORKER, cases, (int)(sizeof cases / sizeof cases[0]));
 }

@@ -255,6 +255,13 @@ IT_TEST(group_agg_mismatch_1x3)
     bad_layout(t, extra, "inconsistent KVS_LOCAL_AGG");
 }
 
+IT_TEST(group_agg_min_mismatch_1x3)
+{
+    static const char *const big[] = {"KVS_LOCAL_AGG_MIN=4096", NULL};
+    const char *const *extra[3] = {NULL, NULL, big};
+    bad_layout(t, extra, "inconsistent KVS_LOCAL_AGG_MIN");
+}
+
 /* ---- device arrays ---- */
 
 /* A job of store type (dist_sync, dist_sync_device) of 3 kvs-devworker
@@ -425,27 +432,40 @@ static double job_bytes(it_ctx *t, int n, const char *what)
  * worker alone exchanges: the group pushes and pulls each chunk once; and
  * 3x that with KVS_LOCAL_AGG=0.  argv: pushpulls, or pushes and plain
  * pulls. */
+/* Job number j of test t (in its own directory): W workers on one host and
+ * 1 server, sockets only (as between hosts), var=value; every worker exits
+ * 0 (exact sums).  Returns the bytes the workers moved to and from the
+ * server after kvs_init and the check of the initial values.  local: each
+ * worker must have summed in its group. */
+static double bytes_job(it_ctx *t, int j, int W, const char *const *argv, const char *var,
+                        const char *value, bool local)
+{
+    it_ctx sub;
+    char dir[sizeof t->dir + 16];
+    snprintf(dir, sizeof dir, "%s/job%d", t->dir, j);
+    IT_ASSERT(t, mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
+    it_ctx_init(&sub, t->test, dir);
+    group_env(&sub);
+    it_setenv(&sub, "KVS_TEST_METRICS", "1");
+    it_setenv(&sub, "KVS_CMA", "0");
+    it_setenv(&sub, var, "%s", value);
+    run_job(&sub, 1, W, argv, NULL);
+    double b = job_bytes(&sub, W, "bytes") - job_bytes(&sub, W, "init-bytes");
+    for (int i = 0; local && i < W; i++)
+        IT_CHECK(t, summed_locally(&sub, i), "worker%d did not sum in its group", i);
+    it_ctx_fini(&sub);
+    it_info(t, "%d worker(s), %s=%s: %.0f bytes to and from the server in 4 rounds", W, var,
+            value, b);
+    return b;
+}
+
 static void group_bytes(it_ctx *t, const char *const *argv)
 {
     double b[3];
     int sizes[3] = {1, 3, 3};
     const char *agg[3] = {"1", "1", "0"};
-    for (int j = 0; j < 3; j++) {
-        it_ctx sub;
-        char dir[sizeof t->dir + 16];
-        snprintf(dir, sizeof dir, "%s/job%d", t->dir, j);
-        IT_ASSERT(t, mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
-        it_ctx_init(&sub, t->test, dir);
-        group_env(&sub);
-        it_setenv(&sub, "KVS_TEST_METRICS", "1");
-        it_setenv(&sub, "KVS_CMA", "0"); /* everything through the sockets, as between hosts */
-        it_setenv(&sub, "KVS_LOCAL_AGG", "%s", agg[j]);
-        run_job(&sub, 1, sizes[j], argv, NULL);
-        b[j] = job_bytes(&sub, sizes[j], "bytes") - job_bytes(&sub, sizes[j], "init-bytes");
-        it_ctx_fini(&sub);
-        it_info(t, "%d worker(s), KVS_LOCAL_AGG=%s: %.0f bytes to and from the server in 4 rounds", sizes[j],
-                agg[j], b[j]);
-    }
+    for (int j = 0; j < 3; j++)
+        b[j] = bytes_job(t, j, sizes[j], argv, "KVS_LOCAL_AGG", agg[j], j == 1);
     IT_CHECK(t, b[1] <= 1.05 * b[0], "a group of 3 moved %.0f bytes, one worker %.0f (> 1.05x)",
              b[1], b[0]);
     IT_CHECK(t, b[2] >= 2.8 * b[0], "3 workers without aggregation moved %.0f bytes, one "
@@ -466,4 +486,40 @@ IT_TEST(group_pull_bytes_1x3)
     static const char *const argv[] = {"sum", "--counts", "300000,70000,5", "--rounds", "4",
                                        NULL};
     group_bytes(t, argv);
+}
+
+/* KVS_LOCAL_AGG_MIN: keys under it skip the group, every member sends its
+ * own.  With the floor between the two big keys of one call, the host moves
+ * the 300000-float key once and the 70000-float and 5-float keys three
+ * times (within 3% of that, from one worker's bytes per key); with the
+ * floor above every key, each call goes to the servers as without a group
+ * (3x).  Exact sums everywhere (the workers check them). */
+static void agg_min_bytes(it_ctx *t, const char *const *argv)
+{
+    static const double n[3] = {300000, 70000, 5};
+    const char *floor[3] = {"0", "1200000", "1073741824"};
+    int sizes[3] = {1, 3, 3};
+    double b[3];
+    for (int j = 0; j < 3; j++)
+        b[j] = bytes_job(t, j, sizes[j], argv, "KVS_LOCAL_AGG_MIN", floor[j], j == 1);
+    double want = b[0] * (n[0] + 3 * n[1] + 3 * n[2]) / (n[0] + n[1] + n[2]);
+    IT_CHECK(t, b[1] >= 0.97 * want && b[1] <= 1.03 * want,
+             "a group of 3 with the floor between the keys moved %.0f bytes, expected %.0f",
+             b[1], want);
+    IT_CHECK(t, b[2] >= 2.8 * b[0] && b[2] <= 3.1 * b[0], "a group of 3 with every key under "
+             "the floor moved %.0f bytes, one worker %.0f (expected ~3x)", b[2], b[0]);
+}
+
+IT_TEST(group_agg_min_1x3)
+{
+    static const char *const argv[] = {"sum", "--dtype", "float32", "--counts",
+                                       "300000,70000,5", "--rounds", "4", "--pushpull", NULL};
+    agg_min_bytes(t, argv);
+}
+
+IT_TEST(group_agg_min_pulls_1x3)
+{
+    static const char *const argv[] = {"sum", "--dtype", "float32", "--counts",
+                                       "300000,70000,5", "--rounds", "4", NULL};
+    agg_min_bytes(t, argv);
 }
