@@ -1288,6 +1288,38 @@ static void item_release(wrk_grp *g, grp_item *it, int err, const char *text)
     wrk_op_release(s, it->op, err, err ? text : NULL);
 }
 
+/* Put it among the active items, which the thread starts in their order:
+ * by priority, highest first (P3: the layer the next forward pass needs
+ * first overtakes those posted before it), in posting order among equals
+ * and always after the earlier items of the same key (its rounds go in
+ * order). */
+static void active_add(wrk_grp *g, grp_item *it)
+{
+    it->next = NULL;
+    if (g->active_tail == NULL || g->active_tail->priority >= it->priority) {
+        if (g->active_tail)
+            g->active_tail->next = it;
+        else
+            g->active = it;
+        g->active_tail = it;
+        return;
+    }
+    grp_item **at = NULL; /* insert before *at: the first lower one after any of the key */
+    for (grp_item **pp = &g->active; *pp; pp = &(*pp)->next) {
+        if ((*pp)->k.key == it->k.key)
+            at = NULL;
+        else if (at == NULL && (*pp)->priority < it->priority)
+            at = pp;
+    }
+    if (at == NULL) { /* (the tail is lower: an item of the key comes last) */
+        g->active_tail->next = it;
+        g->active_tail = it;
+        return;
+    }
+    it->next = *at;
+    *at = it;
+}
+
 static void *grp_main(void *arg)
 {
     wrk_grp *g = arg;
@@ -1300,19 +1332,18 @@ static void *grp_main(void *arg)
         uint32_t handed = atomic_load(&g->shm->m[g->me].handed);
         bool progress = false, stop;
         pthread_mutex_lock(&g->mu);
-        if (g->q_head) {
-            if (g->active_tail)
-                g->active_tail->next = g->q_head;
-            else
-                g->active = g->q_head;
-            g->active_tail = g->q_tail;
-            g->q_head = g->q_tail = NULL;
-            progress = true;
-        }
+        grp_item *queued = g->q_head;
+        g->q_head = g->q_tail = NULL;
         grp_chunk *done = g->done;
         g->done = NULL;
         stop = g->stop;
         pthread_mutex_unlock(&g->mu);
+        while (queued) {
+            grp_item *n = queued->next;
+            active_add(g, queued);
+            queued = n;
+            progress = true;
+        }
         while (done) {
             grp_chunk *n = done->next;
             chunk_finish(g, done);

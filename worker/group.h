@@ -22,7 +22,8 @@
  * posted keys (key, round, addresses, chunks left) and a log of its pulls;
  * nothing else crosses it.
  * Each store of a group member runs one group thread that starts its owned
- * chunks, fans out their results, and completes its own operations; every
+ * chunks (by priority, highest first; in posting order among equals and
+ * within a key), fans out their results, and completes its own operations; every
  * wait there is bounded and ends when the job fails (KVS_EPEERDEAD) or a
  * member leaves.
  *

@@ -262,6 +262,20 @@ IT_TEST(group_agg_min_mismatch_1x3)
     bad_layout(t, extra, "inconsistent KVS_LOCAL_AGG_MIN");
 }
 
+/* P3 in a group: a high-priority key posted after many big low-priority
+ * ones is summed and sent before them (the group thread starts its items
+ * by priority); 2 workers on one host, 4 rounds, exact sums (the worker
+ * checks both). */
+IT_TEST(group_p3_order_1x2)
+{
+    static const char *const argv[] = {"group-p3", "--rounds", "4", NULL};
+    group_env(t);
+    it_setenv(t, "KVS_LOCAL_AGG", "1");
+    run_job(t, 1, 2, argv, NULL);
+    for (int i = 0; i < 2; i++)
+        IT_CHECK(t, summed_locally(t, i), "worker%d did not sum in its group", i);
+}
+
 /* ---- device arrays ---- */
 
 /* A job of store type (dist_sync, dist_sync_device) of 3 kvs-devworker

@@ -79,6 +79,7 @@
     X(group_layout_partial_1x3, 60)                                            \
     X(group_agg_mismatch_1x3, 60)                                              \
     X(group_agg_min_mismatch_1x3, 60)                                          \
+    X(group_p3_order_1x2, 90)                                                  \
     X(group_member_killed_1x3, 60)                                             \
     X(group_member_stopped_1x3, 60)                                            \
     X(group_member_killed_pulls_1x3, 60)                                       \

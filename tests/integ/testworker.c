@@ -29,6 +29,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,10 @@ static const char *usage_text =
     "                           (different keys, order and times), exact values;\n"
     "                           then a re-init and a pull of the new values, or with\n"
     "                           --left: the last rank leaves, the others pull again\n"
+    "  group-p3 [--rounds N]    24 keys of 4 MiB at priority 0, each in its own\n"
+    "                           pushpull, then one of 16 KiB at priority 100: exact\n"
+    "                           sums; the high key completes before half of the\n"
+    "                           others (kvs_on_complete order)\n"
     "  peer-dead --block pull|barrier|late|callback|pulls [--left] [--keys N]\n"
     "                           a blocked (or, after file 'killed', a later) call\n"
     "                           (callback: push+pull, completions through\n"
@@ -2315,6 +2320,114 @@ static int scenario_group_pulls(const opts *o)
     return c.failed;
 }
 
+/* group-p3: GP3_LOW keys of 4 MiB, each pushpulled in its own call at
+ * priority 0, then one key of 16 KiB at priority 100, per round; every sum
+ * checked element by element; the high key must complete before half of
+ * the low ones (completion order from kvs_on_complete). */
+#define GP3_LOW 24
+#define GP3_HIGH_KEY 1000
+
+typedef struct gp3_order {
+    _Atomic int next;
+    int at[GP3_LOW + 1]; /* completion number of low key k; [GP3_LOW]: the high key */
+} gp3_order;
+
+typedef struct gp3_cb {
+    gp3_order *ord;
+    int slot;
+} gp3_cb;
+
+static void gp3_done(uint64_t key, int err, void *arg)
+{
+    gp3_cb *cb = arg;
+    (void)key;
+    (void)err; /* (the waits report it) */
+    cb->ord->at[cb->slot] = atomic_fetch_add(&cb->ord->next, 1);
+}
+
+static float gp3_val(int rank, int k, int r, uint64_t i)
+{
+    return (float)((rank + 1) * 3 + k + r + (int)(i % 7));
+}
+
+static int scenario_group_p3(const opts *o)
+{
+    wctx c;
+    enum { N = GP3_LOW + 1 };
+    uint64_t keys[N], counts[N];
+    float *in[N], *out[N];
+    kvs_array iv[N], ov[N];
+    gp3_cb cbs[N];
+    if (open_store(&c, o, "dist_sync", 0) != 0)
+        return 1;
+    for (int k = 0; k < N; k++) {
+        keys[k] = k < GP3_LOW ? (uint64_t)k : GP3_HIGH_KEY;
+        counts[k] = k < GP3_LOW ? 1u << 20 : 4096;
+        in[k] = new_buf(KVS_FLOAT32, counts[k]);
+        out[k] = new_buf(KVS_FLOAT32, counts[k]);
+        memset(in[k], 0, counts[k] * sizeof(float));
+        iv[k] = arr(in[k], counts[k], KVS_FLOAT32);
+        ov[k] = arr(out[k], counts[k], KVS_FLOAT32);
+    }
+    c.failed |= report(c.who, "kvs_init", kvs_init(c.s, N, keys, iv));
+    c.failed |= report(c.who, "kvs_wait_all after the init", kvs_wait_all(c.s));
+    int late = 0;
+    static gp3_order ord; /* (outlives a failed round's late callbacks) */
+    for (int r = 0; r < o->rounds && !c.failed; r++) {
+        atomic_store(&ord.next, 0);
+        for (int k = 0; k < N; k++) {
+            for (uint64_t i = 0; i < counts[k]; i++)
+                in[k][i] = gp3_val(c.rank, k, r, i);
+            memset(out[k], 0xff, counts[k] * sizeof(float));
+        }
+        c.failed |= report(c.who, "kvs_barrier", kvs_barrier(c.s));
+        for (int k = 0; k < N && !c.failed; k++) {
+            c.failed |= report(c.who, "kvs_pushpull", kvs_pushpull(c.s, 1, &keys[k], &iv[k],
+                                                                   &ov[k], k < GP3_LOW ? 0 : 100));
+            cbs[k] = (gp3_cb){&ord, k};
+            c.failed |= report(c.who, "kvs_on_complete",
+                               kvs_on_complete(c.s, keys[k], gp3_done, &cbs[k]));
+        }
+        c.failed |= report(c.who, "kvs_wait_all", kvs_wait_all(c.s));
+        /* every callback has run once its key is done; wait for the last */
+        for (int spin = 0; spin < 10000 && atomic_load(&ord.next) < N; spin++)
+            nap_ms(1);
+        if (atomic_load(&ord.next) < N) {
+            say(c.who, "round %d: %d of %d completion callbacks ran", r, atomic_load(&ord.next), N);
+            c.failed = 1;
+        }
+        for (int k = 0; k < N && !c.failed; k++)
+            for (uint64_t i = 0; i < counts[k]; i++) {
+                float want = 0;
+                for (int w = 0; w < c.W; w++)
+                    want += gp3_val(w, k, r, i);
+                if (out[k][i] != want) {
+                    say(c.who, "MISMATCH round %d key %llu element %llu: got %g, want %g", r,
+                        (unsigned long long)keys[k], (unsigned long long)i, (double)out[k][i],
+                        (double)want);
+                    c.failed = 1;
+                    break;
+                }
+            }
+        say(c.who, "round %d: the priority-100 key completed as number %d of %d", r,
+            ord.at[GP3_LOW] + 1, N);
+        late += ord.at[GP3_LOW] >= GP3_LOW / 2;
+    }
+    if (late > 0 && !c.failed) {
+        say(c.who, "the priority-100 key completed after half of the priority-0 keys in %d "
+            "round(s)", late);
+        c.failed = 1;
+    }
+    if (c.s)
+        c.failed |= report(c.who, "kvs_close", kvs_close(c.s));
+    for (int k = 0; k < N; k++) {
+        free(in[k]);
+        free(out[k]);
+    }
+    say(c.who, "group-p3: %s", c.failed ? "FAILED" : "ok");
+    return c.failed;
+}
+
 static int scenario_selftest(void)
 {
     int bad = 0;
@@ -2428,6 +2541,8 @@ int main(int argc, char **argv)
         return scenario_victim(&o);
     if (strcmp(sc, "group-pulls") == 0)
         return scenario_group_pulls(&o);
+    if (strcmp(sc, "group-p3") == 0)
+        return scenario_group_p3(&o);
     if (strcmp(sc, "peer-dead") == 0)
         return scenario_peer_dead(&o);
     if (strcmp(sc, "leave") == 0)
