@@ -179,8 +179,11 @@ typedef struct grp_member {
     _Atomic uint32_t gone;   /* after left: its group thread ended, it writes nothing more */
     _Atomic uint64_t pposted; /* pulls it posted so far (plog) */
     _Atomic uint32_t handed; /* chunks of its pulls an owner handed back to it (flag 3) */
+    _Atomic uint32_t wake;   /* futex word of its threads: bumped when something they
+                                wait for may have changed (wake_member) */
+    _Atomic uint32_t sleepers; /* its threads waiting on wake */
     uint32_t pad32;
-    uint64_t pad[3];
+    uint64_t pad[2];
     char why[GRP_TEXT];      /* written before left: the job's failure it left on ("" none) */
     grp_ent ent[GRP_SLOTS];
     /* its pull number i is entry (plog[i % GRP_SLOTS] & (GRP_SLOTS - 1)), posted as
@@ -193,9 +196,10 @@ typedef struct grp_shm {
     uint32_t magic, lsize;
     _Atomic uint32_t ready;    /* local rank 0 initialised it */
     _Atomic uint32_t attached; /* members that mapped it (the last one unlinks it) */
-    _Atomic uint32_t gen;      /* futex word: bumped on every change */
+    _Atomic uint32_t gen;      /* futex word of start-up: bumped on every change */
     _Atomic uint32_t ngone;    /* members gone */
-    uint32_t pad[10];
+    _Atomic uint32_t gsleepers; /* threads waiting on gen */
+    uint32_t pad[9];
     grp_member m[]; /* then pread: lsize x lsize u64 (pread_of) */
 } grp_shm;
 
@@ -307,16 +311,54 @@ typedef struct grp_fetch {
     struct grp_fetch *knext; /* the next of the same key (fetch_keys) */
 } grp_fetch;
 
+/* Wake the threads of member m (its group thread, its submitter waiting for
+ * a slot) if they sleep: each pass of a group thread starts from the wake
+ * count it read (wake_seen), so a bump between that read and its sleep
+ * makes the sleep return at once.  No system call when nobody sleeps (the
+ * sleeper counts itself before the kernel compares the word). */
+static void wake_member(grp_shm *shm, int m)
+{
+    grp_member *mb = &shm->m[m];
+    atomic_fetch_add(&mb->wake, 1);
+    if (atomic_load(&mb->sleepers))
+        syscall(SYS_futex, &mb->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Something every member may wait for changed (a post, an entry finished or
+ * failed, a member leaving): wake them all, and start-up's waiters. */
 static void gen_bump(grp_shm *shm)
 {
     atomic_fetch_add(&shm->gen, 1);
-    syscall(SYS_futex, &shm->gen, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    if (atomic_load(&shm->gsleepers))
+        syscall(SYS_futex, &shm->gen, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    for (uint32_t m = 0; m < shm->lsize; m++)
+        wake_member(shm, (int)m);
+}
+
+static void sleep_on(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint32_t seen, int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    atomic_fetch_add(sleepers, 1);
+    syscall(SYS_futex, word, FUTEX_WAIT, seen, &ts, NULL, 0);
+    atomic_fetch_sub(sleepers, 1);
 }
 
 static void gen_wait(grp_shm *shm, uint32_t seen, int ms)
 {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    syscall(SYS_futex, &shm->gen, FUTEX_WAIT, seen, &ts, NULL, 0);
+    sleep_on(&shm->gen, &shm->gsleepers, seen, ms);
+}
+
+/* This member's wake count, read before a pass looks at anything. */
+static uint32_t wake_seen(const wrk_grp *g)
+{
+    return atomic_load(&g->shm->m[g->me].wake);
+}
+
+/* Sleep until this member is woken after seen (or ms pass). */
+static void wake_wait(wrk_grp *g, uint32_t seen, int ms)
+{
+    grp_member *mb = &g->shm->m[g->me];
+    sleep_on(&mb->wake, &mb->sleepers, seen, ms);
 }
 
 static int job_failed(kvs_store *s, char *text, size_t len)
@@ -459,7 +501,7 @@ static void *grp_main(void *arg);
 static void pull_done(kvs_store *s)
 {
     if (s->grp)
-        gen_bump(s->grp->shm);
+        wake_member(s->grp->shm, s->grp->me);
 }
 
 int wrk_grp_start(kvs_store *s)
@@ -514,7 +556,7 @@ void wrk_grp_forget(kvs_store *s)
 {
     if (s->grp) {
         atomic_fetch_add(&s->grp->epoch, 1);
-        gen_bump(s->grp->shm);
+        wake_member(s->grp->shm, s->grp->me);
     }
 }
 
@@ -574,10 +616,12 @@ static void chunk_done_cb(kvs_store *s, wrk_op *op)
     wrk_grp *g = c->g;
     (void)s;
     pthread_mutex_lock(&g->mu);
+    bool first = g->done == NULL; /* else the thread has yet to take the list */
     c->next = g->done;
     g->done = c;
     pthread_mutex_unlock(&g->mu);
-    gen_bump(g->shm);
+    if (first)
+        wake_member(g->shm, g->me);
 }
 
 static const wrk_op_ops chunk_ops = {.done = chunk_done_cb};
@@ -774,12 +818,11 @@ static bool item_try(wrk_grp *g, grp_item *it)
         any = true;
         if (rc) {
             item_fail_owned(g, it, rc, text);
+            gen_bump(g->shm); /* the members' entries failed */
             break;
         }
     }
     it->started = true;
-    if (any)
-        gen_bump(g->shm);
     return any;
 }
 
@@ -904,7 +947,7 @@ static void pull_hand_back(wrk_grp *g, int m, grp_ent *e, uint64_t c)
     else if (peer_write(g->s->peers[m].pid, e->done + c, &three, 1) != 0)
         return; /* it died: the job fails */
     atomic_fetch_add(&g->shm->m[m].handed, 1);
-    gen_bump(g->shm);
+    wake_member(g->shm, m);
 }
 
 static int fetch_wait(grp_fetch *f, int m, uint32_t slot)
@@ -1217,7 +1260,6 @@ static void chunk_finish(wrk_grp *g, grp_chunk *ch)
             solo_fail(g, it, serr, kvs_last_error());
         atomic_fetch_sub(&it->solo_left, 1);
         free(ch);
-        gen_bump(g->shm);
         return;
     }
     int err = wrk_wait_op(s, ch->op); /* done: collects and frees it */
@@ -1326,11 +1368,11 @@ static void *grp_main(void *arg)
     kvs_store *s = g->s;
     char ftext[512];
     for (;;) {
-        uint32_t seen = atomic_load(&g->shm->gen);
+        uint32_t seen = wake_seen(g);
         /* before the queue: a chunk handed back was posted before, so its
          * item is active once the queue is taken */
         uint32_t handed = atomic_load(&g->shm->m[g->me].handed);
-        bool progress = false, stop;
+        bool progress = false, stop, freed = false;
         pthread_mutex_lock(&g->mu);
         grp_item *queued = g->q_head;
         g->q_head = g->q_tail = NULL;
@@ -1351,6 +1393,8 @@ static void *grp_main(void *arg)
             progress = true;
         }
         int fatal = job_failed(s, ftext, sizeof ftext);
+        /* the chunks this pass starts reach the I/O thread together */
+        wrk_io_defer(true);
         if (!stop && !fatal)
             progress |= pulls_read(g);
         bool gone = atomic_load(&g->shm->ngone) > 0 || handed != g->handed_seen;
@@ -1414,9 +1458,10 @@ static void *grp_main(void *arg)
             }
             if (it->released && it->inflight == 0 &&
                 (atomic_load(&mine->left) == 0 || fatal || !it->started)) {
-                if (atomic_load(&mine->left) == 0)
+                if (atomic_load(&mine->left) == 0) {
                     atomic_store_explicit(&mine->seq, 0, memory_order_release);
-                else if (it->pull)
+                    freed = true;
+                } else if (it->pull)
                     it->cdone = NULL; /* owners may still write it: the job failed */
                 *pp = it->next;
                 if (g->active_tail == it)
@@ -1428,6 +1473,9 @@ static void *grp_main(void *arg)
             prev = it;
             pp = &it->next;
         }
+        wrk_io_defer(false);
+        if (freed)
+            wake_member(g->shm, g->me); /* our submitter may wait for a slot */
         if (stop && g->active == NULL)
             break; /* (chunk pulls for the others may be in flight: wrk_grp_stop) */
         if (stop && fatal) {
@@ -1439,7 +1487,7 @@ static void *grp_main(void *arg)
                 break;
         }
         if (!progress)
-            gen_wait(g->shm, seen, GRP_WAIT_MS);
+            wake_wait(g, seen, GRP_WAIT_MS);
     }
     return NULL;
 }
@@ -1567,7 +1615,7 @@ int wrk_grp_submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
         /* a free slot of ours: bounded wait while the ring is full */
         for (;;) {
             pthread_mutex_lock(&g->mu);
-            uint32_t seen = atomic_load(&g->shm->gen);
+            uint32_t seen = wake_seen(g);
             grp_member *mb = &g->shm->m[g->me];
             uint32_t i = 0, at = 0;
             for (; i < GRP_SLOTS; i++) {
@@ -1615,7 +1663,7 @@ int wrk_grp_submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
                 wrk_op_release(s, op, f, t);
                 break;
             }
-            gen_wait(g->shm, seen, GRP_WAIT_MS);
+            wake_wait(g, seen, GRP_WAIT_MS);
         }
     }
     gen_bump(g->shm);

@@ -56,6 +56,11 @@ static void list_append(kvs_store *s, wrk_op *op)
 
 /* Queue op for the I/O thread (io.c drains store->queue on each wake-up).
  * Call with mu held. */
+/* The calling thread's deferred wake-up (wrk_io_defer): the store whose I/O
+ * thread it owes one, or NULL. */
+static __thread kvs_store *io_owed;
+static __thread bool io_deferring;
+
 static void io_queue_locked(kvs_store *s, wrk_op *op)
 {
     op->qnext = NULL;
@@ -64,7 +69,19 @@ static void io_queue_locked(kvs_store *s, wrk_op *op)
     else
         s->q_head = op;
     s->q_tail = op;
-    uv_async_send(&s->wake);
+    if (io_deferring && (io_owed == NULL || io_owed == s))
+        io_owed = s;
+    else
+        uv_async_send(&s->wake);
+}
+
+void wrk_io_defer(bool on)
+{
+    io_deferring = on;
+    if (!on && io_owed) {
+        uv_async_send(&io_owed->wake);
+        io_owed = NULL;
+    }
 }
 
 void wrk_ops_free_all(kvs_store *s)

@@ -164,6 +164,11 @@ int wrk_submit_held(struct kvs_store *s, int type, size_t n, const uint64_t *key
                     const kvs_array *vals, const kvs_array *outs, struct wrk_op **out,
                     wrk_held *held);
 
+/* on: the ops this thread queues from now on wait for it to say
+ * wrk_io_defer(false), which wakes the I/O thread once for all of them (so
+ * that it finds them together and fuses what it can).  Any thread. */
+void wrk_io_defer(bool on);
+
 struct wrk_part;
 /* One request for one chunk of key k (round k->round), standing for
  * contrib workers: data at src (none for WRK_OP_PULL, contrib 0), a
