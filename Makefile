@@ -100,7 +100,7 @@ $(BUILD)/gen/suites.h: $(UNIT_SRC)
 $(BUILD)/obj/tests/unit/main.o: $(BUILD)/gen/suites.h
 $(BUILD)/obj/tests/unit/%.o: KVS_CFLAGS += -I$(BUILD)/gen
 
-$(UNIT_BIN): $(call obj,$(UNIT_SRC)) $(call obj,server/norms.c server/decomp.c server/buf.c scheduler/promote.c) $(LIBKVS_A)
+$(UNIT_BIN): $(call obj,$(UNIT_SRC)) $(call obj,server/norms.c server/decomp.c server/buf.c server/push.c server/cma.c server/update.c scheduler/promote.c) $(LIBKVS_A)
 	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS) $(CHECK_LIBS)
 
 # CUDA (only where nvcc is found): device objects and GPU tests.

@@ -73,8 +73,8 @@ static void fused_piece(const void *arg, uint64_t lo, uint64_t hi)
     }
     for (int i = 0; i < p->nwb; i++) {
         srv_wb_target *t = &p->wb[i];
-        if (atomic_load(&t->err) == 0 && srv_cma_copy(NULL, &t->cma, 1, p->dst + off,
-                                                      t->dst + off, len) != 0) {
+        if (!t->same && atomic_load(&t->err) == 0 &&
+            srv_cma_copy(NULL, &t->cma, 1, p->dst + off, t->dst + off, len) != 0) {
             zero = 0;
             atomic_compare_exchange_strong(&t->err, &zero, errno ? errno : EIO);
         }
@@ -227,6 +227,12 @@ void srv_push_write_backs(srv_cma *cmas, int num_workers, srv_entry *e, srv_req 
     for (srv_req *q = e->waiting; q; q = q->next)
         add_target(cmas, num_workers, e, p, q);
     add_target(cmas, num_workers, e, p, r);
+    /* r alone made the round (the last push is also the first: copied, not
+     * added) and its answer goes where its data came from: the bytes there
+     * are the round's value already */
+    if (p->nwb > 0 && p->wb[p->nwb - 1].seq == r->seq && p->mode == SUM_COPY && p->by_ref &&
+        r->h.cma_dst == r->h.cma_src)
+        p->wb[p->nwb - 1].same = true;
     for (srv_req *q = e->pulls; q; q = q->next)
         if (q->h.round == e->round + 1)
             add_target(cmas, num_workers, e, p, q);

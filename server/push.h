@@ -50,6 +50,9 @@ typedef struct srv_wb_target {
     uint64_t dst;   /* its request's output (h.cma_dst) */
     uint64_t seq;   /* its request (srv_req.seq): done() finds it again by this */
     atomic_int err; /* errno of a failed write, 0 if none */
+    bool same;      /* the round is one push read from this very address (a local
+                       group's sum, standing for every worker): the value is
+                       already there, nothing to write */
 } srv_wb_target;
 
 /* Work of a job on an entry (server/jobs.h): summing a push (sync: into the
