@@ -57,29 +57,35 @@ static int run_last(srv_cma *cma, srv_entry *e, srv_req *r, int mode, float *acc
     return n;
 }
 
-static void entry(srv_entry *e)
-{
-    memset(e, 0, sizeof *e);
-    e->dtype = KVS_FLOAT32;
-    e->count = N;
-    e->bytes = N * sizeof(float);
-    e->need = 2;
-}
-
-START_TEST(alone_in_place_not_written)
-{
+/* One test's server side: ourselves proven, an entry of N floats whose
+ * round needs 2 workers, its last push r. */
+typedef struct fixture {
     srv_cma cma;
     srv_entry e;
     srv_req r;
     bool same[2];
+} fixture;
+
+static void setup(fixture *f)
+{
+    self_cma(&f->cma);
+    memset(&f->e, 0, sizeof f->e);
+    f->e.dtype = KVS_FLOAT32;
+    f->e.count = N;
+    f->e.bytes = N * sizeof(float);
+    f->e.need = 2;
+}
+
+START_TEST(alone_in_place_not_written)
+{
+    fixture f;
     float *buf = malloc(N * sizeof *buf), *acc = malloc(N * sizeof *acc);
-    self_cma(&cma);
-    entry(&e);
+    setup(&f);
     for (int i = 0; i < N; i++)
         buf[i] = (float)(i % 97);
-    req(&r, 1, buf, buf);
-    ck_assert_int_eq(run_last(&cma, &e, &r, SUM_COPY, acc, same), 1);
-    ck_assert(same[0]);
+    req(&f.r, 1, buf, buf);
+    ck_assert_int_eq(run_last(&f.cma, &f.e, &f.r, SUM_COPY, acc, f.same), 1);
+    ck_assert(f.same[0]);
     for (int i = 0; i < N; i++) { /* the round's value is the push, and still in place */
         ck_assert_float_eq(acc[i], (float)(i % 97));
         ck_assert_float_eq(buf[i], (float)(i % 97));
@@ -91,21 +97,17 @@ END_TEST
 
 START_TEST(other_output_written)
 {
-    srv_cma cma;
-    srv_entry e;
-    srv_req r;
-    bool same[2];
+    fixture f;
     float *src = malloc(N * sizeof *src), *dst = malloc(N * sizeof *dst);
     float *acc = malloc(N * sizeof *acc);
-    self_cma(&cma);
-    entry(&e);
+    setup(&f);
     for (int i = 0; i < N; i++) {
         src[i] = (float)(i % 89);
         dst[i] = -1;
     }
-    req(&r, 1, src, dst); /* alone, but answered elsewhere */
-    ck_assert_int_eq(run_last(&cma, &e, &r, SUM_COPY, acc, same), 1);
-    ck_assert(!same[0]);
+    req(&f.r, 1, src, dst); /* alone, but answered elsewhere */
+    ck_assert_int_eq(run_last(&f.cma, &f.e, &f.r, SUM_COPY, acc, f.same), 1);
+    ck_assert(!f.same[0]);
     for (int i = 0; i < N; i++)
         ck_assert_float_eq(dst[i], (float)(i % 89));
     free(src);
@@ -118,21 +120,17 @@ START_TEST(added_push_written_in_place)
 {
     /* the round's second push, answered in place: its memory holds its own
      * part only, so the sum is written there */
-    srv_cma cma;
-    srv_entry e;
-    srv_req r;
-    bool same[2];
+    fixture f;
     float *buf = malloc(N * sizeof *buf), *acc = malloc(N * sizeof *acc);
-    self_cma(&cma);
-    entry(&e);
+    setup(&f);
     for (int i = 0; i < N; i++) {
         buf[i] = (float)(i % 13);
         acc[i] = 1000; /* the first push's part */
     }
-    req(&r, 2, buf, buf);
-    r.h.contrib = 1;
-    ck_assert_int_eq(run_last(&cma, &e, &r, SUM_ADD, acc, same), 1);
-    ck_assert(!same[0]);
+    req(&f.r, 2, buf, buf);
+    f.r.h.contrib = 1;
+    ck_assert_int_eq(run_last(&f.cma, &f.e, &f.r, SUM_ADD, acc, f.same), 1);
+    ck_assert(!f.same[0]);
     for (int i = 0; i < N; i++) {
         ck_assert_float_eq(acc[i], (float)(1000 + i % 13));
         ck_assert_float_eq(buf[i], (float)(1000 + i % 13));
