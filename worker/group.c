@@ -1226,8 +1226,6 @@ static void fallback_finish(wrk_grp *g, grp_chunk *ch)
     free(ch);
 }
 
-/* A chunk op finished: give its value to every member that wants it and
- * count the chunk done on every member's entry. */
 /* A chunk of solo item it failed: keep the first error.  Any thread
  * without mu. */
 static void solo_fail(wrk_grp *g, grp_item *it, int err, const char *text)
@@ -1240,6 +1238,8 @@ static void solo_fail(wrk_grp *g, grp_item *it, int err, const char *text)
     pthread_mutex_unlock(&g->mu);
 }
 
+/* A chunk op finished: give its value to every member that wants it and
+ * count the chunk done on every member's entry. */
 static void chunk_finish(wrk_grp *g, grp_chunk *ch)
 {
     kvs_store *s = g->s;
