@@ -995,6 +995,7 @@ int wrk_submit_chunk(kvs_store *s, int type, const wrk_held *k, const wrk_part *
     else if (s->stop)
         rc = err_set(KVS_ECLOSED, "store is closing");
     if (rc == 0) {
+        *out = op; /* before the op can complete: its done callback may read it */
         list_append(s, op);
         io_queue_locked(s, op);
     }
@@ -1004,6 +1005,5 @@ int wrk_submit_chunk(kvs_store *s, int type, const wrk_held *k, const wrk_part *
         wrk_op_free(op);
         return rc;
     }
-    *out = op;
     return 0;
 }

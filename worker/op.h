@@ -174,8 +174,9 @@ struct wrk_part;
  * contrib workers: data at src (none for WRK_OP_PULL, contrib 0), a
  * pushpull's or pull's reply into dst.  A synchronous
  * op owned by (ops, owner): ops->done tells the owner it completed; collect
- * it then with wrk_wait_op.  0 (*out: the op) or an error (owner still the
- * caller's). */
+ * it then with wrk_wait_op.  0 (*out: the op, stored before the op is
+ * queued, so an owner that ops->done hands to another thread finds it) or
+ * an error (owner still the caller's). */
 int wrk_submit_chunk(struct kvs_store *s, int type, const wrk_held *k,
                      const struct wrk_part *part, uint16_t contrib, const uint8_t *src,
                      uint8_t *dst, int priority, const wrk_op_ops *ops, void *owner,
