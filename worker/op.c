@@ -54,13 +54,13 @@ static void list_append(kvs_store *s, wrk_op *op)
     s->ops_tail = op;
 }
 
-/* Queue op for the I/O thread (io.c drains store->queue on each wake-up).
- * Call with mu held. */
 /* The calling thread's deferred wake-up (wrk_io_defer): the store whose I/O
  * thread it owes one, or NULL. */
 static __thread kvs_store *io_owed;
 static __thread bool io_deferring;
 
+/* Queue op for the I/O thread (io.c drains store->queue on each wake-up).
+ * Call with mu held. */
 static void io_queue_locked(kvs_store *s, wrk_op *op)
 {
     op->qnext = NULL;
