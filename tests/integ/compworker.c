@@ -3,7 +3,7 @@
  * compression integration tests (test_compress.c).
  *
  *   kvs-compworker sum --spec SPEC [--rounds N] [--async] [--optim SPEC]
- *                      [--ratio X] [--pull-ratio X] [--group]
+ *                      [--ratio X] [--pull-ratio X] [--group [--group-min B]]
  *   kvs-compworker errors
  *   kvs-compworker disagree --spec SPEC
  *
@@ -30,6 +30,9 @@
  * group (one host, KVS_LOCAL_AGG on): the member that pushes a part for the
  * group compresses the group's sum with its residual, so the reference is
  * the codec applied to the sum of the gradients (2bit and fp16 only).
+ * --group-min B: the group's KVS_LOCAL_AGG_MIN; keys under B bytes skip the
+ * group, so each worker compresses its own gradient with its own residual
+ * as without a group, and the reference does so for those keys.
  *
  * errors: bad specs, a set after the first push, float64 keys, a local
  * store.  disagree: worker 0 pushes with SPEC, worker 1 without
@@ -186,7 +189,7 @@ static double sent_bytes(kvs_store *s)
 }
 
 static int run_sum(const char *spec, int rounds, int async, const char *optim, double ratio,
-                   double pull_ratio, int group)
+                   double pull_ratio, int group, uint64_t group_min)
 {
     kvs_store *s;
     red_codec c;
@@ -244,7 +247,8 @@ static int run_sum(const char *spec, int rounds, int async, const char *optim, d
         for (int k = 0; k < NKEYS; k++) {
             uint64_t n = keys[k].n;
             float *sum = calloc(n, 4);
-            for (int w = 0; w < nw && group; w++) { /* the group's sum, encoded once */
+            int grouped = group && n * 4 >= group_min;
+            for (int w = 0; w < nw && grouped; w++) { /* the group's sum, encoded once */
                 for (uint64_t i = 0; i < n; i++) {
                     float x = grad(w, r, k, i);
                     if (w == rank)
@@ -252,9 +256,9 @@ static int run_sum(const char *spec, int rounds, int async, const char *optim, d
                     sum[i] = w == 0 ? x : sum[i] + x;
                 }
             }
-            if (group)
+            if (grouped)
                 code_parts(&c, sum, res[k][0], n, body);
-            for (int w = 0; w < nw && !group; w++) {
+            for (int w = 0; w < nw && !grouped; w++) {
                 float *gw = w == rank ? g[k] : tmp;
                 for (uint64_t i = 0; i < n; i++)
                     gw[i] = grad(w, r, k, i);
@@ -454,6 +458,7 @@ int main(int argc, char **argv)
 {
     const char *spec = "2bit threshold=0.5", *optim = NULL;
     int rounds = 8, async = 0, group = 0;
+    uint64_t group_min = 0;
     double ratio = 0, pull_ratio = 0;
     if (argc < 2) {
         fprintf(stderr, "usage: kvs-compworker sum|errors|disagree [options]\n");
@@ -474,13 +479,15 @@ int main(int argc, char **argv)
             async = 1;
         else if (!strcmp(argv[i], "--group"))
             group = 1;
+        else if (!strcmp(argv[i], "--group-min") && i + 1 < argc)
+            group_min = strtoull(argv[++i], NULL, 10);
         else {
             fprintf(stderr, "kvs-compworker: unknown argument '%s'\n", argv[i]);
             return 2;
         }
     }
     if (!strcmp(argv[1], "sum"))
-        return run_sum(spec, rounds, async, optim, ratio, pull_ratio, group);
+        return run_sum(spec, rounds, async, optim, ratio, pull_ratio, group, group_min);
     if (!strcmp(argv[1], "errors"))
         return run_errors();
     if (!strcmp(argv[1], "disagree"))

@@ -142,6 +142,19 @@ IT_TEST(compress_group_fp16_2x2)
     run(t, argv);
 }
 
+/* keys under KVS_LOCAL_AGG_MIN skip the group: each worker compresses its
+ * own gradient with its own residual (the three small keys, one of them in
+ * several parts), the group its sum of the big one */
+IT_TEST(compress_group_floor_2x2)
+{
+    const char *argv[] = {"sum", "--spec", "2bit threshold=0.5", "--group", "--group-min",
+                          "20000", "--ratio", "10", NULL};
+    comp_env(t);
+    it_setenv(t, "KVS_LOCAL_AGG", "1");
+    it_setenv(t, "KVS_LOCAL_AGG_MIN", "20000");
+    run(t, argv);
+}
+
 IT_TEST(compress_errors_2x2)
 {
     const char *argv[] = {"errors", NULL};

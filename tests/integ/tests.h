@@ -190,6 +190,7 @@
     X(compress_optim_2x2, 60)                                                  \
     X(compress_group_2x2, 60)                                                  \
     X(compress_group_fp16_2x2, 60)                                             \
+    X(compress_group_floor_2x2, 60)                                            \
     X(compress_errors_2x2, 60)                                                 \
     X(compress_disagree_1x2, 60)                                               \
     X(compress_bad_bodies_1x2, 60)                                             \
