@@ -280,8 +280,9 @@ int kvs_num_dead_node(const kvs_store *s, int mask);
  * or a worker alone on its host.  Use it to pick this process's GPU.  With
  * KVS_LOCAL_AGG (default for the sync types) the group sums its pushes
  * before the network (device arrays and device stores' sums through pinned
- * host copies; keys under KVS_LOCAL_AGG_MIN bytes, default 1024, each
- * member sends itself); results are the same.  Any thread.  Errors:
+ * host copies; keys under KVS_LOCAL_AGG_MIN bytes, by default 1024 with
+ * workers on other hosts and 65536 on one host, each member sends
+ * itself); results are the same.  Any thread.  Errors:
  * KVS_EINVAL (NULL). */
 int kvs_local_rank(const kvs_store *s);
 int kvs_local_size(const kvs_store *s);

@@ -480,6 +480,8 @@ int proto_register_local(const char *body, size_t len, proto_local *out)
             got |= 16;
         } else if (!strncmp(tok, "aggmin=", 7) && parse_int(tok + 7, 0, 1L << 30, &v)) {
             out->agg_min = v;
+        } else if (!strcmp(tok, "aggmin=auto")) {
+            out->agg_min = PROTO_AGG_MIN_AUTO;
         } else if (!strncmp(tok, "nonce_addr=", 11) && parse_hex64(tok + 11, &out->nonce_addr)) {
             got |= 32;
         } else if (!strncmp(tok, "nonce=", 6) &&

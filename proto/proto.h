@@ -315,9 +315,11 @@ typedef struct proto_node {
     uint8_t nonce[PROTO_NONCE_LEN];
 } proto_node;
 
+#define PROTO_AGG_MIN_AUTO (-2)
+
 /* What a worker tells the scheduler about its host in its REGISTER body
  * ("pidns=N pid=P lrank=R lsize=L agg=A nonce_addr=X nonce=HEX", and
- * optionally "aggmin=B"): the
+ * optionally "aggmin=B" or "aggmin=auto"): the
  * scheduler forms local groups from it (server/..., DESIGN "Host identity"),
  * and the members of a group read each other's memory after checking that
  * reading nonce_addr in pid gives nonce (the ownership proof). */
@@ -327,7 +329,8 @@ typedef struct proto_local {
     int lrank, lsize;   /* KVS_LOCAL_RANK / KVS_LOCAL_SIZE (or LOCAL_RANK /
                          * LOCAL_WORLD_SIZE) as given; -1: not given */
     int agg;            /* KVS_LOCAL_AGG in effect: 0 or 1 */
-    int64_t agg_min;    /* KVS_LOCAL_AGG_MIN in effect; -1: not sent */
+    int64_t agg_min;    /* KVS_LOCAL_AGG_MIN as given; PROTO_AGG_MIN_AUTO: not given
+                         * (its default, by layout); -1: not sent */
     uint64_t nonce_addr;
     uint8_t nonce[PROTO_NONCE_LEN];
 } proto_local;

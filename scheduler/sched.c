@@ -346,12 +346,16 @@ static int form_groups(sched *s, char *why, size_t whylen)
             rc = KVS_ECONFIG;
             break;
         }
-        if (a->have_local && w[0]->have_local && a->local.agg_min >= 0 &&
-            w[0]->local.agg_min >= 0 && a->local.agg_min != w[0]->local.agg_min) {
-            snprintf(why, whylen, "inconsistent KVS_LOCAL_AGG_MIN: worker %d (%.64s) has %lld, "
-                     "worker %d (%.64s) has %lld; every worker must use the same", w[0]->rank,
-                     w[0]->host, (long long)w[0]->local.agg_min, a->rank, a->host,
-                     (long long)a->local.agg_min);
+        if (a->have_local && w[0]->have_local && a->local.agg_min != -1 &&
+            w[0]->local.agg_min != -1 && a->local.agg_min != w[0]->local.agg_min) {
+            char m0[24] = "the default", ma[24] = "the default";
+            if (w[0]->local.agg_min >= 0)
+                snprintf(m0, sizeof m0, "%lld", (long long)w[0]->local.agg_min);
+            if (a->local.agg_min >= 0)
+                snprintf(ma, sizeof ma, "%lld", (long long)a->local.agg_min);
+            snprintf(why, whylen, "inconsistent KVS_LOCAL_AGG_MIN: worker %d (%.64s) has %s, "
+                     "worker %d (%.64s) has %s; every worker must use the same", w[0]->rank,
+                     w[0]->host, m0, a->rank, a->host, ma);
             rc = KVS_ECONFIG;
             break;
         }

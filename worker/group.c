@@ -49,12 +49,18 @@ static int layout_pair(const char *rname, const char *sname, int *rank, int *siz
     return 0;
 }
 
-/* KVS_LOCAL_AGG_MIN's default, bytes.  Meeting in the group costs a key
- * about 9 us per round (a post, a match, a cross-process read and write, a
- * request of its own: 100k keys of 64 bytes took 1.1 s through the group
- * of a 2x2 job, 0.17 s without it, bench/RESULTS.md); one more copy of a
- * key smaller than this takes less than that on a 1 Gbit link. */
+/* KVS_LOCAL_AGG_MIN's default, bytes, when the job has workers on other
+ * hosts.  Meeting in the group costs a key about 9 us per round (a post, a
+ * match, a cross-process read and write, a request of its own: 100k keys
+ * of 64 bytes took 1.1 s through the group of a 2x2 job, 0.17 s without
+ * it, bench/RESULTS.md); one more copy of a key smaller than this takes
+ * less than that on a 1 Gbit link. */
 #define GRP_AGG_MIN 1024u
+/* Its default when the group is the whole job (one host): there the group
+ * saves no network bytes, only the servers' sums and the local copies, and
+ * on the direct-copy path a key under 64 KiB costs more through the group
+ * than without it (2 and 4 workers, bench/RESULTS.md "Local groups"). */
+#define GRP_AGG_MIN_HOST (64u << 10)
 
 int wrk_grp_config(kvs_store *s, char *err, size_t errlen)
 {
@@ -71,9 +77,16 @@ int wrk_grp_config(kvs_store *s, char *err, size_t errlen)
         return KVS_ECONFIG;
     if (cfg_get_bool("KVS_LOCAL_AGG", !s->async, &agg, err, errlen) != 0)
         return KVS_ECONFIG;
-    if (cfg_get_u64("KVS_LOCAL_AGG_MIN", GRP_AGG_MIN, 0, 1u << 30, &s->local_agg_min, err,
+    if (cfg_get_u64("KVS_LOCAL_AGG_MIN", UINT64_MAX, 0, 1u << 30, &s->local_agg_min, err,
                     errlen) != 0)
         return KVS_ECONFIG;
+    /* not given: the default, chosen once the layout is known (wrk_grp_table) */
+    s->local_agg_min_auto = s->local_agg_min == UINT64_MAX;
+    if (s->local_agg_min_auto)
+        s->local_agg_min = GRP_AGG_MIN;
+    char aggmin[24] = "auto";
+    if (!s->local_agg_min_auto)
+        snprintf(aggmin, sizeof aggmin, "%llu", (unsigned long long)s->local_agg_min);
     s->local_rank_env = rank;
     s->local_size_env = size;
     s->local_agg = agg;
@@ -83,10 +96,9 @@ int wrk_grp_config(kvs_store *s, char *err, size_t errlen)
         snprintf(nh + 2 * i, 3, "%02x", s->local_nonce[i]);
     uint64_t pidns = stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
     snprintf(s->grp_reg, sizeof s->grp_reg,
-             "pidns=%llx pid=%d lrank=%d lsize=%d agg=%d aggmin=%llu nonce_addr=%llx "
+             "pidns=%llx pid=%d lrank=%d lsize=%d agg=%d aggmin=%s nonce_addr=%llx "
              "nonce=%s", (unsigned long long)pidns, (int)getpid(), rank, size,
-             s->local_agg ? 1 : 0, (unsigned long long)s->local_agg_min,
-             (unsigned long long)(uintptr_t)s->local_nonce, nh);
+             s->local_agg ? 1 : 0, aggmin, (unsigned long long)(uintptr_t)s->local_nonce, nh);
     return 0;
 }
 
@@ -105,9 +117,10 @@ int wrk_grp_table(kvs_store *s, const proto_node *nodes, int n, uint64_t job_id,
         snprintf(why, whylen, "out of memory");
         return KVS_ENOMEM;
     }
-    int found = 0;
+    int found = 0, workers = 0;
     for (int i = 0; i < n; i++) {
         const proto_node *p = &nodes[i];
+        workers += p->role == CFG_ROLE_WORKER;
         if (p->role != CFG_ROLE_WORKER || p->group != me->group)
             continue;
         if (p->lsize != me->lsize || p->lrank >= me->lsize || peers[p->lrank].id != 0) {
@@ -129,6 +142,8 @@ int wrk_grp_table(kvs_store *s, const proto_node *nodes, int n, uint64_t job_id,
     s->local_rank = me->lrank;
     s->local_size = me->lsize;
     s->local_group = me->group;
+    if (s->local_agg_min_auto) /* every member reads the same table: the same floor */
+        s->local_agg_min = found == workers ? GRP_AGG_MIN_HOST : GRP_AGG_MIN;
     return 0;
 }
 
@@ -538,8 +553,10 @@ int wrk_grp_start(kvs_store *s)
     s->grp_pull_done = pull_done;
     pthread_mutex_unlock(&s->mu);
     s->grp = g;
-    LOG(LOG_INFO, s->who, "group", "local rank %d of %d: summing locally before the network",
-        g->me, g->size);
+    LOG(LOG_INFO, s->who, "group", "local rank %d of %d: summing locally before the network "
+        "(keys of %llu bytes and more%s)", g->me, g->size,
+        (unsigned long long)s->local_agg_min,
+        s->local_agg_min_auto ? ", KVS_LOCAL_AGG_MIN's default here" : "");
     return 0;
 fail:
     s->grp = g;

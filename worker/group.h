@@ -14,9 +14,9 @@
  * pull of a dist_sync store goes the same way without the sum: the owner
  * pulls its chunk once per key and round, gives it to every member's pull
  * of that round and keeps it (bounded) for members that pull later.
- * Keys under KVS_LOCAL_AGG_MIN bytes skip the group: each member sends its
- * own (contrib 1) from the calling thread; a call of only such keys is a
- * plain wrk_submit.
+ * Keys under KVS_LOCAL_AGG_MIN bytes (its default by layout: group.c) skip
+ * the group: each member sends its own (contrib 1) from the calling thread;
+ * a call of only such keys is a plain wrk_submit.
  *
  * The members meet in a small shared-memory segment: per member a ring of
  * posted keys (key, round, addresses, chunks left) and a log of its pulls;
@@ -51,8 +51,9 @@ typedef struct wrk_grp wrk_grp;
  * line naming the variable in err. */
 int wrk_grp_config(struct kvs_store *s, char *err, size_t errlen);
 
-/* The node table arrived: take this worker's local rank and size and its
- * group's members.  0, or KVS_EPROTO with why. */
+/* The node table arrived: take this worker's local rank and size, its
+ * group's members and, when KVS_LOCAL_AGG_MIN was not given, the floor for
+ * this layout.  0, or KVS_EPROTO with why. */
 int wrk_grp_table(struct kvs_store *s, const proto_node *nodes, int n, uint64_t job_id,
                   char *why, size_t whylen);
 

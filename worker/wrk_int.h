@@ -229,6 +229,7 @@ struct kvs_store {
     int local_rank, local_size, local_group; /* alone: 0, 1, -1 */
     bool local_agg;                /* KVS_LOCAL_AGG in effect */
     uint64_t local_agg_min;        /* KVS_LOCAL_AGG_MIN: smaller keys skip the group */
+    bool local_agg_min_auto;       /* not given: its default, by layout (group.c) */
     int local_rank_env, local_size_env; /* as given (-1: not given) */
     uint8_t local_nonce[PROTO_NONCE_LEN]; /* the proof group members read */
     char grp_reg[400];             /* what this worker registers with */

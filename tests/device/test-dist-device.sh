@@ -83,9 +83,9 @@ job "dist_async (CPU sums) 2x3x1"          2 1 3 -- --type dist_async --async
 # their simulated-device arrays join the group through their pinned host
 # copies (dist_sync: each array's; dist_sync_device: each key's sum in the
 # process), beside the group's aggregation of host arrays; sums exact
-job "dist_sync (CPU sums) 3x2x2, one local group" 3 2 2 KVS_LOCAL_AGG=1 -- --type dist_sync --rounds 2
-job "dist_sync_device 3x2x2, one local group" 3 2 2 KVS_LOCAL_AGG=1 -- --type dist_sync_device --rounds 2
-job "dist_async_device 3x2x2, one local group" 3 2 2 KVS_LOCAL_AGG=1 -- --type dist_async_device --async --rounds 2
+job "dist_sync (CPU sums) 3x2x2, one local group" 3 2 2 KVS_LOCAL_AGG=1 KVS_LOCAL_AGG_MIN=0 -- --type dist_sync --rounds 2
+job "dist_sync_device 3x2x2, one local group" 3 2 2 KVS_LOCAL_AGG=1 KVS_LOCAL_AGG_MIN=0 -- --type dist_sync_device --rounds 2
+job "dist_async_device 3x2x2, one local group" 3 2 2 KVS_LOCAL_AGG=1 KVS_LOCAL_AGG_MIN=0 -- --type dist_async_device --async --rounds 2
 EXPECT=peer
 job "dist_sync_device 3x8x2 tree DGX-1"    3 2 8 MXNET_KVSTORE_USETREE=1 \
     "KVS_TOPOLOGY=0,2,2,3,3,0,0,0;2,0,3,2,0,3,0,0;2,3,0,3,0,0,2,0;3,2,3,0,0,0,0,2;3,0,0,0,0,2,2,3;0,3,0,0,2,0,3,2;0,0,2,0,2,3,0,3;0,0,0,2,3,2,3,0" \

@@ -18,11 +18,20 @@
 
 #define HB_TIMEOUT_S 2
 
-static void group_env(it_ctx *t)
+/* floor: KVS_LOCAL_AGG_MIN, or NULL for its default */
+static void group_env_floor(it_ctx *t, const char *floor)
 {
     it_setenv(t, "MXNET_KVSTORE_BIGARRAY_BOUND", "1000");
     it_setenv(t, "KVS_START_TIMEOUT", "30");
     it_setenv(t, "PS_VERBOSE", "1");
+    if (floor)
+        it_setenv(t, "KVS_LOCAL_AGG_MIN", "%s", floor);
+}
+
+/* Every key through the group, however small: what these tests check. */
+static void group_env(it_ctx *t)
+{
+    group_env_floor(t, "0");
 }
 
 /* Failures: detected within HB_TIMEOUT_S. */
@@ -140,15 +149,20 @@ IT_TEST(group_async_agg_2x3)
 }
 
 /* Mixed groups: a "host" (address 127.0.0.2) with one worker beside a host
- * with three; both push every key, sums exact. */
+ * with three; both push every key, sums exact.  With workers on another
+ * host the default floor is the network's (1 KiB). */
 IT_TEST(group_mixed_2x4)
 {
     static const char *const argv[] = {"sum", "--dtype", "f32,f64,i64", "--rounds", "4",
                                        "--split", NULL};
     static const char *const other[] = {"DMLC_NODE_HOST=127.0.0.2", NULL};
     const char *const *extra[4] = {NULL, other, NULL, NULL};
-    group_env(t);
+    group_env_floor(t, NULL);
     run_job(t, 2, 4, argv, extra);
+    for (int i = 0; i < 4; i++)
+        IT_CHECK(t, i == 1 || it_log_has(t, t->worker[i], "(keys of 1024 bytes and more, "
+                                         "KVS_LOCAL_AGG_MIN's default here)", 0),
+                 "worker%d does not say that its group takes keys of 1024 bytes and more", i);
     expect_local(t, 1, 0, 1);
     IT_CHECK(t, !summed_locally(t, 1), "worker1 (alone on its host) summed in a group");
     expect_local(t, 0, 0, 3);
@@ -208,7 +222,7 @@ IT_TEST(group_layout_given_1x3)
 static void bad_layout(it_ctx *t, const char *const *const *extra, const char *why)
 {
     const char *const argv[] = {"create-error", "KVS_ECONFIG", why, NULL};
-    group_env(t);
+    group_env_floor(t, NULL);
     it_start_scheduler(t, 1, 3, NULL);
     int v = it_start_server(t, 0, NULL);
     for (int i = 0; i < 3; i++)
@@ -257,9 +271,21 @@ IT_TEST(group_agg_mismatch_1x3)
 
 IT_TEST(group_agg_min_mismatch_1x3)
 {
+    static const char *const one[] = {"KVS_LOCAL_AGG_MIN=1024", NULL};
     static const char *const big[] = {"KVS_LOCAL_AGG_MIN=4096", NULL};
-    const char *const *extra[3] = {NULL, NULL, big};
-    bad_layout(t, extra, "inconsistent KVS_LOCAL_AGG_MIN");
+    const char *const *extra[3] = {one, one, big};
+    bad_layout(t, extra, "inconsistent KVS_LOCAL_AGG_MIN: worker 0 (127.0.0.1) has 1024, "
+               "worker 2 (127.0.0.1) has 4096");
+}
+
+/* A value given beside the default (even one equal to it) is a mismatch:
+ * the default depends on the layout. */
+IT_TEST(group_agg_min_default_mismatch_1x3)
+{
+    static const char *const one[] = {"KVS_LOCAL_AGG_MIN=1024", NULL};
+    const char *const *extra[3] = {NULL, one, NULL};
+    bad_layout(t, extra, "inconsistent KVS_LOCAL_AGG_MIN: worker 0 (127.0.0.1) has the "
+               "default, worker 1 (127.0.0.1) has 1024");
 }
 
 /* P3 in a group: a high-priority key posted after many big low-priority
@@ -450,27 +476,42 @@ static double job_bytes(it_ctx *t, int n, const char *what)
  * 1 server, sockets only (as between hosts), var=value; every worker exits
  * 0 (exact sums).  Returns the bytes the workers moved to and from the
  * server after kvs_init and the check of the initial values.  local: each
- * worker must have summed in its group. */
-static double bytes_job(it_ctx *t, int j, int W, const char *const *argv, const char *var,
-                        const char *value, bool local)
+ * worker must have summed in its group (and with floor NULL, the default,
+ * said that its group takes keys of 64 KiB and more). */
+static double bytes_job_floor(it_ctx *t, int j, int W, const char *const *argv,
+                              const char *var, const char *value, bool local, const char *floor)
 {
     it_ctx sub;
     char dir[sizeof t->dir + 16];
     snprintf(dir, sizeof dir, "%s/job%d", t->dir, j);
     IT_ASSERT(t, mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
     it_ctx_init(&sub, t->test, dir);
-    group_env(&sub);
+    group_env_floor(&sub, floor);
     it_setenv(&sub, "KVS_TEST_METRICS", "1");
     it_setenv(&sub, "KVS_CMA", "0");
     it_setenv(&sub, var, "%s", value);
     run_job(&sub, 1, W, argv, NULL);
     double b = job_bytes(&sub, W, "bytes") - job_bytes(&sub, W, "init-bytes");
-    for (int i = 0; local && i < W; i++)
+    for (int i = 0; local && i < W; i++) {
         IT_CHECK(t, summed_locally(&sub, i), "worker%d did not sum in its group", i);
+        /* (one host: the group is the whole job) */
+        IT_CHECK(t, floor || strcmp(var, "KVS_LOCAL_AGG_MIN") == 0 ||
+                        it_log_has(&sub, sub.worker[i], "(keys of 65536 bytes and more, "
+                                   "KVS_LOCAL_AGG_MIN's default here)", 0),
+                 "worker%d does not say that its group takes keys of 64 KiB and more", i);
+    }
     it_ctx_fini(&sub);
     it_info(t, "%d worker(s), %s=%s: %.0f bytes to and from the server in 4 rounds", W, var,
             value, b);
     return b;
+}
+
+/* bytes_job_floor with the default floor (every key of these tests but
+ * the 5-element one through the group) unless var sets it. */
+static double bytes_job(it_ctx *t, int j, int W, const char *const *argv, const char *var,
+                        const char *value, bool local)
+{
+    return bytes_job_floor(t, j, W, argv, var, value, local, NULL);
 }
 
 static void group_bytes(it_ctx *t, const char *const *argv)
@@ -536,4 +577,21 @@ IT_TEST(group_agg_min_pulls_1x3)
     static const char *const argv[] = {"sum", "--dtype", "float32", "--counts",
                                        "300000,70000,5", "--rounds", "4", NULL};
     agg_min_bytes(t, argv);
+}
+
+/* KVS_LOCAL_AGG_MIN's default when the group is the whole job (one host):
+ * 64 KiB, where the group starts to pay on the direct-copy path.  The
+ * 16000-float key (64000 bytes) then goes three times, the 100000-float key
+ * once (within 3% of that, from one worker's bytes per key; 1.28x one
+ * worker's bytes, where the network's floor of 1 KiB would give 1.00x). */
+IT_TEST(group_agg_min_host_1x3)
+{
+    static const char *const argv[] = {"sum", "--dtype", "float32", "--counts",
+                                       "100000,16000,5", "--rounds", "4", "--pushpull", NULL};
+    static const double n[3] = {100000, 16000, 5};
+    double b0 = bytes_job_floor(t, 0, 1, argv, "KVS_LOCAL_AGG", "1", false, NULL);
+    double b1 = bytes_job_floor(t, 1, 3, argv, "KVS_LOCAL_AGG", "1", true, NULL);
+    double want = b0 * (n[0] + 3 * n[1] + 3 * n[2]) / (n[0] + n[1] + n[2]);
+    IT_CHECK(t, b1 >= 0.97 * want && b1 <= 1.03 * want,
+             "a group of 3 with the default floor moved %.0f bytes, expected %.0f", b1, want);
 }

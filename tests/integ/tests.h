@@ -79,6 +79,7 @@
     X(group_layout_partial_1x3, 60)                                            \
     X(group_agg_mismatch_1x3, 60)                                              \
     X(group_agg_min_mismatch_1x3, 60)                                          \
+    X(group_agg_min_default_mismatch_1x3, 60)                                  \
     X(group_p3_order_1x2, 90)                                                  \
     X(group_member_killed_1x3, 60)                                             \
     X(group_member_stopped_1x3, 60)                                            \
@@ -87,6 +88,7 @@
     X(group_pull_bytes_1x3, 180)                                               \
     X(group_agg_min_1x3, 180)                                                  \
     X(group_agg_min_pulls_1x3, 180)                                            \
+    X(group_agg_min_host_1x3, 180)                                             \
     X(group_devices_1x3, 180)                                                  \
     X(group_dist_device_1x3, 180)                                              \
     X(group_dist_device_tree_1x3, 180)                                         \

@@ -870,6 +870,19 @@ START_TEST(test_parse_nodes)
         ck_assert_int_eq(got.lrank, -1);
         ck_assert_int_eq(got.lsize, -1);
         ck_assert_int_eq(got.agg, 0);
+        ck_assert_int_eq(got.agg_min, -1); /* not sent */
+        /* KVS_LOCAL_AGG_MIN given, not given (auto), and bad values (ignored) */
+        const char *floors[][2] = {{"aggmin=4096", "4096"}, {"aggmin=0", "0"},
+                                   {"aggmin=auto", "-2"},   {"aggmin=-2", "-1"},
+                                   {"aggmin=automatic", "-1"}, {"aggmin=2147483648", "-1"}};
+        for (size_t i = 0; i < sizeof floors / sizeof floors[0]; i++) {
+            char body[256];
+            snprintf(body, sizeof body, "pidns=abc pid=9 lrank=-1 lsize=-1 agg=1 %s "
+                     "nonce_addr=1 nonce=f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff", floors[i][0]);
+            ck_assert_int_eq(proto_register_local(body, strlen(body), &got), 0);
+            ck_assert_int_eq(got.agg_min, atoll(floors[i][1]));
+        }
+        ck_assert_int_eq(PROTO_AGG_MIN_AUTO, -2);
     }
     n[0] = (proto_node){0};
 
