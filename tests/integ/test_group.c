@@ -476,17 +476,18 @@ static double job_bytes(it_ctx *t, int n, const char *what)
  * 1 server, sockets only (as between hosts), var=value; every worker exits
  * 0 (exact sums).  Returns the bytes the workers moved to and from the
  * server after kvs_init and the check of the initial values.  local: each
- * worker must have summed in its group (and with floor NULL, the default,
- * said that its group takes keys of 64 KiB and more). */
-static double bytes_job_floor(it_ctx *t, int j, int W, const char *const *argv,
-                              const char *var, const char *value, bool local, const char *floor)
+ * worker must have summed in its group, and unless var is the floor, said
+ * that its group takes keys of 64 KiB and more (the default on one host:
+ * every key of these tests but the 5-element one goes through the group). */
+static double bytes_job(it_ctx *t, int j, int W, const char *const *argv, const char *var,
+                        const char *value, bool local)
 {
     it_ctx sub;
     char dir[sizeof t->dir + 16];
     snprintf(dir, sizeof dir, "%s/job%d", t->dir, j);
     IT_ASSERT(t, mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
     it_ctx_init(&sub, t->test, dir);
-    group_env_floor(&sub, floor);
+    group_env_floor(&sub, NULL);
     it_setenv(&sub, "KVS_TEST_METRICS", "1");
     it_setenv(&sub, "KVS_CMA", "0");
     it_setenv(&sub, var, "%s", value);
@@ -495,7 +496,7 @@ static double bytes_job_floor(it_ctx *t, int j, int W, const char *const *argv,
     for (int i = 0; local && i < W; i++) {
         IT_CHECK(t, summed_locally(&sub, i), "worker%d did not sum in its group", i);
         /* (one host: the group is the whole job) */
-        IT_CHECK(t, floor || strcmp(var, "KVS_LOCAL_AGG_MIN") == 0 ||
+        IT_CHECK(t, strcmp(var, "KVS_LOCAL_AGG_MIN") == 0 ||
                         it_log_has(&sub, sub.worker[i], "(keys of 65536 bytes and more, "
                                    "KVS_LOCAL_AGG_MIN's default here)", 0),
                  "worker%d does not say that its group takes keys of 64 KiB and more", i);
@@ -504,14 +505,6 @@ static double bytes_job_floor(it_ctx *t, int j, int W, const char *const *argv,
     it_info(t, "%d worker(s), %s=%s: %.0f bytes to and from the server in 4 rounds", W, var,
             value, b);
     return b;
-}
-
-/* bytes_job_floor with the default floor (every key of these tests but
- * the 5-element one through the group) unless var sets it. */
-static double bytes_job(it_ctx *t, int j, int W, const char *const *argv, const char *var,
-                        const char *value, bool local)
-{
-    return bytes_job_floor(t, j, W, argv, var, value, local, NULL);
 }
 
 static void group_bytes(it_ctx *t, const char *const *argv)
@@ -589,8 +582,8 @@ IT_TEST(group_agg_min_host_1x3)
     static const char *const argv[] = {"sum", "--dtype", "float32", "--counts",
                                        "100000,16000,5", "--rounds", "4", "--pushpull", NULL};
     static const double n[3] = {100000, 16000, 5};
-    double b0 = bytes_job_floor(t, 0, 1, argv, "KVS_LOCAL_AGG", "1", false, NULL);
-    double b1 = bytes_job_floor(t, 1, 3, argv, "KVS_LOCAL_AGG", "1", true, NULL);
+    double b0 = bytes_job(t, 0, 1, argv, "KVS_LOCAL_AGG", "1", false);
+    double b1 = bytes_job(t, 1, 3, argv, "KVS_LOCAL_AGG", "1", true);
     double want = b0 * (n[0] + 3 * n[1] + 3 * n[2]) / (n[0] + n[1] + n[2]);
     IT_CHECK(t, b1 >= 0.97 * want && b1 <= 1.03 * want,
              "a group of 3 with the default floor moved %.0f bytes, expected %.0f", b1, want);
