@@ -27,6 +27,13 @@
  * device the library used.  Without the driver functions the runtime's
  * device is restored (cudaGetDevice / cudaSetDevice).
  *
+ * Shared memory: every cudaMalloc buffer can be exported
+ * (cudaIpcGetMemHandle); another process maps it with cudaIpcOpenMemHandle
+ * (lazy peer access) on the device that will copy from or to it, and copies
+ * with cudaMemcpyAsync (unified addressing: the driver goes peer to peer
+ * where it can).  Optional: a runtime without the IPC functions cannot
+ * share (local groups then meet in host memory).
+ *
  * Streams: everything runs on the legacy default stream (NULL) of a device;
  * one event per device orders a peer copy after the source's earlier work;
  * two events guard the staging buffers. */
@@ -39,7 +46,12 @@
 #include "common/err.h"
 #include "device/dev_int.h"
 
-enum { H2D = 1, D2H = 2, D2D = 3 };         /* cudaMemcpyKind */
+enum { H2D = 1, D2H = 2, D2D = 3, DEFAULT = 4 }; /* cudaMemcpyKind */
+enum { IPC_LAZY_PEER = 1 };                       /* cudaIpcMemLazyEnablePeerAccess */
+
+typedef struct cu_ipc { /* cudaIpcMemHandle_t, passed by value */
+    char reserved[DEV_IPC_BYTES];
+} cu_ipc;
 enum { EVENT_DISABLE_TIMING = 2 };          /* cudaEventDisableTiming */
 
 typedef int (*sum_fn)(kvs_dtype, void *, const void *const *, int, uint64_t, void *);
@@ -81,6 +93,9 @@ typedef struct cu {
     int (*StreamWaitEvent)(void *, void *, unsigned);
     int (*GetLastError)(void);
     const char *(*GetErrorString)(int);
+    int (*IpcGetMemHandle)(cu_ipc *, void *); /* optional (all three or none) */
+    int (*IpcOpenMemHandle)(void **, cu_ipc, unsigned);
+    int (*IpcCloseMemHandle)(void *);
 } cu;
 
 static int cerr(cu *c, int dev, const char *call, int e)
@@ -384,9 +399,65 @@ static int cu_event_wait(void *b, int slot)
     return 0;
 }
 
+static int cu_alloc_shared(void *b, int dev, size_t bytes, void **out)
+{
+    return cu_alloc(b, dev, bytes, out); /* every cudaMalloc buffer can be exported */
+}
+
+static int cu_ipc_export(void *b, int dev, void *p, dev_ipc *out)
+{
+    cu *c = b;
+    cu_ipc h;
+    int rc = set_dev(c, dev);
+    if (rc)
+        return rc;
+    CU(c, dev, IpcGetMemHandle, (&h, p));
+    memcpy(out->b, &h, sizeof h);
+    return 0;
+}
+
+static int cu_ipc_open(void *b, int dev, int pid, const dev_ipc *hb, void **out)
+{
+    cu *c = b;
+    cu_ipc h;
+    int rc = set_dev(c, dev), e;
+    if (rc)
+        return rc;
+    memcpy(&h, hb->b, sizeof h);
+    if ((e = c->IpcOpenMemHandle(out, h, IPC_LAZY_PEER)) != 0) {
+        const char *s = c->GetErrorString(e);
+        c->GetLastError();
+        return err_set(KVS_EDEVICE, "device %d: cudaIpcOpenMemHandle of a buffer of process "
+                       "%d: %s (CUDA error %d)", dev, pid, s, e);
+    }
+    return 0;
+}
+
+static void cu_ipc_close(void *b, void *p)
+{
+    cu *c = b;
+    c->IpcCloseMemHandle(p);
+    c->GetLastError();
+}
+
+static int cu_ipc_copy(void *b, int dev, void *dst, const void *src, size_t bytes)
+{
+    cu *c = b;
+    int rc = set_dev(c, dev);
+    if (rc)
+        return rc;
+    CU(c, dev, MemcpyAsync, (dst, src, bytes, DEFAULT, NULL));
+    return 0;
+}
+
 static const dev_ops cu_ops = {"cuda",  cu_close, cu_alloc, cu_free,         cu_copy,
                                cu_zero, cu_sum,   cu_sync,  cu_event_record, cu_event_wait,
-                               cu_use,  cu_save,  cu_restore};
+                               cu_use,  cu_save,  cu_restore, cu_alloc_shared, cu_ipc_export,
+                               cu_ipc_open, cu_ipc_close, cu_ipc_copy};
+/* the same without IPC functions in the runtime */
+static const dev_ops cu_ops_noipc = {"cuda",  cu_close, cu_alloc, cu_free,         cu_copy,
+                                     cu_zero, cu_sum,   cu_sync,  cu_event_record, cu_event_wait,
+                                     cu_use,  cu_save,  cu_restore, NULL, NULL, NULL, NULL, NULL};
 
 /* The driver's context functions: through the plugin (or a runtime that
  * exports them), else libcuda.so.1.  Optional. */
@@ -437,6 +508,9 @@ int dev_cuda_open(const dev_opts *o, dev_layer *L)
         if (c->sum == NULL)
             snprintf(c->plugin_msg, sizeof c->plugin_msg, "it lacks red_cuda_sum");
     }
+    *(void **)&c->IpcGetMemHandle = sym(c, "cudaIpcGetMemHandle");
+    *(void **)&c->IpcOpenMemHandle = sym(c, "cudaIpcOpenMemHandle");
+    *(void **)&c->IpcCloseMemHandle = sym(c, "cudaIpcCloseMemHandle");
     load_driver(c);
     if ((e = c->GetDeviceCount(&n)) != 0 || n < 1) {
         rc = err_set(KVS_EDEVICE, "no devices: KVS_SIM_DEVICES is unset and the CUDA runtime "
@@ -449,7 +523,8 @@ int dev_cuda_open(const dev_opts *o, dev_layer *L)
     if ((rc = dev_select(o, n, "the CUDA runtime sees", L)) != 0)
         goto fail;
     c->n = L->n;
-    L->ops = &cu_ops;
+    L->ops = c->IpcGetMemHandle && c->IpcOpenMemHandle && c->IpcCloseMemHandle ? &cu_ops
+                                                                                 : &cu_ops_noipc;
     L->b = c;
     return 0;
 fail:

@@ -22,6 +22,7 @@ int dev_open(const dev_opts *o, dev_layer **out)
         free(L);
         return rc;
     }
+    hmap_init(&L->ipc);
     snprintf(L->st.backend, sizeof L->st.backend, "%s", L->ops->name);
     L->st.devices = L->n;
     *out = L;
@@ -46,6 +47,13 @@ void dev_close(dev_layer *L)
         return;
     dev_enter(L);
     L->ops->sync(L->b, -1);
+    for (size_t i = 0; i < L->ipc.cap; i++)
+        for (dev_ipc_map *e = L->ipc.used[i] == 1 ? L->ipc.vals[i] : NULL, *nx; e; e = nx) {
+            nx = e->next;
+            L->ops->ipc_close(L->b, e->p);
+            free(e);
+        }
+    hmap_fini(&L->ipc);
     for (int i = 0; i < 2; i++)
         if (L->bounce[i])
             L->ops->free(L->b, DEV_HOST, L->bounce[i]);
@@ -250,6 +258,115 @@ int dev_sync(dev_layer *L, int dev)
         return 0; /* nothing was ever queued there */
     dev_enter(L);
     rc = L->ops->sync(L->b, dev);
+    dev_leave(L);
+    return rc;
+}
+
+/* ---- memory shared with the processes of the host ---- */
+
+bool dev_ipc_ok(const dev_layer *L)
+{
+    return L->ops->alloc_shared != NULL;
+}
+
+static int no_ipc(const dev_layer *L)
+{
+    return err_set(KVS_EDEVICE, "the %s backend cannot share device memory with other "
+                   "processes", L->ops->name);
+}
+
+int dev_alloc_shared(dev_layer *L, int dev, size_t bytes, void **out)
+{
+    int rc = bad_dev(L, dev, false);
+    *out = NULL;
+    if (rc)
+        return rc;
+    if (!dev_ipc_ok(L))
+        return no_ipc(L);
+    dev_enter(L);
+    if ((rc = use(L, dev)) == 0)
+        rc = L->ops->alloc_shared(L->b, dev, bytes ? bytes : 1, out);
+    dev_leave(L);
+    return rc;
+}
+
+int dev_ipc_export(dev_layer *L, int dev, void *p, dev_ipc *out)
+{
+    int rc = bad_dev(L, dev, false);
+    memset(out, 0, sizeof *out);
+    if (rc)
+        return rc;
+    if (!dev_ipc_ok(L))
+        return no_ipc(L);
+    dev_enter(L);
+    if ((rc = use(L, dev)) == 0)
+        rc = L->ops->ipc_export(L->b, dev, p, out);
+    dev_leave(L);
+    return rc;
+}
+
+static uint64_t ipc_hash(int pid, const dev_ipc *h)
+{
+    uint64_t x = hmap_mix((uint64_t)(uint32_t)pid + 1);
+    for (size_t i = 0; i < sizeof h->b; i += 8) {
+        uint64_t w;
+        memcpy(&w, h->b + i, 8);
+        x = hmap_mix(x ^ w);
+    }
+    return x;
+}
+
+int dev_ipc_open(dev_layer *L, int dev, int pid, const dev_ipc *h, void **out)
+{
+    int rc = bad_dev(L, dev, false);
+    *out = NULL;
+    if (rc)
+        return rc;
+    if (!dev_ipc_ok(L))
+        return no_ipc(L);
+    uint64_t hk = ipc_hash(pid, h);
+    dev_ipc_map *head = hmap_get(&L->ipc, hk);
+    for (dev_ipc_map *e = head; e; e = e->next)
+        if (e->pid == pid && memcmp(&e->h, h, sizeof *h) == 0) {
+            *out = e->p;
+            return 0;
+        }
+    dev_ipc_map *e = calloc(1, sizeof *e);
+    if (e == NULL)
+        return err_set(KVS_ENOMEM, "out of memory");
+    dev_enter(L);
+    if ((rc = use(L, dev)) == 0)
+        rc = L->ops->ipc_open(L->b, dev, pid, h, &e->p);
+    if (rc == 0) {
+        e->pid = pid;
+        e->h = *h;
+        e->next = head;
+        if (hmap_put(&L->ipc, hk, e) != 0) {
+            L->ops->ipc_close(L->b, e->p);
+            rc = err_set(KVS_ENOMEM, "out of memory");
+        }
+    }
+    dev_leave(L);
+    if (rc) {
+        free(e);
+        return rc;
+    }
+    *out = e->p;
+    return 0;
+}
+
+int dev_ipc_copy(dev_layer *L, int dev, void *dst, const void *src, size_t bytes)
+{
+    int rc = bad_dev(L, dev, false);
+    if (rc || bytes == 0 || dst == src)
+        return rc;
+    if (!dev_ipc_ok(L))
+        return no_ipc(L);
+    dev_enter(L);
+    if ((rc = use(L, dev)) == 0 && (rc = L->ops->ipc_copy(L->b, dev, dst, src, bytes)) == 0) {
+        L->st.ipc_copies++;
+        L->st.ipc_bytes += bytes;
+    }
     dev_leave(L);
     return rc;
 }

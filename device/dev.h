@@ -43,6 +43,14 @@
  * otherwise they are staged through two pinned host buffers in chunks.  The
  * counters (dev_stats) record which path every copy took.
  *
+ * Memory shared between the processes of one host (the workers of a local
+ * group, worker/group.c): dev_alloc_shared gives device memory that another
+ * process can map (CUDA: cudaMalloc, exported with cudaIpcGetMemHandle and
+ * mapped with cudaIpcOpenMemHandle; sim: memory of a shared memory file,
+ * memfd, that the other process maps through /proc/PID/fd, which needs the
+ * same rights as process_vm_readv).  A mapped buffer is read and written
+ * only by dev_ipc_copy, on the stream of a device of this layer.
+ *
  * Errors: KVS_* codes; KVS_EDEVICE with err_set() text that names the device
  * and the backend's error ("device 2: cudaMalloc(64 MiB): out of memory").
  * Nothing aborts.
@@ -97,6 +105,30 @@ int dev_sum(dev_layer *L, int dev, kvs_dtype dtype, void *dst, const void *const
             uint64_t count);
 /* Wait for all work on dev (-1: every device). */
 int dev_sync(dev_layer *L, int dev);
+
+/* ---- memory shared with the processes of the host ---- */
+
+#define DEV_IPC_BYTES 64 /* = sizeof(cudaIpcMemHandle_t) */
+typedef struct dev_ipc {
+    uint8_t b[DEV_IPC_BYTES];
+} dev_ipc;
+
+/* Whether the backend can share device memory with other processes. */
+bool dev_ipc_ok(const dev_layer *L);
+/* bytes on dev (not DEV_HOST) that other processes of the host can map;
+ * free with dev_free.  KVS_EDEVICE (also when the backend cannot share) /
+ * KVS_ENOMEM. */
+int dev_alloc_shared(dev_layer *L, int dev, size_t bytes, void **out);
+/* The handle of p, a buffer of dev_alloc_shared(dev), for another process. */
+int dev_ipc_export(dev_layer *L, int dev, void *p, dev_ipc *out);
+/* Map the buffer that process pid exported as h for work on dev; the same
+ * (pid, h) gives the same pointer, valid until dev_close.  KVS_EDEVICE
+ * naming the process when it cannot be mapped (it exited, no rights). */
+int dev_ipc_open(dev_layer *L, int dev, int pid, const dev_ipc *h, void **out);
+/* dst = src (bytes) on dev's stream, where either may be a pointer of
+ * dev_ipc_open and the other memory of dev (or the same).  Complete at
+ * dev_sync(dev). */
+int dev_ipc_copy(dev_layer *L, int dev, void *dst, const void *src, size_t bytes);
 
 /* The counters since dev_open (kvs_device_stats of kvs.h). */
 void dev_stats(const dev_layer *L, kvs_device_stats *out);

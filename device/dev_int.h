@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/hmap.h"
+#include "device/dev.h"
 #include "device/dev_opts.h"
 #include "kvs.h"
 
@@ -39,7 +41,23 @@ typedef struct dev_ops {
      * nesting) / restore it. */
     void (*save)(void *b);
     void (*restore)(void *b);
+    /* Memory shared with other processes of the host (dev.h); NULL where
+     * the backend cannot share.  ipc_open maps a handle once (dev.c keeps
+     * what it mapped); ipc_close unmaps it at dev_close. */
+    int (*alloc_shared)(void *b, int dev, size_t bytes, void **out);
+    int (*ipc_export)(void *b, int dev, void *p, dev_ipc *out);
+    int (*ipc_open)(void *b, int dev, int pid, const dev_ipc *h, void **out);
+    void (*ipc_close)(void *b, void *p);
+    int (*ipc_copy)(void *b, int dev, void *dst, const void *src, size_t bytes);
 } dev_ops;
+
+/* One mapping of another process's buffer (dev_ipc_open). */
+typedef struct dev_ipc_map {
+    int pid;
+    dev_ipc h;
+    void *p;
+    struct dev_ipc_map *next; /* same hash */
+} dev_ipc_map;
 
 struct dev_layer {
     const dev_ops *ops;
@@ -52,6 +70,7 @@ struct dev_layer {
     void *bounce[2];               /* pinned, DEV_STAGE_CHUNK each; allocated on first use */
     bool bounce_busy[2];
     kvs_device_stats st;
+    hmap ipc; /* hash of (pid, handle) -> dev_ipc_map chain: what ipc_open mapped */
 };
 
 /* Backends fill ops, b, n, map and access (and return KVS_* after

@@ -10,18 +10,60 @@
  * lasts bytes / (weight of the link x GBPS) (host copies and staged copies:
  * weight 1); dev_sync sleeps until the clock of the device.  Copies into
  * different devices overlap as on real streams; two copies sharing one link
- * do not slow each other down, and sums cost only their real CPU time. */
+ * do not slow each other down, and sums cost only their real CPU time.
+ *
+ * Shared memory (dev_alloc_shared): buffers are cut from arenas, shared
+ * memory files (memfd) of at least SIM_ARENA bytes mapped into this
+ * process; an arena goes when its last buffer is freed.  A handle names
+ * the process, the arena's descriptor there, the arena's number (so a
+ * descriptor number used again is not mistaken for the old arena), its
+ * size and the buffer's offset; another process maps the whole arena once
+ * through /proc/PID/fd/FD and adds the offset. */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/err.h"
 #include "device/dev_int.h"
 #include "reduce/reduce.h"
 
+#define SIM_ARENA (64u << 20)
+#define SIM_IPC_MAGIC 0x4b53494du
+
+typedef struct sim_arena {
+    uint8_t *base;
+    size_t len, used;
+    int fd, live; /* live: its buffers not freed */
+    uint64_t id;
+    struct sim_arena *next;
+} sim_arena;
+
+typedef struct sim_handle { /* a dev_ipc of the sim backend */
+    uint32_t magic;
+    int32_t pid, fd;
+    uint32_t pad;
+    uint64_t id, len, off;
+} sim_handle;
+
+typedef struct sim_peer { /* another process's arena, mapped here */
+    int pid, fd;
+    uint64_t id;
+    uint8_t *base;
+    size_t len;
+    struct sim_peer *next;
+} sim_peer;
+
 typedef struct sim {
     int n;
+    sim_arena *arenas; /* ours (alloc_shared) */
+    uint64_t next_id;
+    sim_peer *peers;   /* others' (ipc_open) */
     double gbps;
     double w[DEV_MAX][DEV_MAX]; /* [src][dst] link weights (pacing) */
     double vt[DEV_MAX];         /* virtual clock per device stream, seconds */
@@ -60,6 +102,18 @@ static void pace(sim *m, int d, int s, size_t bytes)
 
 static void sim_close(void *b)
 {
+    sim *m = b;
+    for (sim_arena *a = m->arenas, *nx; a; a = nx) {
+        nx = a->next;
+        munmap(a->base, a->len);
+        close(a->fd);
+        free(a);
+    }
+    for (sim_peer *p = m->peers, *nx; p; p = nx) {
+        nx = p->next;
+        munmap(p->base, p->len);
+        free(p);
+    }
     free(b);
 }
 
@@ -75,9 +129,128 @@ static int sim_alloc(void *b, int dev, size_t bytes, void **out)
 
 static void sim_free(void *b, int dev, void *p)
 {
-    (void)b;
+    sim *m = b;
     (void)dev;
+    for (sim_arena **pa = &m->arenas, *a; (a = *pa) != NULL; pa = &a->next)
+        if ((uint8_t *)p >= a->base && (uint8_t *)p < a->base + a->len) {
+            if (--a->live == 0) {
+                *pa = a->next;
+                munmap(a->base, a->len);
+                close(a->fd);
+                free(a);
+            }
+            return;
+        }
     free(p);
+}
+
+static int sim_alloc_shared(void *b, int dev, size_t bytes, void **out)
+{
+    sim *m = b;
+    size_t want = (bytes + 63) & ~(size_t)63;
+    sim_arena *a = m->arenas;
+    for (; a; a = a->next)
+        if (a->len - a->used >= want)
+            break;
+    if (a == NULL) {
+        size_t len = want > SIM_ARENA ? want : SIM_ARENA;
+        char name[64];
+        if ((a = calloc(1, sizeof *a)) == NULL)
+            return err_set(KVS_ENOMEM, "out of memory");
+        snprintf(name, sizeof name, "kvs-sim-device-%d", dev);
+        a->fd = memfd_create(name, MFD_CLOEXEC);
+        if (a->fd < 0 || ftruncate(a->fd, (off_t)len) != 0 ||
+            (a->base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0)) ==
+                MAP_FAILED) {
+            int e = errno;
+            if (a->fd >= 0)
+                close(a->fd);
+            free(a);
+            return err_set(KVS_ENOMEM, "device %d: cannot make %zu bytes of shared memory "
+                           "(simulated): %s", dev, len, strerror(e));
+        }
+        a->len = len;
+        a->id = ++m->next_id;
+        a->next = m->arenas;
+        m->arenas = a;
+    }
+    *out = a->base + a->used;
+    a->used += want;
+    a->live++;
+    return 0;
+}
+
+static int sim_ipc_export(void *b, int dev, void *p, dev_ipc *out)
+{
+    sim *m = b;
+    for (sim_arena *a = m->arenas; a; a = a->next)
+        if ((uint8_t *)p >= a->base && (uint8_t *)p < a->base + a->len) {
+            sim_handle h = {SIM_IPC_MAGIC, (int32_t)getpid(), a->fd, 0, a->id, a->len,
+                            (uint64_t)((uint8_t *)p - a->base)};
+            memcpy(out->b, &h, sizeof h);
+            return 0;
+        }
+    return err_set(KVS_EINVAL, "device %d: %p is not shared memory (dev_alloc_shared)", dev, p);
+}
+
+static int sim_ipc_open(void *b, int dev, int pid, const dev_ipc *hb, void **out)
+{
+    sim *m = b;
+    sim_handle h;
+    memcpy(&h, hb->b, sizeof h);
+    if (h.magic != SIM_IPC_MAGIC || h.pid != pid || h.off >= h.len)
+        return err_set(KVS_EDEVICE, "device %d: process %d: not a simulated device memory "
+                       "handle", dev, pid);
+    sim_peer *p = m->peers;
+    for (; p; p = p->next)
+        if (p->pid == pid && p->fd == h.fd && p->id == h.id)
+            break;
+    if (p == NULL) {
+        char path[64];
+        struct stat st;
+        snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, h.fd);
+        int fd = open(path, O_RDWR | O_CLOEXEC);
+        if (fd < 0)
+            return err_set(KVS_EDEVICE, "device %d: cannot open the shared memory of process "
+                           "%d (%s): %s", dev, pid, path, strerror(errno));
+        if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != h.len) {
+            close(fd);
+            return err_set(KVS_EDEVICE, "device %d: the shared memory of process %d (%s) is "
+                           "not the one it named", dev, pid, path);
+        }
+        if ((p = calloc(1, sizeof *p)) == NULL) {
+            close(fd);
+            return err_set(KVS_ENOMEM, "out of memory");
+        }
+        p->base = mmap(NULL, h.len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        if (p->base == MAP_FAILED) {
+            free(p);
+            return err_set(KVS_EDEVICE, "device %d: cannot map the shared memory of process "
+                           "%d: %s", dev, pid, strerror(errno));
+        }
+        p->pid = pid;
+        p->fd = h.fd;
+        p->id = h.id;
+        p->len = h.len;
+        p->next = m->peers;
+        m->peers = p;
+    }
+    *out = p->base + h.off;
+    return 0;
+}
+
+static void sim_ipc_close(void *b, void *p)
+{
+    (void)b; /* the arenas are unmapped at sim_close */
+    (void)p;
+}
+
+static int sim_ipc_copy(void *b, int dev, void *dst, const void *src, size_t bytes)
+{
+    pace(b, dev, dev, bytes);
+    memmove(dst, src, bytes);
+    return 0;
 }
 
 static int sim_copy(void *b, int kind, int dst_dev, void *dst, int src_dev, const void *src,
@@ -139,9 +312,11 @@ static int sim_use(void *b, int dev)
     return 0; /* access was set for every pair at open */
 }
 
-static const dev_ops sim_ops = {"sim",     sim_close, sim_alloc, sim_free,         sim_copy,
-                                sim_zero,  sim_sum,   sim_sync,  sim_event_record, sim_event_wait,
-                                sim_use,   NULL,      NULL};
+static const dev_ops sim_ops = {
+    "sim",          sim_close,      sim_alloc,    sim_free,       sim_copy,
+    sim_zero,       sim_sum,        sim_sync,     sim_event_record, sim_event_wait,
+    sim_use,        NULL,           NULL,         sim_alloc_shared, sim_ipc_export,
+    sim_ipc_open,   sim_ipc_close,  sim_ipc_copy};
 
 int dev_sim_open(const dev_opts *o, dev_layer *L)
 {

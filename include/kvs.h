@@ -527,6 +527,9 @@ typedef struct kvs_device_stats {
     uint64_t nccl_calls;    /* NCCL collectives */
     uint64_t pinned_bytes;  /* the store's pinned host staging pool (reused, freed at close) */
     uint64_t pinned_buffers;
+    uint64_t ipc_copies;    /* to or from another process's device memory (local groups:
+                               CUDA IPC; simulated: shared memory) */
+    uint64_t ipc_bytes;
 } kvs_device_stats;
 
 /* Fill *out with s's device counters (all zero while no device was used).

@@ -251,7 +251,7 @@ int kvs_push(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *vals
     if ((rc = wrk_rsp_dense_check(s, n, keys)) != 0)
         return rc;
     if (wrk_grp_on(s))
-        return wrk_grp_submit(s, WRK_OP_PUSH, n, keys, vals, NULL, priority, NULL, NULL);
+        return wrk_grp_submit(s, WRK_OP_PUSH, n, keys, vals, NULL, NULL, priority, NULL, NULL);
     return wrk_submit(s, WRK_OP_PUSH, n, keys, vals, NULL, priority, NULL, NULL, NULL, NULL);
 }
 
@@ -268,7 +268,7 @@ int kvs_pull(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *outs
     if (wrk_grp_on(s) && !s->async) { /* group.c: one pull per host */
         if ((rc = wrk_rsp_dense_check(s, n, keys)) != 0)
             return rc;
-        return wrk_grp_submit(s, WRK_OP_PULL, n, keys, NULL, outs, priority, NULL, NULL);
+        return wrk_grp_submit(s, WRK_OP_PULL, n, keys, NULL, outs, NULL, priority, NULL, NULL);
     }
     return wrk_submit(s, WRK_OP_PULL, n, keys, NULL, outs, priority, NULL, NULL, NULL, NULL);
 }
@@ -293,7 +293,8 @@ int kvs_pushpull(kvs_store *s, size_t n, const uint64_t *keys, const kvs_array *
     if ((rc = wrk_rsp_dense_check(s, n, keys)) != 0)
         return rc;
     if (wrk_grp_on(s))
-        return wrk_grp_submit(s, WRK_OP_PUSHPULL, n, keys, vals, outs, priority, NULL, NULL);
+        return wrk_grp_submit(s, WRK_OP_PUSHPULL, n, keys, vals, outs, NULL, priority, NULL,
+                              NULL);
     return wrk_submit(s, WRK_OP_PUSHPULL, n, keys, vals, outs, priority, NULL, NULL, NULL, NULL);
 }
 

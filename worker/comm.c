@@ -39,6 +39,11 @@ typedef struct ckey {
     void *rbuf;  /* dist_*_device, chunked pull: pulled parts land here (on m); the
                   * post step swaps it with buf[m] */
     atomic_bool rbusy; /* rbuf belongs to an op in flight */
+    /* dist_*_device in a local group: the key's sum in shared device memory
+     * (on m), which the members read and where the round's value lands */
+    void *gbuf;
+    dev_ipc gh;        /* gbuf's handle */
+    atomic_bool gbusy; /* gbuf belongs to an op in flight */
     bool whole;  /* buf[m] holds the value */
     bool sliced; /* tree, split: buf[root of tree t] holds slice t of the value */
 } ckey;
@@ -67,6 +72,10 @@ struct wrk_comm {
     bool qstop;
     pthread_t thr;
     bool thr_started;
+
+    /* local groups' device sums (wrk_comm_grp_*): per device, n + 1 chunks */
+    void *gscr[DEV_MAX];
+    size_t gscr_cap[DEV_MAX];
 };
 
 typedef struct post_copy {
@@ -84,6 +93,7 @@ typedef struct post_key {
     /* chunked pull (the key's value whole on its merge device): each reply's
      * part is copied from staging to the key's rbuf (on its merge device) as it arrives */
     ckey *ck;            /* its rbuf (ck->rbusy held by this op), or NULL */
+    bool gdev;           /* the value is in the key's gbuf (a local group's device sum) */
     bool rmissed;        /* a part could not be queued: copy all of staging at the end */
 } post_key;
 
@@ -109,6 +119,8 @@ struct wrk_post {
     size_t nkeys;        /* device mode: broadcasts */
     post_key *keys;
     kvs_array *arrays;
+    size_t ngk;          /* keys whose gbuf this op holds (gbusy) */
+    ckey **gk;
 };
 
 static void *post_thread(void *arg);
@@ -224,6 +236,7 @@ static void ckey_free(wrk_comm *c, ckey *k)
     for (int i = 0; i < k->ncp; i++)
         dev_free(c->L, k->m, k->cp[i]);
     dev_free(c->L, k->m, k->rbuf);
+    dev_free(c->L, k->m, k->gbuf);
     free(k->cp);
     free(k);
 }
@@ -242,6 +255,8 @@ void wrk_comm_free(wrk_comm *c)
     for (size_t i = 0; i < c->keys.cap; i++)
         if (c->keys.used[i] == 1)
             ckey_free(c, c->keys.vals[i]);
+    for (int d = 0; d < DEV_MAX; d++)
+        dev_free(c->L, d, c->gscr[d]);
     hmap_fini(&c->keys);
     wrk_pinned_free(c->pool);
     dev_nccl_close(c->nccl);
@@ -653,18 +668,17 @@ static int from_host(wrk_comm *c, ckey *k, const void *h)
     return rc;
 }
 
-/* Bytes [off, off + len) of the value to host memory h + off, from where
- * it is: whole in the merge buffer, or sliced over the roots of the trees
- * (each slice's share of the range from its root). */
-static int to_host_range(wrk_comm *c, ckey *k, char *h, uint64_t off, uint64_t len)
+/* Bytes [off, off + len) of the value to h + off on ddev (DEV_HOST: host
+ * memory), from where it is: whole in the merge buffer, or sliced over the
+ * roots of the trees (each slice's share of the range from its root).
+ * Enqueued only. */
+static int value_range(wrk_comm *c, ckey *k, int ddev, char *h, uint64_t off, uint64_t len)
 {
     int rc = 0;
     if (len == 0)
         return 0;
-    if (k->whole) {
-        rc = dev_copy(c->L, DEV_HOST, h + off, k->m, (char *)k->buf[k->m] + off, len);
-        return rc ? rc : dev_sync(c->L, -1);
-    }
+    if (k->whole)
+        return dev_copy(c->L, ddev, h + off, k->m, (char *)k->buf[k->m] + off, len);
     size_t es = kvs_dtype_size(k->dtype);
     uint64_t *so, *sl;
     if ((rc = key_slices(c, k, &so, &sl)) != 0)
@@ -677,11 +691,18 @@ static int to_host_range(wrk_comm *c, ckey *k, char *h, uint64_t off, uint64_t l
         if (b > off + len)
             b = off + len;
         if (a < b)
-            rc = dev_copy(c->L, DEV_HOST, h + a, i, (char *)k->buf[i] + a, b - a);
+            rc = dev_copy(c->L, ddev, h + a, i, (char *)k->buf[i] + a, b - a);
     }
     free(so);
     free(sl);
-    return rc ? rc : dev_sync(c->L, -1);
+    return rc;
+}
+
+/* value_range to host memory, complete. */
+static int to_host_range(wrk_comm *c, ckey *k, char *h, uint64_t off, uint64_t len)
+{
+    int rc = value_range(c, k, DEV_HOST, h, off, len);
+    return rc || len == 0 ? rc : dev_sync(c->L, -1);
 }
 
 /* Sum of vals into k->buf[m] and every output. */
@@ -944,7 +965,9 @@ static wrk_post *post_new(wrk_comm *c, size_t nhost, size_t ncopies, size_t nkey
     p->copies = calloc(ncopies + 1, sizeof *p->copies);
     p->keys = calloc(nkeys + 1, sizeof *p->keys);
     p->arrays = calloc(narrays + 1, sizeof *p->arrays);
-    if (p->host == NULL || p->copies == NULL || p->keys == NULL || p->arrays == NULL) {
+    p->gk = calloc(nhost + 1, sizeof *p->gk);
+    if (p->host == NULL || p->copies == NULL || p->keys == NULL || p->arrays == NULL ||
+        p->gk == NULL) {
         post_free(p);
         return NULL;
     }
@@ -958,6 +981,9 @@ static void post_free(wrk_post *p)
     for (size_t i = 0; p->keys && i < p->nkeys; i++)
         if (p->keys[i].ck)
             atomic_store(&p->keys[i].ck->rbusy, false); /* (no lock: any thread) */
+    for (size_t i = 0; p->gk && i < p->ngk; i++)
+        atomic_store(&p->gk[i]->gbusy, false);
+    free(p->gk);
     if (p->host)
         free_host(p->c, p->host, p->nhost);
     free(p->host);
@@ -1007,7 +1033,8 @@ static int dist_cpu(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_
         goto out;
     }
     if (wrk_grp_on(s) && type != WRK_OP_PULL)
-        rc = wrk_grp_submit(s, type, n, keys, hv, outs ? ho : NULL, priority, &post_ops, p);
+        rc = wrk_grp_submit(s, type, n, keys, hv, outs ? ho : NULL, NULL, priority, &post_ops,
+                            p);
     else
         rc = wrk_submit(s, type, n, keys, vals ? hv : NULL, outs ? ho : NULL, priority, NULL,
                         &post_ops, p, NULL);
@@ -1038,14 +1065,42 @@ static int stage_gated(kvs_store *s, wrk_comm *c, wrk_op *op, ckey **ks, const k
     return 0;
 }
 
+/* Whether key k's sum goes to the local group in device memory (*on): the
+ * backend can share it and the key is not under the group's floor; then
+ * k->gbuf (made and exported on first use) is this op's until it is freed
+ * (post_free).  A gbuf still held by an earlier op of the key (the
+ * caller did not wait for it) leaves this one on the host copy. */
+static int gbuf_take(kvs_store *s, wrk_comm *c, ckey *k, bool *on)
+{
+    bool no = false;
+    int rc;
+    *on = false;
+    if (!dev_ipc_ok(c->L) || k->count == 0 || wrk_grp_solo(s, k->bytes))
+        return 0;
+    if (k->gbuf == NULL) {
+        if ((rc = dev_alloc_shared(c->L, k->m, k->bytes, &k->gbuf)) != 0)
+            return rc;
+        if ((rc = dev_ipc_export(c->L, k->m, k->gbuf, &k->gh)) != 0) {
+            dev_free(c->L, k->m, k->gbuf);
+            k->gbuf = NULL;
+            return rc;
+        }
+    }
+    *on = atomic_compare_exchange_strong(&k->gbusy, &no, true);
+    return 0;
+}
+
 /* dist_*_device: one summed array per key through the servers.  A push's
  * sum reaches the host part by part as its requests leave (stage_gated); a
  * pull's reply parts go to the merge device as they arrive (chunked pull,
  * wrk_comm_reply), the broadcast to the outputs runs once all are in.  In a
- * local group (group.h) a push or pushpull stages each key's sum whole and
- * hands the host copies to the group, which sums the members' copies,
- * pushes once for the host and writes the round's value into every
- * member's copy; the post step takes it to the devices. */
+ * local group (group.h) a push or pushpull hands each key's sum whole to
+ * the group, which sums the members' sums, pushes once for the host and
+ * writes the round's value back where each member's sum was; the post step
+ * takes it to the outputs.  Where the backend can share device memory the
+ * sum stays on the device (the key's gbuf, which the other members map:
+ * gbuf_take); else, and for keys under the group's floor (sent solo), it
+ * is staged to a pinned host copy. */
 static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_t *keys,
                     const kvs_array *vals, const kvs_array *outs, int priority)
 {
@@ -1055,6 +1110,7 @@ static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_
     uint64_t *uk = NULL;
     kvs_array *hv = NULL, *ho = NULL;
     ckey **ks = NULL;
+    wrk_grp_dev *dv = NULL;
     bool grp = wrk_grp_on(s) && (type == WRK_OP_PUSH || type == WRK_OP_PUSHPULL);
     int rc = group(n, keys, &g);
     if (rc)
@@ -1065,8 +1121,9 @@ static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_
     hv = calloc(g.nu + 1, sizeof *hv);
     ho = calloc(g.nu + 1, sizeof *ho);
     ks = calloc(g.nu + 1, sizeof *ks);
+    dv = grp ? calloc(g.nu + 1, sizeof *dv) : NULL;
     p = post_new(c, g.nu, 0, outs ? g.nu : 0, outs ? n : 0);
-    if (uk == NULL || hv == NULL || ho == NULL || ks == NULL || p == NULL) {
+    if (uk == NULL || hv == NULL || ho == NULL || ks == NULL || p == NULL || (grp && dv == NULL)) {
         rc = err_set(KVS_ENOMEM, "out of memory");
         goto out;
     }
@@ -1086,11 +1143,21 @@ static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_
                 break;
             continue;
         }
-        if ((rc = key_get(c, uk[u], shape, named(vals, outs, ix, cnt), &k)) != 0 ||
-            (rc = wrk_pinned_get(c->pool, k->bytes, &h)) != 0)
+        if ((rc = key_get(c, uk[u], shape, named(vals, outs, ix, cnt), &k)) != 0)
             break;
+        bool gd = false;
+        if (grp && (rc = gbuf_take(s, c, k, &gd)) != 0)
+            break;
+        if (gd) {
+            h = NULL; /* the group reads and writes k->gbuf */
+            p->gk[p->ngk++] = k;
+            dv[u] = (wrk_grp_dev){true, k->m, k->gbuf, k->gh};
+        } else if ((rc = wrk_pinned_get(c->pool, k->bytes, &h)) != 0) {
+            break;
+        } else {
+            p->host[p->nhost++] = h;
+        }
         ks[u] = k;
-        p->host[p->nhost++] = h;
         hv[u] = ho[u] = (kvs_array){h, k->count, k->dtype, KVS_CPU};
         if (vals && (rc = reduce(c, k, vals, ix, cnt, false)) != 0)
             break;
@@ -1098,6 +1165,7 @@ static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_
             post_key *pk = &p->keys[p->nkeys++];
             pk->key = uk[u];
             pk->staging = h;
+            pk->gdev = gd;
             pk->outs = &p->arrays[g.head[u]];
             for (size_t j = 0; j < cnt; j++)
                 pk->outs[pk->nouts++] = outs[ix[j]];
@@ -1117,13 +1185,16 @@ static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_
         goto out;
     }
     if (rc == 0 && grp) {
-        /* each key's sum whole in its pinned copy, which the members read
-         * and where the round's value lands (each chunk is read before it
-         * is written, by its one owner) */
+        /* each key's sum whole in its gbuf or pinned copy, which the members
+         * read and where the round's value lands (each chunk is read before
+         * it is written, by its one owner) */
         for (size_t u = 0; u < g.nu && rc == 0; u++)
-            rc = to_host_range(c, ks[u], hv[u].data, 0, ks[u]->bytes);
+            rc = dv[u].on ? value_range(c, ks[u], ks[u]->m, ks[u]->gbuf, 0, ks[u]->bytes)
+                          : value_range(c, ks[u], DEV_HOST, hv[u].data, 0, ks[u]->bytes);
+        if (rc == 0)
+            rc = dev_sync(c->L, -1);
         pthread_mutex_unlock(&c->mu);
-        if (rc == 0 && (rc = wrk_grp_submit(s, type, g.nu, uk, hv, outs ? ho : NULL, priority,
+        if (rc == 0 && (rc = wrk_grp_submit(s, type, g.nu, uk, hv, outs ? ho : NULL, dv, priority,
                                             &post_ops, p)) == 0)
             p = NULL; /* the op owns it */
         goto out;
@@ -1150,6 +1221,7 @@ out:
     free(hv);
     free(ho);
     free(ks);
+    free(dv);
     groups_fini(&g);
     return rc;
 }
@@ -1187,7 +1259,12 @@ static int run_post(wrk_comm *c, wrk_post *p)
             return err_set(KVS_ENOMEM, "out of memory");
         for (size_t j = 0; j < pk->nouts; j++)
             ix[j] = j;
-        if (pk->ck && !pk->rmissed) {
+        if (pk->gdev) {
+            /* the group wrote the round's value into the key's gbuf */
+            rc = dev_copy(c->L, k->m, k->buf[k->m], k->m, k->gbuf, k->bytes);
+            k->whole = true;
+            k->sliced = false;
+        } else if (pk->ck && !pk->rmissed) {
             /* the parts are on the merge device already: they become the value */
             void *v = k->buf[k->m];
             k->buf[k->m] = k->rbuf;
@@ -1306,4 +1383,104 @@ static void *post_thread(void *arg)
         wrk_op_release(c->s, op, rc, rc ? text : NULL); /* may free p */
     }
     return NULL;
+}
+
+/* --------------------------------- local groups' sums in device memory */
+
+/* Room for slots chunks of bytes on dev (c->mu held). */
+static int gscr_room(wrk_comm *c, int dev, int slots, uint64_t bytes)
+{
+    size_t want = (size_t)slots * (((size_t)bytes + 255) & ~(size_t)255);
+    if (want <= c->gscr_cap[dev])
+        return 0;
+    dev_free(c->L, dev, c->gscr[dev]);
+    c->gscr[dev] = NULL;
+    c->gscr_cap[dev] = 0;
+    int rc = dev_alloc(c->L, dev, want, &c->gscr[dev]);
+    if (rc == 0)
+        c->gscr_cap[dev] = want;
+    return rc;
+}
+
+/* The group's device (c->mu held): dev, or device 0. */
+static int grp_dev(wrk_comm *c, int dev, int *out)
+{
+    int rc = open_locked(c);
+    if (rc)
+        return rc;
+    if (!dev_ipc_ok(c->L))
+        return err_set(KVS_EDEVICE, "local group: a member hands its sum in device memory, "
+                       "but this worker's %s devices cannot share memory", dev_backend(c->L));
+    *out = dev < 0 ? 0 : dev;
+    return 0;
+}
+
+int wrk_comm_grp_sum(wrk_comm *c, int dev, kvs_dtype dt, const wrk_dev_part *in, int n,
+                     uint64_t off, uint64_t bytes, void *out)
+{
+    size_t es = kvs_dtype_size(dt), slot = ((size_t)bytes + 255) & ~(size_t)255;
+    const void *srcs[DEV_SUM_MAX];
+    int rc;
+    if (n < 1 || n > DEV_SUM_MAX)
+        return err_set(KVS_EINVAL, "local group: %d members to sum (at most %d)", n,
+                       DEV_SUM_MAX);
+    if (bytes == 0)
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    if ((rc = grp_dev(c, dev, &dev)) != 0 || (rc = gscr_room(c, dev, n + 1, bytes)) != 0)
+        goto out;
+    char *scr = c->gscr[dev];
+    for (int m = 0; m < n && rc == 0; m++) {
+        char *at = scr + (size_t)m * slot;
+        void *peer;
+        switch (in[m].kind) {
+        case WRK_DEVP_OWN:
+            srcs[m] = (char *)in[m].p + off;
+            break;
+        case WRK_DEVP_PEER:
+            if ((rc = dev_ipc_open(c->L, dev, in[m].pid, in[m].h, &peer)) == 0)
+                rc = dev_ipc_copy(c->L, dev, at, (char *)peer + off, bytes);
+            srcs[m] = at;
+            break;
+        default:
+            rc = dev_copy(c->L, dev, at, DEV_HOST, in[m].p, bytes);
+            srcs[m] = at;
+        }
+    }
+    char *sum = scr + (size_t)n * slot;
+    if (rc == 0)
+        rc = dev_sum(c->L, dev, dt, sum, srcs, n, bytes / es);
+    if (rc == 0)
+        rc = dev_copy(c->L, DEV_HOST, out, dev, sum, bytes);
+    if (rc == 0)
+        rc = dev_sync(c->L, dev);
+out:
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int wrk_comm_grp_put(wrk_comm *c, int dev, const void *val, uint64_t off, uint64_t bytes,
+                     const wrk_dev_part *to, int n)
+{
+    int rc;
+    if (bytes == 0)
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    if ((rc = grp_dev(c, dev, &dev)) != 0 || (rc = gscr_room(c, dev, 1, bytes)) != 0)
+        goto out;
+    char *v = c->gscr[dev];
+    rc = dev_copy(c->L, dev, v, DEV_HOST, val, bytes);
+    for (int m = 0; m < n && rc == 0; m++) {
+        void *peer;
+        if (to[m].kind == WRK_DEVP_OWN)
+            rc = dev_copy(c->L, dev, (char *)to[m].p + off, dev, v, bytes);
+        else if (to[m].kind == WRK_DEVP_PEER &&
+                 (rc = dev_ipc_open(c->L, dev, to[m].pid, to[m].h, &peer)) == 0)
+            rc = dev_ipc_copy(c->L, dev, (char *)peer + off, v, bytes);
+    }
+    if (rc == 0)
+        rc = dev_sync(c->L, dev);
+out:
+    pthread_mutex_unlock(&c->mu);
+    return rc;
 }

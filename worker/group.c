@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "net/auth.h"
 #include "net/net.h"
+#include "worker/comm.h"
 #include "worker/group.h"
 #include "worker/op.h"
 #include "worker/wrk_int.h"
@@ -184,8 +185,14 @@ typedef struct grp_ent {
                               entry are not all answered yet: no owner starts it */
     _Atomic int64_t left; /* chunks whose owners have not finished this entry */
     _Atomic int32_t err;  /* the first error an owner hit */
+    uint32_t dev;         /* GRP_DEV: the data is in device memory (h), not at src;
+                             GRP_DEV_WANT: the round's value goes back there */
+    dev_ipc h;
     char errtext[GRP_TEXT];
 } grp_ent;
+
+#define GRP_DEV 1u
+#define GRP_DEV_WANT 2u
 
 typedef struct grp_member {
     _Atomic int32_t pid;     /* set when it attached */
@@ -231,6 +238,7 @@ typedef struct grp_chunk { /* one owned chunk in flight */
     bool wants;   /* some member wants the round's value */
     struct grp_fetch *f; /* a chunk we pull for the group (pulls below), or NULL */
     bool fallback;       /* a direct pull of one chunk of our own pull item */
+    bool dev;            /* summed on a device (a member's data is in device memory) */
     bool solo;           /* one chunk of a solo item (below) */
     uint64_t c;          /* fallback: the chunk */
     wrk_op *op;
@@ -252,6 +260,7 @@ struct grp_item { /* one key of one of our ops */
     uint8_t *cdone;      /* a pull: per chunk 0, or done (owners write it; 2: we pull
                             it ourselves) */
     int inflight;        /* owned chunks not finished */
+    wrk_grp_dev dv;      /* our data in device memory (dv.on), else at k.src */
     /* a solo item: a key under KVS_LOCAL_AGG_MIN bytes, which every member
      * sends for itself (contrib 1) from the user's thread, in call order;
      * no entry in the segment, nobody matches it */
@@ -707,6 +716,63 @@ static int stage_room(wrk_grp *g, size_t bytes)
     return 0;
 }
 
+/* Member m's part of chunk at off (bytes) of it, for the comm layer: its
+ * device memory, or its host memory read into our stage (dev: an entry
+ * whose data is on a device).  0 or KVS_EPEERDEAD with text. */
+static int dev_part(wrk_grp *g, grp_item *it, int m, size_t off, size_t bytes,
+                    wrk_dev_part *out, char *text, size_t tlen)
+{
+    kvs_store *s = g->s;
+    grp_ent *e = ent_of(g, m, (uint32_t)it->mslot[m]);
+    int rc;
+    if (m == g->me) {
+        *out = it->dv.on ? (wrk_dev_part){WRK_DEVP_OWN, 0, NULL, it->dv.p}
+                         : (wrk_dev_part){WRK_DEVP_HOST, 0, NULL, (void *)(it->k.src + off)};
+        return 0;
+    }
+    if (e->dev & GRP_DEV) {
+        *out = (wrk_dev_part){WRK_DEVP_PEER, s->peers[m].pid, &e->h, NULL};
+        return 0;
+    }
+    if ((rc = peer_read(s->peers[m].pid, g->stage[m], e->src + off, bytes)) != 0) {
+        snprintf(text, tlen, "local group: cannot read %zu bytes of key %llu from worker %d "
+                 "(local rank %d, pid %d): %s", bytes, (unsigned long long)it->k.key,
+                 (s->peers[m].id - 9) / 2, m, s->peers[m].pid, strerror(rc));
+        return KVS_EPEERDEAD;
+    }
+    *out = (wrk_dev_part){WRK_DEVP_HOST, 0, NULL, g->stage[m]};
+    return 0;
+}
+
+/* start_chunk where a member's data is in device memory: the sum is made
+ * on our device (ours, else device 0) from every member's chunk, and only
+ * the sum comes to host memory (buf) to be pushed. */
+static int sum_on_device(wrk_grp *g, grp_item *it, size_t off, size_t bytes, uint8_t *buf,
+                         char *text, size_t tlen)
+{
+    kvs_store *s = g->s;
+    wrk_dev_part in[DEV_SUM_MAX];
+    int rc;
+    if (s->comm == NULL) {
+        snprintf(text, tlen, "local group: key %llu: another member hands its sum in device "
+                 "memory, but this worker's store has no devices (every member must use the "
+                 "same store type)", (unsigned long long)it->k.key);
+        return KVS_ECONFIG;
+    }
+    if (stage_room(g, bytes) != 0) {
+        snprintf(text, tlen, "out of memory");
+        return KVS_ENOMEM;
+    }
+    for (int m = 0; m < g->size; m++)
+        if ((rc = dev_part(g, it, m, off, bytes, &in[m], text, tlen)) != 0)
+            return rc;
+    if ((rc = wrk_comm_grp_sum(s->comm, it->dv.on ? it->dv.dev : -1, it->k.dtype, in, g->size,
+                               off, bytes, buf)) != 0)
+        snprintf(text, tlen, "local group: summing key %llu on the device: %s",
+                 (unsigned long long)it->k.key, kvs_last_error());
+    return rc;
+}
+
 /* Sum chunk c of it over the group into a new buffer and send it. */
 static int start_chunk(wrk_grp *g, grp_item *it, uint64_t c, char *text, size_t tlen)
 {
@@ -730,9 +796,18 @@ static int start_chunk(wrk_grp *g, grp_item *it, uint64_t c, char *text, size_t 
         snprintf(text, tlen, "out of memory");
         return KVS_ENOMEM;
     }
-    for (int m = 0; m < g->size; m++)
-        wants = wants || ent_of(g, m, (uint32_t)it->mslot[m])->dst != 0;
-    for (size_t at = 0; at < bytes; at += GRP_SUM_PIECE) {
+    bool dev = false;
+    for (int m = 0; m < g->size; m++) {
+        grp_ent *e = ent_of(g, m, (uint32_t)it->mslot[m]);
+        wants = wants || e->dst != 0 || (e->dev & GRP_DEV_WANT);
+        dev = dev || (e->dev & GRP_DEV);
+    }
+    if (dev && (rc = sum_on_device(g, it, off, bytes, buf, text, tlen)) != 0) {
+        free(ch);
+        sumbuf_put(g, buf, cap);
+        return rc;
+    }
+    for (size_t at = 0; at < bytes && !dev; at += GRP_SUM_PIECE) {
         size_t pb = bytes - at < GRP_SUM_PIECE ? bytes - at : GRP_SUM_PIECE;
         for (int m = 0; m < g->size; m++) {
             grp_ent *e = ent_of(g, m, (uint32_t)it->mslot[m]);
@@ -759,7 +834,8 @@ static int start_chunk(wrk_grp *g, grp_item *it, uint64_t c, char *text, size_t 
             return rc;
         }
     }
-    *ch = (grp_chunk){.g = g, .it = it, .part = *p, .buf = buf, .cap = cap, .wants = wants};
+    *ch = (grp_chunk){.g = g, .it = it, .part = *p, .buf = buf, .cap = cap, .wants = wants,
+                      .dev = dev};
     it->inflight++;
     g->inflight_bytes += bytes;
     rc = wrk_submit_chunk(s, wants ? WRK_OP_PUSHPULL : WRK_OP_PUSH, &it->k, p,
@@ -1285,11 +1361,31 @@ static void chunk_finish(wrk_grp *g, grp_chunk *ch)
     size_t off = (size_t)ch->part.offset * esz;
     if (err)
         snprintf(text, sizeof text, "%s", kvs_last_error());
+    int derr = 0; /* the copies into the members' device memory */
+    if (err == 0 && ch->dev && ch->wants) {
+        wrk_dev_part to[DEV_SUM_MAX];
+        for (int m = 0; m < g->size; m++) {
+            grp_ent *e = ent_of(g, m, (uint32_t)it->mslot[m]);
+            to[m] = (wrk_dev_part){0};
+            if (!(e->dev & GRP_DEV_WANT))
+                continue;
+            to[m] = m == g->me ? (wrk_dev_part){WRK_DEVP_OWN, 0, NULL, it->dv.p}
+                               : (wrk_dev_part){WRK_DEVP_PEER, s->peers[m].pid, &e->h, NULL};
+        }
+        if ((derr = wrk_comm_grp_put(s->comm, it->dv.on ? it->dv.dev : -1, ch->buf, off, bytes,
+                                     to, g->size)) != 0)
+            snprintf(text, sizeof text, "local group: writing key %llu into the members' "
+                     "device memory: %s", (unsigned long long)it->k.key, kvs_last_error());
+    }
     for (int m = 0; m < g->size; m++) {
         grp_ent *e = ent_of(g, m, (uint32_t)it->mslot[m]);
         int werr = 0;
         if (err) {
             ent_fail(e, err, text);
+            continue;
+        }
+        if (derr && (e->dev & GRP_DEV_WANT)) {
+            ent_fail(e, derr, text);
             continue;
         }
         if (e->dst && bytes) {
@@ -1552,6 +1648,11 @@ static void queue_locked(wrk_grp *g, grp_item *it)
     g->q_tail = it;
 }
 
+bool wrk_grp_solo(const kvs_store *s, uint64_t bytes)
+{
+    return bytes < s->local_agg_min;
+}
+
 /* True if every array of the call (vals, else outs) is smaller than
  * KVS_LOCAL_AGG_MIN: the call goes to the servers as without a group. */
 static bool all_solo(const kvs_store *s, size_t n, const kvs_array *arr)
@@ -1563,8 +1664,8 @@ static bool all_solo(const kvs_store *s, size_t n, const kvs_array *arr)
 }
 
 int wrk_grp_submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
-                   const kvs_array *vals, const kvs_array *outs, int priority,
-                   const wrk_op_ops *ops, void *owner)
+                   const kvs_array *vals, const kvs_array *outs, const wrk_grp_dev *dv,
+                   int priority, const wrk_op_ops *ops, void *owner)
 {
     wrk_grp *g = s->grp;
     wrk_op *op;
@@ -1613,6 +1714,8 @@ int wrk_grp_submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
         }
         it->op = op;
         it->k = *k;
+        if (dv) /* (distinct keys: held[u] is keys[u]) */
+            it->dv = dv[u];
         it->type = type;
         it->priority = priority;
         it->nchunks = nch;
@@ -1656,6 +1759,9 @@ int wrk_grp_submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
                 e->priority = priority;
                 e->type = (uint32_t)type;
                 e->dtype = (uint32_t)k->dtype;
+                e->dev = it->dv.on ? GRP_DEV | (outs ? GRP_DEV_WANT : 0) : 0;
+                if (it->dv.on)
+                    e->h = it->dv.h;
                 atomic_store(&e->left, (int64_t)nch);
                 atomic_store(&e->hold, hold);
                 atomic_store(&e->err, 0);

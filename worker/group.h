@@ -37,6 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "device/dev.h"
 #include "kvs.h"
 #include "proto/proto.h"
 
@@ -71,17 +72,36 @@ bool wrk_grp_on(const struct kvs_store *s);
  * are not given any more.  User thread. */
 void wrk_grp_forget(struct kvs_store *s);
 
+/* True if a key of bytes skips the group (under KVS_LOCAL_AGG_MIN): each
+ * member sends its own. */
+bool wrk_grp_solo(const struct kvs_store *s, uint64_t bytes);
+
+/* A key's sum in device memory that can be shared (comm.c, dist_*_device):
+ * the owner of each chunk copies the members' chunks to its own device
+ * (CUDA IPC; simulated: shared memory), sums them there, pushes the sum
+ * from host memory, and copies the round's value back into every member's
+ * buffer; nothing of the key is staged to host memory but the owned
+ * chunks. */
+typedef struct wrk_grp_dev {
+    bool on;   /* false: the key is in host memory (vals / outs) */
+    int dev;   /* the comm layer's device that holds p */
+    void *p;   /* the sum, whole; the round's value lands here (a pushpull) */
+    dev_ipc h; /* p's handle for the other members */
+} wrk_grp_dev;
+
 /* A push (outs NULL), pushpull or pull (type WRK_OP_PULL, vals NULL) of
  * host arrays through the group; arguments checked.  Asynchronous like
  * kvs_push: completes at kvs_wait.
  * ops and owner (NULL: none) become the op's owner (op.h), as with
  * wrk_submit: the comm layer's device arrays are summed by the group from
- * their pinned host copies and go back to the devices in its post step.  On
+ * their pinned host copies, or from device memory (dv: NULL, or per key of
+ * keys, which are then distinct; a key with dv[i].on has vals[i].data and
+ * outs[i].data NULL), and go back to the devices in its post step.  On
  * an error return the caller still owns owner; else the op does. */
 struct wrk_op_ops;
 int wrk_grp_submit(struct kvs_store *s, int type, size_t n, const uint64_t *keys,
-                   const kvs_array *vals, const kvs_array *outs, int priority,
-                   const struct wrk_op_ops *ops, void *owner);
+                   const kvs_array *vals, const kvs_array *outs, const wrk_grp_dev *dv,
+                   int priority, const struct wrk_op_ops *ops, void *owner);
 
 /* Stop the group thread (after every op completed or failed) and leave the
  * group: members still waiting for this one's keys fail, and pull

@@ -269,10 +269,10 @@ int main(int argc, char **argv)
     if (rc)
         return fail("kvs_close", rc);
     printf("devworker %d: %s %d devices: %s (peer %llu, staged %llu, sums %llu, h2d %llu, "
-           "d2h %llu), sent %.0f bytes\n", rank, type, N, bad ? "FAILED" : "ok",
+           "d2h %llu, ipc %llu), sent %.0f bytes\n", rank, type, N, bad ? "FAILED" : "ok",
            (unsigned long long)st.peer_copies, (unsigned long long)st.staged_copies,
            (unsigned long long)st.sums, (unsigned long long)st.h2d_copies,
-           (unsigned long long)st.d2h_copies, sent);
+           (unsigned long long)st.d2h_copies, (unsigned long long)st.ipc_copies, sent);
     for (int o = 0; o < n; o++)
         release(&out[o]);
     free(ks);

@@ -102,7 +102,7 @@ job "dist_sync_device 3x8x2 tree DGX-1"    3 2 8 MXNET_KVSTORE_USETREE=1 \
 # 37-element keys are 1 request either way), so 3 pushes (2 push + 1
 # pushpull) make 3 x 128 more device-to-host copies and 4 pulls (after
 # init, 2 after pushes, the pushpull) 4 x 128 more host-to-device ones.
-counts() { grep -m1 'devworker 0:' "$WORK/out" | sed -E 's/.*h2d ([0-9]+), d2h ([0-9]+)\).*/\1 \2/'; }
+counts() { grep -m1 'devworker 0:' "$WORK/out" | sed -E 's/.*h2d ([0-9]+), d2h ([0-9]+), ipc .*/\1 \2/'; }
 if [[ $CUDA == 0 ]]; then
     EXPECT=
     job "dist_sync_device 2x4x2 flat, 4 MiB chunks" 2 2 4 KVS_LOCAL_AGG=0 -- \

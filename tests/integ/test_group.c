@@ -309,8 +309,9 @@ IT_TEST(group_p3_order_1x2)
  * (tests/device/devworker.c: every push mixes one array per device, a
  * second one on device 0 and one host array per key; every output, on each
  * device and in host memory, is checked element by element in every dtype),
- * 2 servers.  Returns the bytes the workers sent in their rounds, summed. */
-static double devworker_job(it_ctx *t, const char *type, const char *agg)
+ * 2 servers.  Returns the bytes the workers sent in their rounds, summed;
+ * *ipc: the fewest copies a worker made to or from another's device memory. */
+static double devworker_job(it_ctx *t, const char *type, const char *agg, double *ipc)
 {
     char bin[sizeof t->worker_bin + 16];
     snprintf(bin, sizeof bin, "%s", t->worker_bin);
@@ -334,12 +335,18 @@ static double devworker_job(it_ctx *t, const char *type, const char *agg)
     }
     it_expect_job_ok(t, 120);
     double sent = 0;
+    *ipc = -1;
     for (int i = 0; i < 3; i++) {
         char path[PATH_MAX];
         snprintf(path, sizeof path, "%s/worker%d.log", t->dir, i);
         char *s = it_slurp(path, NULL), *at = s ? strstr(s, ": ok (") : NULL;
-        double b = -1;
+        double b = -1, n = -1;
         IT_ASSERT(t, at != NULL, "worker%d did not report ok", i);
+        char *ic = strstr(at, ", ipc ");
+        IT_ASSERT(t, ic && sscanf(ic, ", ipc %lf", &n) == 1, "worker%d did not report its "
+                  "ipc copies", i);
+        if (*ipc < 0 || n < *ipc)
+            *ipc = n;
         at = strstr(at, "), sent ");
         IT_ASSERT(t, at && sscanf(at, "), sent %lf bytes", &b) == 1 && b > 0,
                   "worker%d did not report its bytes", i);
@@ -349,14 +356,15 @@ static double devworker_job(it_ctx *t, const char *type, const char *agg)
     return sent;
 }
 
-/* Simulated-device arrays go through the group from their pinned host
- * copies (dist_sync: each array's, beside the host arrays; dist_sync_device:
- * each key's sum over the process's arrays, flat or over the planned trees):
- * exact sums on every output, and the host sends about a third of what 3
- * workers pushing for themselves send. */
+/* Simulated-device arrays go through the group (dist_sync: each array's
+ * pinned host copy, beside the host arrays; dist_sync_device: each key's
+ * sum over the process's arrays, flat or over the planned trees, in shared
+ * device memory that the chunks' owners copy from and back into): exact
+ * sums on every output, and the host sends about a third of what 3 workers
+ * pushing for themselves send. */
 static void devices_in_group(it_ctx *t, const char *type, const char *tree)
 {
-    double b[2];
+    double b[2], ipc[2];
     const char *agg[2] = {"1", "0"};
     for (int j = 0; j < 2; j++) {
         it_ctx sub;
@@ -365,7 +373,7 @@ static void devices_in_group(it_ctx *t, const char *type, const char *tree)
         IT_ASSERT(t, mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
         it_ctx_init(&sub, t->test, dir);
         it_setenv(&sub, "MXNET_KVSTORE_USETREE", "%s", tree);
-        b[j] = devworker_job(&sub, type, agg[j]);
+        b[j] = devworker_job(&sub, type, agg[j], &ipc[j]);
         if (j == 0)
             for (int i = 0; i < 3; i++)
                 IT_CHECK(t, summed_locally(&sub, i), "worker%d did not sum in its group", i);
@@ -375,6 +383,12 @@ static void devices_in_group(it_ctx *t, const char *type, const char *tree)
     }
     IT_CHECK(t, b[0] <= 0.4 * b[1], "the group sent %.0f bytes, 3 workers alone %.0f (> 0.4x)",
              b[0], b[1]);
+    /* device stores meet on the devices; dist_sync's arrays in host memory */
+    bool devstore = strstr(type, "device") != NULL;
+    IT_CHECK(t, devstore ? ipc[0] > 0 : ipc[0] == 0, "%s in a group: a worker made %.0f copies "
+             "to or from another's device memory", type, ipc[0]);
+    IT_CHECK(t, ipc[1] == 0, "%s without a group: %.0f copies to or from another's device "
+             "memory", type, ipc[1]);
 }
 
 IT_TEST(group_devices_1x3) { devices_in_group(t, "dist_sync", "0"); }
