@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -767,9 +768,17 @@ static int sum_on_device(wrk_grp *g, grp_item *it, size_t off, size_t bytes, uin
         if ((rc = dev_part(g, it, m, off, bytes, &in[m], text, tlen)) != 0)
             return rc;
     if ((rc = wrk_comm_grp_sum(s->comm, it->dv.on ? it->dv.dev : -1, it->k.dtype, in, g->size,
-                               off, bytes, buf)) != 0)
-        snprintf(text, tlen, "local group: summing key %llu on the device: %s",
-                 (unsigned long long)it->k.key, kvs_last_error());
+                               off, bytes, buf)) == 0)
+        return 0;
+    snprintf(text, tlen, "local group: summing key %llu on the device: %s",
+             (unsigned long long)it->k.key, kvs_last_error());
+    for (int m = 0; m < g->size; m++) /* a member that exited: as a failed read */
+        if (in[m].kind == WRK_DEVP_PEER && kill(in[m].pid, 0) != 0 && errno == ESRCH) {
+            snprintf(text, tlen, "local group: cannot read key %llu from worker %d (local "
+                     "rank %d, pid %d): it exited", (unsigned long long)it->k.key,
+                     (s->peers[m].id - 9) / 2, m, in[m].pid);
+            return KVS_EPEERDEAD;
+        }
     return rc;
 }
 

@@ -2,7 +2,7 @@
  * devworker.c - kvs-devworker: a worker with device arrays, for the
  * multi-process device tests (tests/device/test-dist-device.sh).
  *
- *   kvs-devworker --type T [--rounds R] [--async] [--big N]
+ *   kvs-devworker --type T [--rounds R] [--async] [--big N] [--overlap]
  *
  * Devices: simulated (KVS_SIM_DEVICES=N) or, without it, every CUDA device
  * (memory from cudaMalloc through tools/devmem.h).  Per dtype two keys: 37
@@ -14,6 +14,10 @@
  * output, element by element.
  *   sync types: init (rank 0's value from device N-1), pull, then R rounds
  *     (push + pull; the last one a pushpull) against the round's sum.
+ *     --overlap: rounds go in pairs, each pair's second push issued before
+ *     the first is waited for on odd ranks (after it on even ones), so the
+ *     same round meets a key's second push beside other members' first
+ *     kind of push (a local group's device buffer is still held).
  *   --async: init zeros, R pushes, barrier, pull: the sum of all rounds.
  * Prints "devworker W: ok ..." and exits 0, or prints the mismatch and
  * exits 1.  The line ends with the bytes this worker sent to the servers in
@@ -154,7 +158,7 @@ static int fail(const char *call, int rc)
 int main(int argc, char **argv)
 {
     const char *type = NULL;
-    int rounds = 3, async = 0;
+    int rounds = 3, async = 0, overlap = 0;
     uint64_t big = 2003;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--type") && i + 1 < argc)
@@ -165,13 +169,17 @@ int main(int argc, char **argv)
             async = 1;
         else if (!strcmp(argv[i], "--big") && i + 1 < argc)
             big = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--overlap"))
+            overlap = 1;
         else {
-            fprintf(stderr, "usage: kvs-devworker --type T [--rounds R] [--async] [--big N]\n");
+            fprintf(stderr, "usage: kvs-devworker --type T [--rounds R] [--async] [--big N] "
+                    "[--overlap]\n");
             return 2;
         }
     }
-    if (type == NULL || rounds < 1 || big < 1 || big > (1u << 24)) {
-        fprintf(stderr, "usage: kvs-devworker --type T [--rounds R] [--async] [--big N]\n");
+    if (type == NULL || rounds < 1 || big < 1 || big > (1u << 24) || (overlap && async)) {
+        fprintf(stderr, "usage: kvs-devworker --type T [--rounds R] [--async] [--big N] "
+                "[--overlap]\n");
         return 2;
     }
     if (devmem_open(&M) != 0 || M.n > 16) {
@@ -227,7 +235,31 @@ int main(int argc, char **argv)
                 in[m++] = (kvs_array){buf_of(&keys[k], rank, r, j, dev), keys[k].count,
                                       keys[k].t, dev};
             }
-        if (async || r < rounds) {
+        if (overlap && r + 1 < rounds) {
+            /* this round and the next, pushed back to back */
+            kvs_array *in2 = malloc(sizeof *in2 * (size_t)m);
+            if (in2 == NULL)
+                return fail("malloc", KVS_ENOMEM);
+            for (int o = 0; o < m; o++) {
+                int j = o % nsrc, dev = j < N ? j : j == N ? 0 : KVS_CPU;
+                in2[o] = (kvs_array){buf_of(&keys[o / nsrc], rank, r + 1, j, dev),
+                                     keys[o / nsrc].count, keys[o / nsrc].t, dev};
+            }
+            if ((rc = kvs_push(s, (size_t)m, ks, in, 0)) != 0 ||
+                (rank % 2 == 0 && (rc = kvs_wait_all(s)) != 0) ||
+                (rc = kvs_push(s, (size_t)m, ks, in2, 0)) != 0 || (rc = kvs_wait_all(s)) != 0)
+                return fail("kvs_push (two rounds)", rc);
+            for (int o = 0; o < m; o++)
+                release(&in2[o]);
+            free(in2);
+            r++;
+            for (int o = 0; o < nkeys * nout; o++)
+                ks[o] = keys[o / nout].key;
+            if ((rc = kvs_pull(s, (size_t)n, ks, out, 0)) != 0 || (rc = kvs_wait_all(s)) != 0)
+                return fail("kvs_pull", rc);
+            for (int o = 0; o < n && !bad; o++)
+                bad |= check("two pushes+pull", &keys[o / nout], &out[o], r, 0, 0);
+        } else if (async || r < rounds) {
             if ((rc = kvs_push(s, (size_t)m, ks, in, 0)) != 0 || (rc = kvs_wait_all(s)) != 0)
                 return fail("kvs_push", rc);
             if (!async) {

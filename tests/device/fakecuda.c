@@ -11,6 +11,10 @@
  * to the current device (or a peer with access enabled, or pinned memory)
  * and counts a "misplaced" call otherwise.  Copies are synchronous, so the
  * values are right whatever the ordering; ordering is not modelled.
+ * Memory handles (cudaIpc*) stand for another process's buffer within this
+ * one: a handle names a device allocation (its start), opening it gives
+ * the same pointer back (counted until closed), and a cudaMemcpyDefault
+ * copy may touch an opened buffer from any device.
  *
  * The fakecuda_* functions let a test read the record. */
 #include <pthread.h>
@@ -29,7 +33,8 @@
 
 enum { OK = 0, ERR_INVALID_VALUE = 1, ERR_MEMORY = 2, ERR_INVALID_DEVICE = 101,
        ERR_PEER_ENABLED = 704 };
-enum { H2D = 1, D2H = 2, D2D = 3 };
+enum { H2D = 1, D2H = 2, D2D = 3, DEFAULT = 4 };
+#define FAKE_IPC_MAGIC 0x46495043u
 
 typedef struct fctx {
     int dev;
@@ -48,6 +53,8 @@ static int made[FAKE_MAX];
 static int peer[FAKE_MAX][FAKE_MAX]; /* [current][peer] enabled */
 static falloc allocs[FAKE_ALLOCS];
 static long misplaced, pinned_allocs, pinned_frees, set_calls;
+static long ipc_open; /* handles opened and not closed */
+static char *ipc_ptr[FAKE_ALLOCS];
 static char last_misplaced[256];
 static __thread fctx *cur;
 static __thread int rt_dev;
@@ -204,9 +211,29 @@ API int cudaFreeHost(void *p)
     return OK;
 }
 
+static bool ipc_opened(const void *p)
+{
+    bool yes = false;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < FAKE_ALLOCS && !yes; i++) {
+        falloc *a = ipc_ptr[i] ? find(ipc_ptr[i]) : NULL;
+        yes = a && (const char *)p >= a->p && (const char *)p < a->p + a->bytes;
+    }
+    pthread_mutex_unlock(&mu);
+    return yes;
+}
+
 API int cudaMemcpyAsync(void *dst, const void *src, size_t bytes, int kind, void *stream)
 {
     (void)stream;
+    if (kind == DEFAULT) { /* an opened handle from any device; else as D2D */
+        if (!ipc_opened(dst))
+            check(dst, false, "cudaMemcpyAsync (default) dst");
+        if (!ipc_opened(src))
+            check(src, false, "cudaMemcpyAsync (default) src");
+        memmove(dst, src, bytes);
+        return OK;
+    }
     check(dst, kind == D2H, "cudaMemcpyAsync dst");
     check(src, kind == H2D, "cudaMemcpyAsync src");
     memmove(dst, src, bytes);
@@ -434,4 +461,64 @@ API int fakecuda_owner(const void *p)
     int d = a ? a->dev : -2;
     pthread_mutex_unlock(&mu);
     return d;
+}
+
+typedef struct fake_ipc {
+    uint32_t magic, pad;
+    char *p;
+    char rest[48];
+} fake_ipc;
+
+API int cudaIpcGetMemHandle(fake_ipc *h, void *p)
+{
+    pthread_mutex_lock(&mu);
+    falloc *a = find(p);
+    bool ok = a && a->dev >= 0 && a->p == p;
+    pthread_mutex_unlock(&mu);
+    if (!ok)
+        return fail(ERR_INVALID_VALUE);
+    memset(h, 0, sizeof *h);
+    h->magic = FAKE_IPC_MAGIC;
+    h->p = p;
+    return OK;
+}
+
+API int cudaIpcOpenMemHandle(void **out, fake_ipc h, unsigned flags)
+{
+    if (h.magic != FAKE_IPC_MAGIC || flags != 1 || current() < 0)
+        return fail(ERR_INVALID_VALUE);
+    pthread_mutex_lock(&mu);
+    int i = 0;
+    while (i < FAKE_ALLOCS && ipc_ptr[i] != NULL)
+        i++;
+    falloc *a = find(h.p);
+    if (i == FAKE_ALLOCS || a == NULL || a->p != h.p) {
+        pthread_mutex_unlock(&mu);
+        return fail(ERR_INVALID_VALUE);
+    }
+    ipc_ptr[i] = h.p;
+    ipc_open++;
+    pthread_mutex_unlock(&mu);
+    *out = h.p;
+    return OK;
+}
+
+API int cudaIpcCloseMemHandle(void *p)
+{
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < FAKE_ALLOCS; i++)
+        if (ipc_ptr[i] == p) {
+            ipc_ptr[i] = NULL;
+            ipc_open--;
+            pthread_mutex_unlock(&mu);
+            return OK;
+        }
+    pthread_mutex_unlock(&mu);
+    return fail(ERR_INVALID_VALUE);
+}
+
+/* Handles opened and not closed. */
+API long fakecuda_ipc_open(void)
+{
+    return __atomic_load_n(&ipc_open, __ATOMIC_SEQ_CST);
 }

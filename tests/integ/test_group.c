@@ -311,14 +311,15 @@ IT_TEST(group_p3_order_1x2)
  * device and in host memory, is checked element by element in every dtype),
  * 2 servers.  Returns the bytes the workers sent in their rounds, summed;
  * *ipc: the fewest copies a worker made to or from another's device memory. */
-static double devworker_job(it_ctx *t, const char *type, const char *agg, double *ipc)
+static double devworker_job(it_ctx *t, const char *type, const char *agg, const char *extra,
+                            double *ipc)
 {
     char bin[sizeof t->worker_bin + 16];
     snprintf(bin, sizeof bin, "%s", t->worker_bin);
     char *slash = strrchr(bin, '/');
     IT_ASSERT(t, slash != NULL, "worker binary path %s", bin);
     snprintf(slash + 1, sizeof bin - (size_t)(slash + 1 - bin), "kvs-devworker");
-    const char *const argv[] = {"--type", type, "--rounds", "3", NULL};
+    const char *const argv[] = {"--type", type, "--rounds", extra ? "5" : "3", extra, NULL};
     group_env(t);
     it_setenv(t, "KVS_SIM_DEVICES", "2");
     it_setenv(t, "KVS_LOCAL_AGG", "%s", agg);
@@ -373,7 +374,7 @@ static void devices_in_group(it_ctx *t, const char *type, const char *tree)
         IT_ASSERT(t, mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
         it_ctx_init(&sub, t->test, dir);
         it_setenv(&sub, "MXNET_KVSTORE_USETREE", "%s", tree);
-        b[j] = devworker_job(&sub, type, agg[j], &ipc[j]);
+        b[j] = devworker_job(&sub, type, agg[j], NULL, &ipc[j]);
         if (j == 0)
             for (int i = 0; i < 3; i++)
                 IT_CHECK(t, summed_locally(&sub, i), "worker%d did not sum in its group", i);
@@ -394,6 +395,21 @@ static void devices_in_group(it_ctx *t, const char *type, const char *tree)
 IT_TEST(group_devices_1x3) { devices_in_group(t, "dist_sync", "0"); }
 IT_TEST(group_dist_device_1x3) { devices_in_group(t, "dist_sync_device", "0"); }
 IT_TEST(group_dist_device_tree_1x3) { devices_in_group(t, "dist_device_sync", "1"); }
+
+/* A member pushes a key's next round before it waited for the last (odd
+ * ranks; even ones wait in between): its device buffer is still held, so
+ * that push hands its sum in host memory while the others hand theirs on
+ * the device, and the chunks' owners sum both kinds (an owner whose own
+ * part is in host memory sums on its device 0).  Exact sums. */
+IT_TEST(group_dist_device_overlap_1x3)
+{
+    double ipc;
+    it_setenv(t, "MXNET_KVSTORE_USETREE", "0");
+    devworker_job(t, "dist_sync_device", "1", "--overlap", &ipc);
+    for (int i = 0; i < 3; i++)
+        IT_CHECK(t, summed_locally(t, i), "worker%d did not sum in its group", i);
+    IT_CHECK(t, ipc > 0, "no copies to or from another worker's device memory");
+}
 
 /* ---- failures ---- */
 

@@ -28,6 +28,7 @@ typedef struct fake {
     long (*misplaced)(const char **);
     void (*pinned)(long *, long *);
     int (*owner)(const void *);
+    long (*ipc_open)(void);
 } fake;
 
 /* Load the fake with ndev devices and make libkvs use it. */
@@ -60,6 +61,7 @@ static inline void fake_use(fake *f, int ndev)
     FSYM(misplaced, "fakecuda_misplaced")
     FSYM(pinned, "fakecuda_pinned")
     FSYM(owner, "fakecuda_owner")
+    FSYM(ipc_open, "fakecuda_ipc_open")
 #undef FSYM
 }
 

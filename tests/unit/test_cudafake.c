@@ -5,7 +5,9 @@
  * context, and peer access only between those; KVS_DEVICES selects,
  * renumbers and repeats devices and rejects ordinals that do not exist;
  * every CUDA call runs with the device of its pointers current; copies
- * (host, local, peer, staged) and sums move the right bytes.  The store
+ * (host, local, peer, staged) and sums move the right bytes; shared
+ * buffers are exported, opened once per handle on the device that copies,
+ * copied with cudaMemcpyDefault and closed at dev_close.  The store
  * matrix of test_device.c also runs on this runtime (store_*_fake). */
 #include <check.h>
 #include <stdint.h>
@@ -178,6 +180,47 @@ START_TEST(fake_staged_copies)
 }
 END_TEST
 
+START_TEST(fake_shared_memory)
+{
+    enum { N = 777 };
+    fake_use(&F, 3);
+    dev_layer *L = open_fake(false, 0, NULL);
+    float *a, *b, *h, *peer, *again;
+    dev_ipc id;
+    ck_assert(dev_ipc_ok(L));
+    ck_assert_int_eq(dev_alloc_shared(L, 1, N * 4, (void **)&a), 0);
+    ck_assert_int_eq(F.owner(a), 1);
+    ck_assert_int_eq(dev_alloc(L, 2, N * 4, (void **)&b), 0);
+    ck_assert_int_eq(dev_alloc(L, DEV_HOST, N * 4, (void **)&h), 0);
+    fill(h, N, 5);
+    ck_assert_int_eq(dev_copy(L, 1, a, DEV_HOST, h, N * 4), 0);
+    ck_assert_int_eq(dev_ipc_export(L, 1, a, &id), 0);
+    /* (the fake maps "another process's" buffer within this one) */
+    ck_assert_int_eq(dev_ipc_open(L, 2, 4242, &id, (void **)&peer), 0);
+    ck_assert_int_eq(dev_ipc_open(L, 2, 4242, &id, (void **)&again), 0);
+    ck_assert_ptr_eq(peer, again);
+    ck_assert_int_eq(F.ipc_open(), 1);
+    ck_assert_int_eq(dev_ipc_copy(L, 2, b, peer, N * 4), 0);
+    memset(h, 0, N * 4);
+    ck_assert_int_eq(dev_copy(L, DEV_HOST, h, 2, b, N * 4), 0);
+    ck_assert_int_eq(dev_sync(L, -1), 0);
+    for (int i = 0; i < N; i++)
+        ck_assert_float_eq(h[i], 5.0f + (float)i);
+    ck_assert_int_eq(dev_ipc_export(L, 2, b + 1, &id), KVS_EDEVICE); /* not a start */
+    ck_assert_ptr_nonnull(strstr(kvs_last_error(), "cudaIpcGetMemHandle"));
+    kvs_device_stats st;
+    dev_stats(L, &st);
+    ck_assert_uint_eq(st.ipc_copies, 1);
+    ck_assert_uint_eq(st.ipc_bytes, N * 4);
+    fake_none_misplaced(&F);
+    dev_free(L, 1, a);
+    dev_free(L, 2, b);
+    dev_free(L, DEV_HOST, h);
+    dev_close(L);
+    ck_assert_int_eq(F.ipc_open(), 0);
+}
+END_TEST
+
 START_TEST(fake_selected_devices)
 {
     fake_use(&F, 4);
@@ -323,6 +366,7 @@ Suite *cudafake_suite(void)
     tcase_add_test(t, fake_keeps_current_device);
     tcase_add_test(t, fake_fresh_thread_one_context);
     tcase_add_test(t, fake_staged_copies);
+    tcase_add_test(t, fake_shared_memory);
     tcase_add_test(t, fake_selected_devices);
     tcase_add_test(t, fake_repeated_device);
     tcase_add_test(t, fake_bad_selection);

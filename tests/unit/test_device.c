@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "device/dev.h"
@@ -113,6 +114,98 @@ START_TEST(layer_copy_paths)
         dev_free(L, DEV_HOST, h);
         dev_close(L);
     }
+}
+END_TEST
+
+/* Shared device memory between two processes (sim: a memfd arena): a
+ * child allocates and exports a buffer after the fork (so the parent has
+ * no mapping of it), the parent maps it by handle, reads it and writes
+ * into it with dev_ipc_copy, and the child sees the parent's bytes. */
+START_TEST(layer_shared_memory)
+{
+    enum { N = 3 * 1000 + 7 };
+    int up[2], down[2];
+    ck_assert_int_eq(pipe(up), 0);
+    ck_assert_int_eq(pipe(down), 0);
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        dev_layer *L = open_sim(2, false, NULL);
+        int32_t *p, *h, bad = 0;
+        dev_ipc id;
+        char go;
+        if (dev_alloc_shared(L, 1, N * sizeof *p, (void **)&p) != 0 ||
+            dev_alloc(L, DEV_HOST, N * sizeof *h, (void **)&h) != 0)
+            _exit(2);
+        for (int i = 0; i < N; i++)
+            h[i] = i * 3 - 7;
+        if (dev_copy(L, 1, p, DEV_HOST, h, N * sizeof *h) != 0 || dev_sync(L, -1) != 0 ||
+            dev_ipc_export(L, 1, p, &id) != 0 || write(up[1], &id, sizeof id) != sizeof id ||
+            read(down[0], &go, 1) != 1 ||
+            dev_copy(L, DEV_HOST, h, 1, p, N * sizeof *h) != 0 || dev_sync(L, -1) != 0)
+            _exit(3);
+        for (int i = 0; i < N; i++)
+            bad += h[i] != (i < 100 ? -i : i * 3 - 7);
+        dev_close(L);
+        _exit(bad ? 4 : 0);
+    }
+    dev_layer *L = open_sim(1, false, NULL);
+    dev_ipc id, junk;
+    int32_t *mine, *h, *peer, *again;
+    ck_assert_int_eq(read(up[0], &id, sizeof id), (int)sizeof id);
+    ck_assert_int_eq(dev_alloc(L, 0, N * sizeof *mine, (void **)&mine), 0);
+    ck_assert_int_eq(dev_alloc(L, DEV_HOST, N * sizeof *h, (void **)&h), 0);
+    ck_assert_int_eq(dev_ipc_open(L, 0, child, &id, (void **)&peer), 0);
+    ck_assert_int_eq(dev_ipc_open(L, 0, child, &id, (void **)&again), 0);
+    ck_assert_ptr_eq(peer, again); /* mapped once */
+    ck_assert_int_eq(dev_ipc_copy(L, 0, mine, peer, N * sizeof *mine), 0);
+    ck_assert_int_eq(dev_copy(L, DEV_HOST, h, 0, mine, N * sizeof *h), 0);
+    ck_assert_int_eq(dev_sync(L, -1), 0);
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(h[i], i * 3 - 7);
+    for (int i = 0; i < 100; i++)
+        h[i] = -i;
+    ck_assert_int_eq(dev_copy(L, 0, mine, DEV_HOST, h, 100 * sizeof *h), 0);
+    ck_assert_int_eq(dev_ipc_copy(L, 0, peer, mine, 100 * sizeof *h), 0);
+    ck_assert_int_eq(dev_sync(L, -1), 0);
+    kvs_device_stats st;
+    dev_stats(L, &st);
+    ck_assert_uint_eq(st.ipc_copies, 2);
+    ck_assert_uint_eq(st.ipc_bytes, (N + 100) * sizeof *h);
+    ck_assert_int_eq(write(down[1], "g", 1), 1);
+    int status = 0;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %d", status);
+
+    /* errors: not a handle; a process that is gone; memory that is not shared */
+    memset(&junk, 0x5a, sizeof junk);
+    ck_assert_int_eq(dev_ipc_open(L, 0, child, &junk, (void **)&again), KVS_EDEVICE);
+    contains(kvs_last_error(), "not a simulated device memory handle");
+    dev_ipc moved = id;
+    ck_assert_int_eq(dev_ipc_export(L, 0, mine, &moved), KVS_EINVAL);
+    contains(kvs_last_error(), "not shared memory");
+    int32_t *sh;
+    ck_assert_int_eq(dev_alloc_shared(L, 0, 64, (void **)&sh), 0);
+    ck_assert_int_eq(dev_ipc_export(L, 0, sh, &moved), 0);
+    ck_assert_int_eq(dev_ipc_open(L, 0, child, &moved, (void **)&again), KVS_EDEVICE);
+    contains(kvs_last_error(), "not a simulated device memory handle"); /* another pid's */
+    pid_t gone = fork();
+    if (gone == 0)
+        _exit(0);
+    ck_assert_int_eq(waitpid(gone, &status, 0), gone);
+    memcpy(&junk, &id, sizeof id);
+    int32_t gpid = (int32_t)gone;
+    memcpy(junk.b + 4, &gpid, sizeof gpid); /* (sim handle: magic, pid, fd, ...) */
+    ck_assert_int_eq(dev_ipc_open(L, 0, gone, &junk, (void **)&again), KVS_EDEVICE);
+    contains(kvs_last_error(), "cannot open the shared memory of process");
+    dev_free(L, 0, sh);
+    dev_free(L, 0, mine);
+    dev_free(L, DEV_HOST, h);
+    dev_close(L);
+    close(up[0]);
+    close(up[1]);
+    close(down[0]);
+    close(down[1]);
 }
 END_TEST
 
@@ -826,6 +919,7 @@ Suite *device_suite(void)
     TCase *t = tcase_create("layer");
     tcase_add_test(t, layer_copy_paths);
     tcase_add_test(t, layer_ring_access);
+    tcase_add_test(t, layer_shared_memory);
     tcase_add_test(t, layer_sum_and_errors);
     tcase_add_test(t, layer_cuda_or_error);
     suite_add_tcase(s, t);
