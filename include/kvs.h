@@ -279,8 +279,9 @@ int kvs_num_dead_node(const kvs_store *s, int mask);
  * which the scheduler checks).  Rank 0..size-1; 0 and 1 for a "local" store
  * or a worker alone on its host.  Use it to pick this process's GPU.  With
  * KVS_LOCAL_AGG (default for the sync types) the group sums its pushes
- * before the network (device arrays and device stores' sums through pinned
- * host copies; keys under KVS_LOCAL_AGG_MIN bytes, by default 1024 with
+ * before the network (device arrays through pinned host copies; the
+ * dist_*_device stores' sums on the devices, the members' buffers shared
+ * with CUDA IPC; keys under KVS_LOCAL_AGG_MIN bytes, by default 1024 with
  * workers on other hosts and 65536 on one host, each member sends
  * itself); results are the same.  Any thread.  Errors:
  * KVS_EINVAL (NULL). */

@@ -10,7 +10,10 @@
  * from their memory (process_vm_readv, after checking each member's
  * ownership proof from the node table), sums it, pushes the sum once as a
  * push that stands for the whole group (proto.h contrib), and writes the
- * round's value into every member's output (process_vm_writev).  A plain
+ * round's value into every member's output (process_vm_writev); a member
+ * whose data is in shared device memory (wrk_grp_dev) is read and written
+ * with device copies instead, and the sum is made on the owner's device
+ * (comm.c wrk_comm_grp_sum / _put).  A plain
  * pull of a dist_sync store goes the same way without the sum: the owner
  * pulls its chunk once per key and round, gives it to every member's pull
  * of that round and keeps it (bounded) for members that pull later.
@@ -47,8 +50,9 @@ typedef struct wrk_grp wrk_grp;
 /* Read KVS_LOCAL_RANK, KVS_LOCAL_SIZE (or torchrun's LOCAL_RANK,
  * LOCAL_WORLD_SIZE) and KVS_LOCAL_AGG for a dist store, and prepare what the
  * worker registers with (s->grp_reg).  Device arrays aggregate through the
- * comm layer's pinned host copies (comm.c: dist_* each array's copy,
- * dist_*_device each key's in-process sum).  0, or KVS_ECONFIG with one
+ * comm layer (comm.c): dist_* each array's pinned host copy, dist_*_device
+ * each key's in-process sum in shared device memory (wrk_grp_dev).  0, or
+ * KVS_ECONFIG with one
  * line naming the variable in err. */
 int wrk_grp_config(struct kvs_store *s, char *err, size_t errlen);
 
