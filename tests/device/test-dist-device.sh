@@ -21,18 +21,22 @@ NGPU=0
 # job NAME WORKERS SERVERS DEVICES ENV... -- ARGS...
 # With EXPECT=peer (or staged) every worker's device-to-device copies must all
 # have been peer copies (or all staged): the counters of kvs_get_device_stats.
+# With EXPECT=ipc every worker must have copied to or from another worker's
+# device memory (a local group's sums meeting on the devices: CUDA IPC).
 EXPECT=
 paths_ok() {
-    local line peer staged
+    local line peer staged ipc
     while read -r line; do
         peer=$(sed -E 's/.*peer ([0-9]+),.*/\1/' <<<"$line")
         staged=$(sed -E 's/.*staged ([0-9]+),.*/\1/' <<<"$line")
+        ipc=$(sed -E 's/.*ipc ([0-9]+)\).*/\1/' <<<"$line")
         # on CUDA, peer access depends on the hardware (and 1 GPU copies nothing
         # between devices): only "no peer copy with P2P off" is certain
         case $EXPECT,$CUDA in
             peer,0) [[ $peer -gt 0 && $staged == 0 ]] || return 1 ;;
             staged,0) [[ $peer == 0 && $staged -gt 0 ]] || return 1 ;;
             staged,1) [[ $peer == 0 ]] || return 1 ;;
+            ipc,*) [[ $ipc -gt 0 ]] || return 1 ;;
         esac
     done < <(grep 'devworker [0-9]*: .*: ok' "$WORK/out")
 }
@@ -80,12 +84,16 @@ job "dist_sync (CPU sums) 2x4x2"           2 2 4 -- --type dist_sync
 job "dist_async_device 2x4x2"              2 2 4 -- --type dist_async_device --async
 job "dist_async (CPU sums) 2x3x1"          2 1 3 -- --type dist_async --async
 # three workers on one host form a local group (docs/guide/local-groups.md):
-# their simulated-device arrays join the group through their pinned host
-# copies (dist_sync: each array's; dist_sync_device: each key's sum in the
-# process), beside the group's aggregation of host arrays; sums exact
+# their simulated-device arrays join the group (dist_sync: each array's
+# pinned host copy; dist_sync_device: each key's sum in the process, in
+# device memory the members share), beside the group's aggregation of host
+# arrays; sums exact
 job "dist_sync (CPU sums) 3x2x2, one local group" 3 2 2 KVS_LOCAL_AGG=1 KVS_LOCAL_AGG_MIN=0 -- --type dist_sync --rounds 2
+EXPECT=ipc
 job "dist_sync_device 3x2x2, one local group" 3 2 2 KVS_LOCAL_AGG=1 KVS_LOCAL_AGG_MIN=0 -- --type dist_sync_device --rounds 2
 job "dist_async_device 3x2x2, one local group" 3 2 2 KVS_LOCAL_AGG=1 KVS_LOCAL_AGG_MIN=0 -- --type dist_async_device --async --rounds 2
+job "dist_sync_device 3x2x2, one local group, pushes overlapping" 3 2 2 KVS_LOCAL_AGG=1 KVS_LOCAL_AGG_MIN=0 -- --type dist_sync_device --rounds 5 --overlap
+EXPECT=
 EXPECT=peer
 job "dist_sync_device 3x8x2 tree DGX-1"    3 2 8 MXNET_KVSTORE_USETREE=1 \
     "KVS_TOPOLOGY=0,2,2,3,3,0,0,0;2,0,3,2,0,3,0,0;2,3,0,3,0,0,2,0;3,2,3,0,0,0,0,2;3,0,0,0,0,2,2,3;0,3,0,0,2,0,3,2;0,0,2,0,2,3,0,3;0,0,0,2,3,2,3,0" \
