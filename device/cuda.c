@@ -39,6 +39,7 @@
  * two events guard the staging buffers. */
 #include <dlfcn.h>
 #include <libgen.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -416,7 +417,7 @@ static int cu_ipc_export(void *b, int dev, void *p, dev_ipc *out)
     return 0;
 }
 
-static int cu_ipc_open(void *b, int dev, int pid, const dev_ipc *hb, void **out)
+static int cu_ipc_open(void *b, int dev, int pid, const dev_ipc *hb, void **out, size_t *size)
 {
     cu *c = b;
     cu_ipc h;
@@ -430,6 +431,7 @@ static int cu_ipc_open(void *b, int dev, int pid, const dev_ipc *hb, void **out)
         return err_set(KVS_EDEVICE, "device %d: cudaIpcOpenMemHandle of a buffer of process "
                        "%d: %s (CUDA error %d)", dev, pid, s, e);
     }
+    *size = SIZE_MAX; /* (the runtime does not say) */
     return 0;
 }
 

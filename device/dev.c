@@ -316,7 +316,13 @@ static uint64_t ipc_hash(int pid, const dev_ipc *h)
     return x;
 }
 
-int dev_ipc_open(dev_layer *L, int dev, int pid, const dev_ipc *h, void **out)
+static int too_small(int dev, int pid, size_t need, size_t size)
+{
+    return err_set(KVS_EDEVICE, "device %d: the buffer process %d shares has %zu bytes, "
+                   "%zu are needed", dev, pid, size, need);
+}
+
+int dev_ipc_open(dev_layer *L, int dev, int pid, const dev_ipc *h, size_t need, void **out)
 {
     int rc = bad_dev(L, dev, false);
     *out = NULL;
@@ -328,6 +334,8 @@ int dev_ipc_open(dev_layer *L, int dev, int pid, const dev_ipc *h, void **out)
     dev_ipc_map *head = hmap_get(&L->ipc, hk);
     for (dev_ipc_map *e = head; e; e = e->next)
         if (e->pid == pid && memcmp(&e->h, h, sizeof *h) == 0) {
+            if (need > e->size)
+                return too_small(dev, pid, need, e->size);
             *out = e->p;
             return 0;
         }
@@ -336,8 +344,11 @@ int dev_ipc_open(dev_layer *L, int dev, int pid, const dev_ipc *h, void **out)
         return err_set(KVS_ENOMEM, "out of memory");
     dev_enter(L);
     if ((rc = use(L, dev)) == 0)
-        rc = L->ops->ipc_open(L->b, dev, pid, h, &e->p);
-    if (rc == 0) {
+        rc = L->ops->ipc_open(L->b, dev, pid, h, &e->p, &e->size);
+    if (rc == 0 && need > e->size) {
+        L->ops->ipc_close(L->b, e->p);
+        rc = too_small(dev, pid, need, e->size);
+    } else if (rc == 0) {
         e->pid = pid;
         e->h = *h;
         e->next = head;

@@ -121,10 +121,12 @@ bool dev_ipc_ok(const dev_layer *L);
 int dev_alloc_shared(dev_layer *L, int dev, size_t bytes, void **out);
 /* The handle of p, a buffer of dev_alloc_shared(dev), for another process. */
 int dev_ipc_export(dev_layer *L, int dev, void *p, dev_ipc *out);
-/* Map the buffer that process pid exported as h for work on dev; the same
- * (pid, h) gives the same pointer, valid until dev_close.  KVS_EDEVICE
- * naming the process when it cannot be mapped (it exited, no rights). */
-int dev_ipc_open(dev_layer *L, int dev, int pid, const dev_ipc *h, void **out);
+/* Map the buffer that process pid exported as h for work on dev, of which
+ * the caller will touch the first need bytes; the same (pid, h) gives the
+ * same pointer, valid until dev_close.  KVS_EDEVICE naming the process
+ * when it cannot be mapped (it exited, no rights, the handle is not one or
+ * its buffer is smaller than need, where the backend can tell). */
+int dev_ipc_open(dev_layer *L, int dev, int pid, const dev_ipc *h, size_t need, void **out);
 /* dst = src (bytes) on dev's stream, where either may be a pointer of
  * dev_ipc_open and the other memory of dev (or the same).  Complete at
  * dev_sync(dev). */

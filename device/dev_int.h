@@ -46,7 +46,9 @@ typedef struct dev_ops {
      * what it mapped); ipc_close unmaps it at dev_close. */
     int (*alloc_shared)(void *b, int dev, size_t bytes, void **out);
     int (*ipc_export)(void *b, int dev, void *p, dev_ipc *out);
-    int (*ipc_open)(void *b, int dev, int pid, const dev_ipc *h, void **out);
+    /* *size: the bytes that may be touched from *out (SIZE_MAX: the
+     * backend cannot tell) */
+    int (*ipc_open)(void *b, int dev, int pid, const dev_ipc *h, void **out, size_t *size);
     void (*ipc_close)(void *b, void *p);
     int (*ipc_copy)(void *b, int dev, void *dst, const void *src, size_t bytes);
 } dev_ops;
@@ -56,6 +58,7 @@ typedef struct dev_ipc_map {
     int pid;
     dev_ipc h;
     void *p;
+    size_t size; /* bytes from p (SIZE_MAX: unknown) */
     struct dev_ipc_map *next; /* same hash */
 } dev_ipc_map;
 

@@ -48,7 +48,7 @@ typedef struct sim_handle { /* a dev_ipc of the sim backend */
     uint32_t magic;
     int32_t pid, fd;
     uint32_t pad;
-    uint64_t id, len, off;
+    uint64_t id, len, off, size; /* the arena's id and length; the buffer's place, size */
 } sim_handle;
 
 typedef struct sim_peer { /* another process's arena, mapped here */
@@ -185,20 +185,23 @@ static int sim_ipc_export(void *b, int dev, void *p, dev_ipc *out)
     sim *m = b;
     for (sim_arena *a = m->arenas; a; a = a->next)
         if ((uint8_t *)p >= a->base && (uint8_t *)p < a->base + a->len) {
-            sim_handle h = {SIM_IPC_MAGIC, (int32_t)getpid(), a->fd, 0, a->id, a->len,
-                            (uint64_t)((uint8_t *)p - a->base)};
+            /* (buffers are not recorded one by one: p may use the rest of
+             * the arena's used part) */
+            uint64_t off = (uint64_t)((uint8_t *)p - a->base);
+            sim_handle h = {SIM_IPC_MAGIC, (int32_t)getpid(), a->fd, 0, a->id, a->len, off,
+                            a->used - off};
             memcpy(out->b, &h, sizeof h);
             return 0;
         }
     return err_set(KVS_EINVAL, "device %d: %p is not shared memory (dev_alloc_shared)", dev, p);
 }
 
-static int sim_ipc_open(void *b, int dev, int pid, const dev_ipc *hb, void **out)
+static int sim_ipc_open(void *b, int dev, int pid, const dev_ipc *hb, void **out, size_t *size)
 {
     sim *m = b;
     sim_handle h;
     memcpy(&h, hb->b, sizeof h);
-    if (h.magic != SIM_IPC_MAGIC || h.pid != pid || h.off >= h.len)
+    if (h.magic != SIM_IPC_MAGIC || h.pid != pid || h.off >= h.len || h.size > h.len - h.off)
         return err_set(KVS_EDEVICE, "device %d: process %d: not a simulated device memory "
                        "handle", dev, pid);
     sim_peer *p = m->peers;
@@ -237,6 +240,7 @@ static int sim_ipc_open(void *b, int dev, int pid, const dev_ipc *hb, void **out
         m->peers = p;
     }
     *out = p->base + h.off;
+    *size = h.size;
     return 0;
 }
 

@@ -1438,7 +1438,7 @@ int wrk_comm_grp_sum(wrk_comm *c, int dev, kvs_dtype dt, const wrk_dev_part *in,
             srcs[m] = (char *)in[m].p + off;
             break;
         case WRK_DEVP_PEER:
-            if ((rc = dev_ipc_open(c->L, dev, in[m].pid, in[m].h, &peer)) == 0)
+            if ((rc = dev_ipc_open(c->L, dev, in[m].pid, in[m].h, off + bytes, &peer)) == 0)
                 rc = dev_ipc_copy(c->L, dev, at, (char *)peer + off, bytes);
             srcs[m] = at;
             break;
@@ -1475,7 +1475,7 @@ int wrk_comm_grp_put(wrk_comm *c, int dev, const void *val, uint64_t off, uint64
         if (to[m].kind == WRK_DEVP_OWN)
             rc = dev_copy(c->L, dev, (char *)to[m].p + off, dev, v, bytes);
         else if (to[m].kind == WRK_DEVP_PEER &&
-                 (rc = dev_ipc_open(c->L, dev, to[m].pid, to[m].h, &peer)) == 0)
+                 (rc = dev_ipc_open(c->L, dev, to[m].pid, to[m].h, off + bytes, &peer)) == 0)
             rc = dev_ipc_copy(c->L, dev, (char *)peer + off, v, bytes);
     }
     if (rc == 0)

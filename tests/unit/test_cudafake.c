@@ -196,8 +196,8 @@ START_TEST(fake_shared_memory)
     ck_assert_int_eq(dev_copy(L, 1, a, DEV_HOST, h, N * 4), 0);
     ck_assert_int_eq(dev_ipc_export(L, 1, a, &id), 0);
     /* (the fake maps "another process's" buffer within this one) */
-    ck_assert_int_eq(dev_ipc_open(L, 2, 4242, &id, (void **)&peer), 0);
-    ck_assert_int_eq(dev_ipc_open(L, 2, 4242, &id, (void **)&again), 0);
+    ck_assert_int_eq(dev_ipc_open(L, 2, 4242, &id, N * 4, (void **)&peer), 0);
+    ck_assert_int_eq(dev_ipc_open(L, 2, 4242, &id, N * 4, (void **)&again), 0);
     ck_assert_ptr_eq(peer, again);
     ck_assert_int_eq(F.ipc_open(), 1);
     ck_assert_int_eq(dev_ipc_copy(L, 2, b, peer, N * 4), 0);

@@ -155,9 +155,13 @@ START_TEST(layer_shared_memory)
     ck_assert_int_eq(read(up[0], &id, sizeof id), (int)sizeof id);
     ck_assert_int_eq(dev_alloc(L, 0, N * sizeof *mine, (void **)&mine), 0);
     ck_assert_int_eq(dev_alloc(L, DEV_HOST, N * sizeof *h, (void **)&h), 0);
-    ck_assert_int_eq(dev_ipc_open(L, 0, child, &id, (void **)&peer), 0);
-    ck_assert_int_eq(dev_ipc_open(L, 0, child, &id, (void **)&again), 0);
+    ck_assert_int_eq(dev_ipc_open(L, 0, child, &id, N * sizeof *peer, (void **)&peer), 0);
+    ck_assert_int_eq(dev_ipc_open(L, 0, child, &id, N * sizeof *peer, (void **)&again), 0);
     ck_assert_ptr_eq(peer, again); /* mapped once */
+    /* more than the buffer holds: refused */
+    ck_assert_int_eq(dev_ipc_open(L, 0, child, &id, N * sizeof *peer + 64, (void **)&again),
+                     KVS_EDEVICE);
+    contains(kvs_last_error(), "are needed");
     ck_assert_int_eq(dev_ipc_copy(L, 0, mine, peer, N * sizeof *mine), 0);
     ck_assert_int_eq(dev_copy(L, DEV_HOST, h, 0, mine, N * sizeof *h), 0);
     ck_assert_int_eq(dev_sync(L, -1), 0);
@@ -179,7 +183,7 @@ START_TEST(layer_shared_memory)
 
     /* errors: not a handle; a process that is gone; memory that is not shared */
     memset(&junk, 0x5a, sizeof junk);
-    ck_assert_int_eq(dev_ipc_open(L, 0, child, &junk, (void **)&again), KVS_EDEVICE);
+    ck_assert_int_eq(dev_ipc_open(L, 0, child, &junk, 4, (void **)&again), KVS_EDEVICE);
     contains(kvs_last_error(), "not a simulated device memory handle");
     dev_ipc moved = id;
     ck_assert_int_eq(dev_ipc_export(L, 0, mine, &moved), KVS_EINVAL);
@@ -187,7 +191,7 @@ START_TEST(layer_shared_memory)
     int32_t *sh;
     ck_assert_int_eq(dev_alloc_shared(L, 0, 64, (void **)&sh), 0);
     ck_assert_int_eq(dev_ipc_export(L, 0, sh, &moved), 0);
-    ck_assert_int_eq(dev_ipc_open(L, 0, child, &moved, (void **)&again), KVS_EDEVICE);
+    ck_assert_int_eq(dev_ipc_open(L, 0, child, &moved, 4, (void **)&again), KVS_EDEVICE);
     contains(kvs_last_error(), "not a simulated device memory handle"); /* another pid's */
     pid_t gone = fork();
     if (gone == 0)
@@ -196,7 +200,7 @@ START_TEST(layer_shared_memory)
     memcpy(&junk, &id, sizeof id);
     int32_t gpid = (int32_t)gone;
     memcpy(junk.b + 4, &gpid, sizeof gpid); /* (sim handle: magic, pid, fd, ...) */
-    ck_assert_int_eq(dev_ipc_open(L, 0, gone, &junk, (void **)&again), KVS_EDEVICE);
+    ck_assert_int_eq(dev_ipc_open(L, 0, gone, &junk, 4, (void **)&again), KVS_EDEVICE);
     contains(kvs_last_error(), "cannot open the shared memory of process");
     dev_free(L, 0, sh);
     dev_free(L, 0, mine);
