@@ -21,7 +21,8 @@
 # several workers each (2 hosts x 3 workers, 1 worker beside 3, aggregation
 # on and off): exact sums, local ranks, and each host's bytes per round from
 # the workers' metrics (with aggregation every host moves within 5% of the
-# others, whatever its number of workers).  Replicated servers
+# others, whatever its number of workers); simulated-device workers
+# (dist_sync_device) whose groups sum on the devices.  Replicated servers
 # (KVS_REPLICAS=1) on three such hosts: a server SIGKILLed at a random
 # round (plain sums and with a server optimizer) or a server host cut off:
 # the job completes and its final values equal those of the same job
@@ -606,6 +607,50 @@ case_replica() { # name [optimizer spec [kill|cut]]
     teardown
 }
 
+# Simulated-device workers (kvs-devworker, dist_sync_device) on hosts of
+# several workers: each host's group sums its members' device sums on the
+# devices (shared device memory, docs/guide/local-groups.md) and pushes
+# once; every output exact, every worker copied from or to another's
+# device memory.
+case_dev_groups() { # name "L..." S
+    local name=$1 layout=$2 S=$3 n h names=() i W=0
+    want "$name" || return 0
+    new_case "$name"
+    local hs=()
+    read -ra LS <<<"$layout"
+    for ((h = 0; h < ${#LS[@]}; h++)); do hs+=("h$h"); W=$((W + LS[h])); done
+    net 1gbit "${hs[@]}" || { note "cannot build the namespaces"; finish_case; teardown; return; }
+    JOBENV=(DMLC_PS_ROOT_URI="${IP[h0]}" DMLC_NUM_SERVER="$S" DMLC_NUM_WORKER="$W"
+            PS_HEARTBEAT_INTERVAL=1 PS_HEARTBEAT_TIMEOUT=20 PS_VERBOSE=1 KVS_START_TIMEOUT=60
+            MXNET_KVSTORE_BIGARRAY_BOUND=1500 KVS_SIM_DEVICES=2)
+    SERVERS=$S WORKER_ENV=
+    WORKER_CMD=("$BUILD/tests/kvs-devworker" --type dist_sync_device --rounds 3)
+    local t0=$(ms)
+    host_job "${LS[@]}"
+    names=(sched)
+    for ((i = 0; i < S; i++)); do names+=("s$i"); done
+    for ((i = 0; i < W; i++)); do names+=("w$i"); done
+    wait_rcs $((t0 + 180000)) "${names[@]}" || note "still running after 180 s"
+    for n in "${names[@]}"; do
+        [[ $(cat "$DIR/rc-$n" 2>/dev/null) == 0 ]] || note "$n: exit $(cat "$DIR/rc-$n" 2>/dev/null || echo running) (expected 0)"
+    done
+    local w=0 ipcs=()
+    for ((h = 0; h < ${#LS[@]}; h++)); do
+        for ((i = 0; i < LS[h]; i++, w++)); do
+            grep -q "devworker $w: .*: ok" "$DIR/w$w.log" || note "w$w: not ok"
+            grep -q "local rank $i of ${LS[h]}" "$DIR/w$w.log" || note "w$w: not local rank $i of ${LS[h]}"
+            local ipc
+            ipc=$(sed -nE 's/.*ipc ([0-9]+)\).*/\1/p' "$DIR/w$w.log" | head -n 1)
+            ipcs+=("w$w=${ipc:-?}")
+            (( LS[h] == 1 )) || [[ ${ipc:-0} -gt 0 ]] || note "w$w: no copy to or from another worker's device memory"
+        done
+    done
+    SUMMARY="hosts of ${LS[*]} workers x $S servers, dist_sync_device on 2 simulated devices each, copies across processes: ${ipcs[*]}, $(( $(ms) - t0 )) ms"
+    check_orphans
+    finish_case
+    teardown
+}
+
 echo "# netns: run $RUN, logs in $WORK"
 if (( LONG )); then
     case_sums sums_1gbit 1gbit 3 4 1000,300000,4000000 8
@@ -630,6 +675,7 @@ command -v unshare >/dev/null 2>&1 && {
     case_groups groups_2x3 "3 3" 2
     case_groups groups_mixed_1_3 "1 3" 2
     case_groups groups_off_2x3 "3 3" 2 0
+    case_dev_groups groups_devices_2x3 "3 3" 2
     ROUNDS=$(( LONG ? 500 : 150 ))
     case_replica replica_kill_3hosts
     case_replica replica_kill_optim_3hosts "adam learning_rate=0.01 wd=0.001"
