@@ -426,21 +426,30 @@ static void wait_ready(it_ctx *t)
  * in a round that needs its contribution: every survivor gets
  * KVS_EPEERDEAD naming it within the heartbeat timeout (the peer-dead
  * scenario checks the error and the time), and the job ends. */
-static void member_lost(it_ctx *t, int sig, bool pulls)
+static void member_lost(it_ctx *t, int sig, bool pulls, bool devices)
 {
     static const char *const pull1[] = {"peer-dead", "--block", "pull", NULL};
     static const char *const victim1[] = {"victim", NULL};
     static const char *const barrier1[] = {"peer-dead", "--block", "barrier", NULL};
+    /* devices: a dist_sync_device store on a simulated device, whose sums
+     * meet in device memory the members share */
+    static const char *const pulld[] = {"peer-dead", "--block", "pull", "--type",
+                                        "dist_sync_device", NULL};
+    static const char *const victimd[] = {"victim", "--type", "dist_sync_device", NULL};
+    static const char *const barrierd[] = {"peer-dead", "--block", "barrier", "--type",
+                                           "dist_sync_device", NULL};
     /* pulls: worker 0 pushes and pulls three keys of 16 chunks each: every
      * member owns some of the chunks whose pulls are in flight */
     static const char *const pull3[] = {"peer-dead", "--block", "pulls", "--keys", "3", NULL};
     static const char *const victim3[] = {"victim", "--keys", "3", NULL};
     static const char *const barrier3[] = {"peer-dead", "--block", "barrier", "--keys", "3",
                                            NULL};
-    const char *const *pull = pulls ? pull3 : pull1;
-    const char *const *victim = pulls ? victim3 : victim1;
-    const char *const *barrier = pulls ? barrier3 : barrier1;
+    const char *const *pull = pulls ? pull3 : devices ? pulld : pull1;
+    const char *const *victim = pulls ? victim3 : devices ? victimd : victim1;
+    const char *const *barrier = pulls ? barrier3 : devices ? barrierd : barrier1;
     failure_env(t);
+    if (devices)
+        it_setenv(t, "KVS_SIM_DEVICES", "1");
     if (pulls)
         it_setenv(t, "KVS_CHUNK_BYTES", "4096");
     it_start_scheduler(t, 1, 3, NULL);
@@ -473,9 +482,10 @@ static void member_lost(it_ctx *t, int sig, bool pulls)
         it_kill(t, w1, SIGKILL);
 }
 
-IT_TEST(group_member_killed_1x3) { member_lost(t, SIGKILL, false); }
-IT_TEST(group_member_stopped_1x3) { member_lost(t, SIGSTOP, false); }
-IT_TEST(group_member_killed_pulls_1x3) { member_lost(t, SIGKILL, true); }
+IT_TEST(group_member_killed_1x3) { member_lost(t, SIGKILL, false, false); }
+IT_TEST(group_member_stopped_1x3) { member_lost(t, SIGSTOP, false, false); }
+IT_TEST(group_member_killed_pulls_1x3) { member_lost(t, SIGKILL, true, false); }
+IT_TEST(group_member_killed_devices_1x3) { member_lost(t, SIGKILL, false, true); }
 
 /* ---- bytes on the network ---- */
 

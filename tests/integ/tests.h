@@ -84,6 +84,7 @@
     X(group_member_killed_1x3, 60)                                             \
     X(group_member_stopped_1x3, 60)                                            \
     X(group_member_killed_pulls_1x3, 60)                                       \
+    X(group_member_killed_devices_1x3, 60)                                     \
     X(group_bytes_1x3, 180)                                                    \
     X(group_pull_bytes_1x3, 180)                                               \
     X(group_agg_min_1x3, 180)                                                  \

@@ -67,7 +67,7 @@ static const char *usage_text =
     "                           outputs, element by element), kvs_is_capable,\n"
     "                           kvs_num_dead_node (0) and their KVS_EINVAL errors\n"
     "  errors                   KVS_EINVAL, KVS_ENOKEY, KVS_ESHAPE; the job goes on\n"
-    "  victim                   init, barrier, ready file, then wait to be killed\n"
+    "  victim [--type T]        init, barrier, ready file, then wait to be killed\n"
     "  group-pulls [--rounds N] [--left]\n"
     "                           push every key, then pulls in a pattern per rank\n"
     "                           (different keys, order and times), exact values;\n"
@@ -77,7 +77,7 @@ static const char *usage_text =
     "                           pushpull, then one of 16 KiB at priority 100: exact\n"
     "                           sums; the high key completes before half of the\n"
     "                           others (kvs_on_complete order)\n"
-    "  peer-dead --block pull|barrier|late|callback|pulls [--left] [--keys N]\n"
+    "  peer-dead --block pull|barrier|late|callback|pulls [--left] [--keys N] [--type T]\n"
     "                           a blocked (or, after file 'killed', a later) call\n"
     "                           (callback: push+pull, completions through\n"
     "                           kvs_on_complete)\n"
@@ -1693,7 +1693,7 @@ static int scenario_victim(const opts *o)
     wctx c;
     uint64_t P, Q;
     kvs_array pv, qv;
-    if (open_store(&c, o, "dist_sync", 0) != 0 || peer_setup(&c, o, &P, &Q, &pv, &qv) != 0)
+    if (open_store(&c, o, o->type, 0) != 0 || peer_setup(&c, o, &P, &Q, &pv, &qv) != 0)
         return 1;
     say(c.who, "victim: waiting to be killed");
     for (int i = 0; i < 120 * 100; i++)
@@ -1826,7 +1826,7 @@ static int scenario_peer_dead(const opts *o)
     wctx c;
     uint64_t P, Q;
     kvs_array pv, qv;
-    if (open_store(&c, o, "dist_sync", 0) != 0 || peer_setup(&c, o, &P, &Q, &pv, &qv) != 0)
+    if (open_store(&c, o, o->type, 0) != 0 || peer_setup(&c, o, &P, &Q, &pv, &qv) != 0)
         return 1;
     uint64_t keys[2] = {P, Q};
     kvs_array v[2] = {pv, qv};
