@@ -1003,7 +1003,8 @@ static void post_free_owner(void *owner)
  * group (group.h) a push or pushpull of them goes through the group like a
  * host array's: the members read each other's pinned copies, and the
  * round's value lands in every member's pinned copy before its post step
- * copies it to the devices. */
+ * copies it to the devices; so does a plain pull of a sync store (one
+ * member pulls each chunk for the group). */
 static int dist_cpu(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_t *keys,
                     const kvs_array *vals, const kvs_array *outs, int priority)
 {
@@ -1032,9 +1033,9 @@ static int dist_cpu(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_
             rc = wrk_wait_op(s, op);
         goto out;
     }
-    if (wrk_grp_on(s) && type != WRK_OP_PULL)
-        rc = wrk_grp_submit(s, type, n, keys, hv, outs ? ho : NULL, NULL, priority, &post_ops,
-                            p);
+    if (wrk_grp_on(s) && (type != WRK_OP_PULL || !s->async))
+        rc = wrk_grp_submit(s, type, n, keys, vals ? hv : NULL, outs ? ho : NULL, NULL, priority,
+                            &post_ops, p);
     else
         rc = wrk_submit(s, type, n, keys, vals ? hv : NULL, outs ? ho : NULL, priority, NULL,
                         &post_ops, p, NULL);
@@ -1094,7 +1095,9 @@ static int gbuf_take(kvs_store *s, wrk_comm *c, ckey *k, bool *on)
  * sum reaches the host part by part as its requests leave (stage_gated); a
  * pull's reply parts go to the merge device as they arrive (chunked pull,
  * wrk_comm_reply), the broadcast to the outputs runs once all are in.  In a
- * local group (group.h) a push or pushpull hands each key's sum whole to
+ * local group (group.h) a plain pull of a sync store goes through the
+ * group into the pinned copies (each chunk pulled once for the host), and a
+ * push or pushpull hands each key's sum whole to
  * the group, which sums the members' sums, pushes once for the host and
  * writes the round's value back where each member's sum was; the post step
  * takes it to the outputs.  Where the backend can share device memory the
@@ -1112,6 +1115,8 @@ static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_
     ckey **ks = NULL;
     wrk_grp_dev *dv = NULL;
     bool grp = wrk_grp_on(s) && (type == WRK_OP_PUSH || type == WRK_OP_PUSHPULL);
+    /* a plain pull of a sync store: through the group into the pinned copies */
+    bool gpull = wrk_grp_on(s) && type == WRK_OP_PULL && !s->async;
     int rc = group(n, keys, &g);
     if (rc)
         return rc;
@@ -1172,7 +1177,7 @@ static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_
             /* chunked pull where the value comes back whole to one device
              * and no other op of this key is using the key's rbuf */
             bool no = false;
-            if (!grp && !split(c, k) && k->count > 0 &&
+            if (!grp && !gpull && !split(c, k) && k->count > 0 &&
                 (k->rbuf || dev_alloc(c->L, k->m, k->bytes, &k->rbuf) == 0) &&
                 atomic_compare_exchange_strong(&k->rbusy, &no, true))
                 pk->ck = k;
@@ -1196,6 +1201,12 @@ static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_
         pthread_mutex_unlock(&c->mu);
         if (rc == 0 && (rc = wrk_grp_submit(s, type, g.nu, uk, hv, outs ? ho : NULL, dv, priority,
                                             &post_ops, p)) == 0)
+            p = NULL; /* the op owns it */
+        goto out;
+    }
+    if (rc == 0 && gpull) {
+        pthread_mutex_unlock(&c->mu);
+        if ((rc = wrk_grp_submit(s, type, g.nu, uk, NULL, ho, NULL, priority, &post_ops, p)) == 0)
             p = NULL; /* the op owns it */
         goto out;
     }

@@ -13,8 +13,9 @@
  * round's value into every member's output (process_vm_writev); a member
  * whose data is in shared device memory (wrk_grp_dev) is read and written
  * with device copies instead, and the sum is made on the owner's device
- * (comm.c wrk_comm_grp_sum / _put).  A plain
- * pull of a dist_sync store goes the same way without the sum: the owner
+ * (comm.c wrk_comm_grp_sum / _put).  A plain pull of a sync store (host
+ * memory: the comm layer's arrays through their pinned copies) goes the
+ * same way without the sum: the owner
  * pulls its chunk once per key and round, gives it to every member's pull
  * of that round and keeps it (bounded) for members that pull later.
  * Keys under KVS_LOCAL_AGG_MIN bytes (its default by layout: group.c) skip
@@ -67,8 +68,8 @@ int wrk_grp_table(struct kvs_store *s, const proto_node *nodes, int n, uint64_t 
  * thread.  0 or an error (message set). */
 int wrk_grp_start(struct kvs_store *s);
 
-/* True if pushes and pushpulls of s go through its group (and, in a
- * dist_sync store, plain pulls of host arrays). */
+/* True if pushes and pushpulls of s go through its group (and, in a sync
+ * store, plain pulls: of host arrays, and the comm layer's pinned copies). */
 bool wrk_grp_on(const struct kvs_store *s);
 
 /* An init or a checkpoint load of s starts: the values this member keeps

@@ -20,9 +20,10 @@
  *     kind of push (a local group's device buffer is still held).
  *   --async: init zeros, R pushes, barrier, pull: the sum of all rounds.
  * Prints "devworker W: ok ..." and exits 0, or prints the mismatch and
- * exits 1.  The line ends with the bytes this worker sent to the servers in
- * its rounds (kvs_metrics' kvs_sent_bytes_total, after init and its check):
- * a local group sends each key part once (tests/integ/test_group.c).
+ * exits 1.  The line ends with the bytes this worker sent to and received
+ * from the servers in its rounds (kvs_metrics' kvs_sent_bytes_total and
+ * kvs_received_bytes_total, after init and its check): a local group moves
+ * each key part once (tests/integ/test_group.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,7 +132,8 @@ static int check(const char *what, const key *k, const kvs_array *o, int r, int 
 }
 
 /* Bytes sent to the servers so far (every data path). */
-static double sent_bytes(kvs_store *s)
+/* The sum of the series of a counter (name: "kvs_sent_bytes_total{", ...). */
+static double metric_sum(kvs_store *s, const char *name)
 {
     int need = kvs_metrics(s, NULL, 0);
     double sent = 0;
@@ -142,7 +144,7 @@ static double sent_bytes(kvs_store *s)
     }
     for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n")) {
         char *sp = strrchr(l, ' ');
-        if (sp && strncmp(l, "kvs_sent_bytes_total{", 21) == 0)
+        if (sp && strncmp(l, name, strlen(name)) == 0)
             sent += atof(sp + 1);
     }
     free(text);
@@ -225,7 +227,8 @@ int main(int argc, char **argv)
         for (int o = 0; o < n && !bad; o++)
             bad |= check("pull after init", &keys[o / nout], &out[o], 0, 0, 1);
     }
-    double sent0 = sent_bytes(s);
+    double sent0 = metric_sum(s, "kvs_sent_bytes_total{");
+    double recv0 = metric_sum(s, "kvs_received_bytes_total{");
     for (int r = 1; r <= rounds && !bad; r++) {
         int m = 0;
         for (int k = 0; k < nkeys; k++)
@@ -294,17 +297,19 @@ int main(int argc, char **argv)
     }
     kvs_device_stats st;
     kvs_get_device_stats(s, &st);
-    double sent = sent_bytes(s) - sent0;
+    double sent = metric_sum(s, "kvs_sent_bytes_total{") - sent0;
+    double recv = metric_sum(s, "kvs_received_bytes_total{") - recv0;
     if (!bad && (rc = kvs_barrier(s)) != 0)
         return fail("final kvs_barrier", rc);
     rc = kvs_close(s);
     if (rc)
         return fail("kvs_close", rc);
     printf("devworker %d: %s %d devices: %s (peer %llu, staged %llu, sums %llu, h2d %llu, "
-           "d2h %llu, ipc %llu), sent %.0f bytes\n", rank, type, N, bad ? "FAILED" : "ok",
-           (unsigned long long)st.peer_copies, (unsigned long long)st.staged_copies,
-           (unsigned long long)st.sums, (unsigned long long)st.h2d_copies,
-           (unsigned long long)st.d2h_copies, (unsigned long long)st.ipc_copies, sent);
+           "d2h %llu, ipc %llu), sent %.0f bytes, received %.0f bytes\n", rank, type, N,
+           bad ? "FAILED" : "ok", (unsigned long long)st.peer_copies,
+           (unsigned long long)st.staged_copies, (unsigned long long)st.sums,
+           (unsigned long long)st.h2d_copies, (unsigned long long)st.d2h_copies,
+           (unsigned long long)st.ipc_copies, sent, recv);
     for (int o = 0; o < n; o++)
         release(&out[o]);
     free(ks);

@@ -309,10 +309,11 @@ IT_TEST(group_p3_order_1x2)
  * (tests/device/devworker.c: every push mixes one array per device, a
  * second one on device 0 and one host array per key; every output, on each
  * device and in host memory, is checked element by element in every dtype),
- * 2 servers.  Returns the bytes the workers sent in their rounds, summed;
- * *ipc: the fewest copies a worker made to or from another's device memory. */
+ * 2 servers.  Returns the bytes the workers sent in their rounds, summed
+ * (*recv: received); *ipc: the fewest copies a worker made to or from
+ * another's device memory. */
 static double devworker_job(it_ctx *t, const char *type, const char *agg, const char *extra,
-                            double *ipc)
+                            double *ipc, double *recv)
 {
     char bin[sizeof t->worker_bin + 16];
     snprintf(bin, sizeof bin, "%s", t->worker_bin);
@@ -337,6 +338,7 @@ static double devworker_job(it_ctx *t, const char *type, const char *agg, const 
     it_expect_job_ok(t, 120);
     double sent = 0;
     *ipc = -1;
+    *recv = 0;
     for (int i = 0; i < 3; i++) {
         char path[PATH_MAX];
         snprintf(path, sizeof path, "%s/worker%d.log", t->dir, i);
@@ -349,10 +351,13 @@ static double devworker_job(it_ctx *t, const char *type, const char *agg, const 
         if (*ipc < 0 || n < *ipc)
             *ipc = n;
         at = strstr(at, "), sent ");
-        IT_ASSERT(t, at && sscanf(at, "), sent %lf bytes", &b) == 1 && b > 0,
+        double rb = -1;
+        IT_ASSERT(t, at && sscanf(at, "), sent %lf bytes, received %lf bytes", &b, &rb) == 2 &&
+                         b > 0 && rb > 0,
                   "worker%d did not report its bytes", i);
         free(s);
         sent += b;
+        *recv += rb;
     }
     return sent;
 }
@@ -360,12 +365,13 @@ static double devworker_job(it_ctx *t, const char *type, const char *agg, const 
 /* Simulated-device arrays go through the group (dist_sync: each array's
  * pinned host copy, beside the host arrays; dist_sync_device: each key's
  * sum over the process's arrays, flat or over the planned trees, in shared
- * device memory that the chunks' owners copy from and back into): exact
- * sums on every output, and the host sends about a third of what 3 workers
- * pushing for themselves send. */
+ * device memory that the chunks' owners copy from and back into; plain
+ * pulls: one member pulls each chunk for the group): exact sums on every
+ * output, and the host sends and receives about a third of what 3 workers
+ * pushing and pulling for themselves do. */
 static void devices_in_group(it_ctx *t, const char *type, const char *tree)
 {
-    double b[2], ipc[2];
+    double b[2], ipc[2], r[2];
     const char *agg[2] = {"1", "0"};
     for (int j = 0; j < 2; j++) {
         it_ctx sub;
@@ -374,16 +380,18 @@ static void devices_in_group(it_ctx *t, const char *type, const char *tree)
         IT_ASSERT(t, mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
         it_ctx_init(&sub, t->test, dir);
         it_setenv(&sub, "MXNET_KVSTORE_USETREE", "%s", tree);
-        b[j] = devworker_job(&sub, type, agg[j], NULL, &ipc[j]);
+        b[j] = devworker_job(&sub, type, agg[j], NULL, &ipc[j], &r[j]);
         if (j == 0)
             for (int i = 0; i < 3; i++)
                 IT_CHECK(t, summed_locally(&sub, i), "worker%d did not sum in its group", i);
         it_ctx_fini(&sub);
-        it_info(t, "%s, 3 workers x 2 devices, KVS_LOCAL_AGG=%s: sent %.0f bytes in 3 rounds",
-                type, agg[j], b[j]);
+        it_info(t, "%s, 3 workers x 2 devices, KVS_LOCAL_AGG=%s: sent %.0f bytes, received "
+                "%.0f in 3 rounds", type, agg[j], b[j], r[j]);
     }
     IT_CHECK(t, b[0] <= 0.4 * b[1], "the group sent %.0f bytes, 3 workers alone %.0f (> 0.4x)",
              b[0], b[1]);
+    IT_CHECK(t, r[0] <= 0.4 * r[1], "the group received %.0f bytes, 3 workers alone %.0f "
+             "(> 0.4x)", r[0], r[1]);
     /* device stores meet on the devices; dist_sync's arrays in host memory */
     bool devstore = strstr(type, "device") != NULL;
     IT_CHECK(t, devstore ? ipc[0] > 0 : ipc[0] == 0, "%s in a group: a worker made %.0f copies "
@@ -403,9 +411,9 @@ IT_TEST(group_dist_device_tree_1x3) { devices_in_group(t, "dist_device_sync", "1
  * part is in host memory sums on its device 0).  Exact sums. */
 IT_TEST(group_dist_device_overlap_1x3)
 {
-    double ipc;
+    double ipc, recv;
     it_setenv(t, "MXNET_KVSTORE_USETREE", "0");
-    devworker_job(t, "dist_sync_device", "1", "--overlap", &ipc);
+    devworker_job(t, "dist_sync_device", "1", "--overlap", &ipc, &recv);
     for (int i = 0; i < 3; i++)
         IT_CHECK(t, summed_locally(t, i), "worker%d did not sum in its group", i);
     IT_CHECK(t, ipc > 0, "no copies to or from another worker's device memory");
