@@ -1097,13 +1097,13 @@ static int gbuf_take(kvs_store *s, wrk_comm *c, ckey *k, bool *on)
  * wrk_comm_reply), the broadcast to the outputs runs once all are in.  In a
  * local group (group.h) a plain pull of a sync store goes through the
  * group into the pinned copies (each chunk pulled once for the host), and a
- * push or pushpull hands each key's sum whole to
- * the group, which sums the members' sums, pushes once for the host and
- * writes the round's value back where each member's sum was; the post step
- * takes it to the outputs.  Where the backend can share device memory the
- * sum stays on the device (the key's gbuf, which the other members map:
- * gbuf_take); else, and for keys under the group's floor (sent solo), it
- * is staged to a pinned host copy. */
+ * push or pushpull hands each key's sum whole to the group, which sums the
+ * members' sums, pushes once for the host and writes the round's value
+ * back where each member's sum was; the post step takes it to the outputs.
+ * Where the backend can share device memory the sum stays on the device
+ * (the key's gbuf, which the other members map: gbuf_take); else, and for
+ * keys under the group's floor (sent solo), it is staged to a pinned host
+ * copy. */
 static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_t *keys,
                     const kvs_array *vals, const kvs_array *outs, int priority)
 {
