@@ -269,20 +269,22 @@ bool dev_ipc_ok(const dev_layer *L)
     return L->ops->alloc_shared != NULL;
 }
 
-static int no_ipc(const dev_layer *L)
+/* dev exists and the backend can share memory. */
+static int ipc_dev(const dev_layer *L, int dev)
 {
-    return err_set(KVS_EDEVICE, "the %s backend cannot share device memory with other "
-                   "processes", L->ops->name);
+    int rc = bad_dev(L, dev, false);
+    if (rc == 0 && !dev_ipc_ok(L))
+        rc = err_set(KVS_EDEVICE, "the %s backend cannot share device memory with other "
+                     "processes", L->ops->name);
+    return rc;
 }
 
 int dev_alloc_shared(dev_layer *L, int dev, size_t bytes, void **out)
 {
-    int rc = bad_dev(L, dev, false);
+    int rc = ipc_dev(L, dev);
     *out = NULL;
     if (rc)
         return rc;
-    if (!dev_ipc_ok(L))
-        return no_ipc(L);
     dev_enter(L);
     if ((rc = use(L, dev)) == 0)
         rc = L->ops->alloc_shared(L->b, dev, bytes ? bytes : 1, out);
@@ -292,12 +294,10 @@ int dev_alloc_shared(dev_layer *L, int dev, size_t bytes, void **out)
 
 int dev_ipc_export(dev_layer *L, int dev, void *p, dev_ipc *out)
 {
-    int rc = bad_dev(L, dev, false);
+    int rc = ipc_dev(L, dev);
     memset(out, 0, sizeof *out);
     if (rc)
         return rc;
-    if (!dev_ipc_ok(L))
-        return no_ipc(L);
     dev_enter(L);
     if ((rc = use(L, dev)) == 0)
         rc = L->ops->ipc_export(L->b, dev, p, out);
@@ -324,12 +324,10 @@ static int too_small(int dev, int pid, size_t need, size_t size)
 
 int dev_ipc_open(dev_layer *L, int dev, int pid, const dev_ipc *h, size_t need, void **out)
 {
-    int rc = bad_dev(L, dev, false);
+    int rc = ipc_dev(L, dev);
     *out = NULL;
     if (rc)
         return rc;
-    if (!dev_ipc_ok(L))
-        return no_ipc(L);
     uint64_t hk = ipc_hash(pid, h);
     dev_ipc_map *head = hmap_get(&L->ipc, hk);
     for (dev_ipc_map *e = head; e; e = e->next)
@@ -368,11 +366,9 @@ int dev_ipc_open(dev_layer *L, int dev, int pid, const dev_ipc *h, size_t need, 
 
 int dev_ipc_copy(dev_layer *L, int dev, void *dst, const void *src, size_t bytes)
 {
-    int rc = bad_dev(L, dev, false);
+    int rc = ipc_dev(L, dev);
     if (rc || bytes == 0 || dst == src)
         return rc;
-    if (!dev_ipc_ok(L))
-        return no_ipc(L);
     dev_enter(L);
     if ((rc = use(L, dev)) == 0 && (rc = L->ops->ipc_copy(L->b, dev, dst, src, bytes)) == 0) {
         L->st.ipc_copies++;

@@ -472,10 +472,26 @@ wait_rcs() {
     done
 }
 
+# host_job_ok S L... : host_job L..., then wait (180 s at most) for every
+# process (the scheduler, S servers, the workers) and note each that did not
+# exit 0.
+host_job_ok() {
+    local S=$1 n i names=(sched) t0
+    shift
+    t0=$(ms)
+    host_job "$@"
+    for ((i = 0; i < S; i++)); do names+=("s$i"); done
+    for ((i = 0; i < HW; i++)); do names+=("w$i"); done
+    wait_rcs $((t0 + 180000)) "${names[@]}" || note "still running after 180 s"
+    for n in "${names[@]}"; do
+        [[ $(cat "$DIR/rc-$n" 2>/dev/null) == 0 ]] || note "$n: exit $(cat "$DIR/rc-$n" 2>/dev/null || echo running) (expected 0)"
+    done
+}
+
 # Exact sums on hosts of several workers each, local groups summing, and the
 # bytes each host's workers exchanged with the servers per round.
 case_groups() { # name "L..." S [KVS_LOCAL_AGG]
-    local name=$1 layout=$2 S=$3 agg=${4:-1} n h names=() i W=0 L
+    local name=$1 layout=$2 S=$3 agg=${4:-1} h i W=0 L
     want "$name" || return 0
     new_case "$name"
     local hs=()
@@ -488,14 +504,7 @@ case_groups() { # name "L..." S [KVS_LOCAL_AGG]
     SERVERS=$S WORKER_ENV=
     WORKER_CMD=("$BUILD/tests/kvs-testworker" sum --dtype f32,i64 --counts 1000,300000,700001 --rounds 3 --pushpull)
     local t0=$(ms)
-    host_job "${LS[@]}"
-    names=(sched)
-    for ((i = 0; i < S; i++)); do names+=("s$i"); done
-    for ((i = 0; i < W; i++)); do names+=("w$i"); done
-    wait_rcs $((t0 + 180000)) "${names[@]}" || note "still running after 180 s"
-    for n in "${names[@]}"; do
-        [[ $(cat "$DIR/rc-$n" 2>/dev/null) == 0 ]] || note "$n: exit $(cat "$DIR/rc-$n" 2>/dev/null || echo running) (expected 0)"
-    done
+    host_job_ok "$S" "${LS[@]}"
     for ((i = 0; i < W; i++)); do
         grep -q "MISMATCH" "$DIR/w$i.log" && note "w$i: wrong sums"
     done
@@ -613,7 +622,7 @@ case_replica() { # name [optimizer spec [kill|cut]]
 # once; every output exact, every worker copied from or to another's
 # device memory.
 case_dev_groups() { # name "L..." S
-    local name=$1 layout=$2 S=$3 n h names=() i W=0
+    local name=$1 layout=$2 S=$3 h i W=0
     want "$name" || return 0
     new_case "$name"
     local hs=()
@@ -626,14 +635,7 @@ case_dev_groups() { # name "L..." S
     SERVERS=$S WORKER_ENV=
     WORKER_CMD=("$BUILD/tests/kvs-devworker" --type dist_sync_device --rounds 3)
     local t0=$(ms)
-    host_job "${LS[@]}"
-    names=(sched)
-    for ((i = 0; i < S; i++)); do names+=("s$i"); done
-    for ((i = 0; i < W; i++)); do names+=("w$i"); done
-    wait_rcs $((t0 + 180000)) "${names[@]}" || note "still running after 180 s"
-    for n in "${names[@]}"; do
-        [[ $(cat "$DIR/rc-$n" 2>/dev/null) == 0 ]] || note "$n: exit $(cat "$DIR/rc-$n" 2>/dev/null || echo running) (expected 0)"
-    done
+    host_job_ok "$S" "${LS[@]}"
     local w=0 ipcs=()
     for ((h = 0; h < ${#LS[@]}; h++)); do
         for ((i = 0; i < LS[h]; i++, w++)); do
