@@ -108,11 +108,7 @@ int dev_sync(dev_layer *L, int dev);
 
 /* ---- memory shared with the processes of the host ---- */
 
-#define DEV_IPC_BYTES 64 /* = sizeof(cudaIpcMemHandle_t) */
-typedef struct dev_ipc {
-    uint8_t b[DEV_IPC_BYTES];
-} dev_ipc;
-
+/* (the handle type, dev_ipc: dev_opts.h) */
 /* Whether the backend can share device memory with other processes. */
 bool dev_ipc_ok(const dev_layer *L);
 /* bytes on dev (not DEV_HOST) that other processes of the host can map;

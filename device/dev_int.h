@@ -11,7 +11,6 @@
 #include <stdint.h>
 
 #include "common/hmap.h"
-#include "device/dev.h"
 #include "device/dev_opts.h"
 #include "kvs.h"
 

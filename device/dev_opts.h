@@ -5,6 +5,7 @@
 #define KVS_DEVICE_OPTS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "common/topo.h"
 
@@ -14,6 +15,12 @@
 #define DEV_SUM_MAX 64              /* inputs of one dev_sum (= RED_CUDA_MAX_INPUTS) */
 
 typedef struct dev_layer dev_layer;
+
+/* A handle of shared device memory for another process (dev_ipc_export). */
+#define DEV_IPC_BYTES 64 /* = sizeof(cudaIpcMemHandle_t) */
+typedef struct dev_ipc {
+    uint8_t b[DEV_IPC_BYTES];
+} dev_ipc;
 
 typedef struct dev_opts {
     int sim_devices;        /* KVS_SIM_DEVICES: > 0 selects the simulated backend */

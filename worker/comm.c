@@ -124,6 +124,7 @@ struct wrk_post {
 };
 
 static void *post_thread(void *arg);
+static const wrk_grp_devops grp_devops;
 
 /* ------------------------------------------------------------ opening */
 
@@ -206,6 +207,7 @@ int wrk_comm_new(kvs_store *s, int mode, wrk_comm **out)
         return err_set(KVS_ENOMEM, "out of memory");
     c->s = s;
     c->mode = mode;
+    s->grp_devops = &grp_devops;
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->qmu, NULL);
     pthread_cond_init(&c->qcv, NULL);
@@ -1396,7 +1398,7 @@ static void *post_thread(void *arg)
     return NULL;
 }
 
-/* --------------------------------- local groups' sums in device memory */
+/* ----------------- local groups' sums in device memory (wrk_grp_devops) */
 
 /* Room for slots chunks of bytes on dev (c->mu held). */
 static int gscr_room(wrk_comm *c, int dev, int slots, uint64_t bytes)
@@ -1426,8 +1428,9 @@ static int grp_dev(wrk_comm *c, int dev, int *out)
     return 0;
 }
 
-int wrk_comm_grp_sum(wrk_comm *c, int dev, kvs_dtype dt, const wrk_dev_part *in, int n,
-                     uint64_t off, uint64_t bytes, void *out)
+/* (wrk_grp_devops.sum, group.h) */
+static int grp_sum(wrk_comm *c, int dev, kvs_dtype dt, const wrk_dev_part *in, int n,
+                   uint64_t off, uint64_t bytes, void *out)
 {
     size_t es = kvs_dtype_size(dt), slot = ((size_t)bytes + 255) & ~(size_t)255;
     const void *srcs[DEV_SUM_MAX];
@@ -1470,8 +1473,9 @@ out:
     return rc;
 }
 
-int wrk_comm_grp_put(wrk_comm *c, int dev, const void *val, uint64_t off, uint64_t bytes,
-                     const wrk_dev_part *to, int n)
+/* (wrk_grp_devops.put, group.h) */
+static int grp_put(wrk_comm *c, int dev, const void *val, uint64_t off, uint64_t bytes,
+                   const wrk_dev_part *to, int n)
 {
     int rc;
     if (bytes == 0)
@@ -1495,3 +1499,5 @@ out:
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
+
+static const wrk_grp_devops grp_devops = {grp_sum, grp_put};

@@ -24,7 +24,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "device/dev.h"
 #include "kvs.h"
 
 enum wrk_comm_mode { WRK_COMM_CPU = 0, WRK_COMM_DEVICE, WRK_COMM_NCCL };
@@ -56,32 +55,5 @@ void wrk_comm_stats(wrk_comm *c, kvs_device_stats *out);
 /* The pinned staging pool's bytes; lock-free (the I/O thread's metrics).
  * NULL: 0. */
 uint64_t wrk_comm_pinned_bytes(wrk_comm *c);
-
-/* ---- local groups: sums that meet in device memory (group.c) ---- */
-
-/* One member's part of a chunk: */
-enum {
-    WRK_DEVP_OWN = 1, /* p: our device memory (on dev), the chunk at p + off */
-    WRK_DEVP_PEER,    /* another process's (pid, h): the chunk at off of its buffer */
-    WRK_DEVP_HOST     /* p: the chunk in host memory of this process */
-};
-typedef struct wrk_dev_part {
-    int kind;
-    int pid;
-    const dev_ipc *h;
-    void *p;
-} wrk_dev_part;
-
-/* out (host, bytes) = the sum over in[0..n) (in that order, as red_sum) of
- * bytes [off, off + bytes) of a key of dtype dt, summed on dev (-1: device
- * 0): peers' parts are copied to dev (dev_ipc_copy), host parts too.  Any
- * thread but the I/O thread (takes the comm lock).  KVS_E* with a message. */
-int wrk_comm_grp_sum(wrk_comm *c, int dev, kvs_dtype dt, const wrk_dev_part *in, int n,
-                     uint64_t off, uint64_t bytes, void *out);
-/* val (host, bytes) to bytes [off, off + bytes) of every OWN and PEER part
- * of to[0..n) (HOST parts are skipped: the caller writes them), through dev
- * (-1: device 0).  KVS_E* with a message naming the first that failed. */
-int wrk_comm_grp_put(wrk_comm *c, int dev, const void *val, uint64_t off, uint64_t bytes,
-                     const wrk_dev_part *to, int n);
 
 #endif

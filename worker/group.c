@@ -21,7 +21,6 @@
 #include "common/log.h"
 #include "net/auth.h"
 #include "net/net.h"
-#include "worker/comm.h"
 #include "worker/group.h"
 #include "worker/op.h"
 #include "worker/wrk_int.h"
@@ -754,7 +753,7 @@ static int sum_on_device(wrk_grp *g, grp_item *it, size_t off, size_t bytes, uin
     kvs_store *s = g->s;
     wrk_dev_part in[DEV_SUM_MAX];
     int rc;
-    if (s->comm == NULL) {
+    if (s->comm == NULL || s->grp_devops == NULL) {
         snprintf(text, tlen, "local group: key %llu: another member hands its sum in device "
                  "memory, but this worker's store has no devices (every member must use the "
                  "same store type)", (unsigned long long)it->k.key);
@@ -767,8 +766,8 @@ static int sum_on_device(wrk_grp *g, grp_item *it, size_t off, size_t bytes, uin
     for (int m = 0; m < g->size; m++)
         if ((rc = dev_part(g, it, m, off, bytes, &in[m], text, tlen)) != 0)
             return rc;
-    if ((rc = wrk_comm_grp_sum(s->comm, it->dv.on ? it->dv.dev : -1, it->k.dtype, in, g->size,
-                               off, bytes, buf)) == 0)
+    if ((rc = s->grp_devops->sum(s->comm, it->dv.on ? it->dv.dev : -1, it->k.dtype, in,
+                                 g->size, off, bytes, buf)) == 0)
         return 0;
     snprintf(text, tlen, "local group: summing key %llu on the device: %s",
              (unsigned long long)it->k.key, kvs_last_error());
@@ -1381,8 +1380,8 @@ static void chunk_finish(wrk_grp *g, grp_chunk *ch)
             to[m] = m == g->me ? (wrk_dev_part){WRK_DEVP_OWN, 0, NULL, it->dv.p}
                                : (wrk_dev_part){WRK_DEVP_PEER, s->peers[m].pid, &e->h, NULL};
         }
-        if ((derr = wrk_comm_grp_put(s->comm, it->dv.on ? it->dv.dev : -1, ch->buf, off, bytes,
-                                     to, g->size)) != 0)
+        if ((derr = s->grp_devops->put(s->comm, it->dv.on ? it->dv.dev : -1, ch->buf, off,
+                                       bytes, to, g->size)) != 0)
             snprintf(text, sizeof text, "local group: writing key %llu into the members' "
                      "device memory: %s", (unsigned long long)it->k.key, kvs_last_error());
     }

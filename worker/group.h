@@ -13,7 +13,7 @@
  * round's value into every member's output (process_vm_writev); a member
  * whose data is in shared device memory (wrk_grp_dev) is read and written
  * with device copies instead, and the sum is made on the owner's device
- * (comm.c wrk_comm_grp_sum / _put).  A plain pull of a sync store (host
+ * (the comm layer's wrk_grp_devops).  A plain pull of a sync store (host
  * memory: the comm layer's arrays through their pinned copies) goes the
  * same way without the sum: the owner
  * pulls its chunk once per key and round, gives it to every member's pull
@@ -41,7 +41,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "device/dev.h"
+#include "device/dev_opts.h"
 #include "kvs.h"
 #include "proto/proto.h"
 
@@ -80,6 +80,39 @@ void wrk_grp_forget(struct kvs_store *s);
 /* True if a key of bytes skips the group (under KVS_LOCAL_AGG_MIN): each
  * member sends its own. */
 bool wrk_grp_solo(const struct kvs_store *s, uint64_t bytes);
+
+/* ---- parts in device memory: the group asks the comm layer ---- */
+
+/* One member's part of a chunk: */
+enum {
+    WRK_DEVP_OWN = 1, /* p: our device memory (on dev), the chunk at p + off */
+    WRK_DEVP_PEER,    /* another process's (pid, h): the chunk at off of its buffer */
+    WRK_DEVP_HOST     /* p: the chunk in host memory of this process */
+};
+typedef struct wrk_dev_part {
+    int kind;
+    int pid;
+    const dev_ipc *h;
+    void *p;
+} wrk_dev_part;
+
+/* The comm layer's device work for the group (comm.c sets s->grp_devops
+ * when it is made; the group names nothing of comm.c).  Both take the comm
+ * lock; any thread but the I/O thread.  KVS_E* with a message.
+ *   sum  out (host, bytes) = the sum over in[0..n) (in that order, as
+ *        red_sum) of bytes [off, off + bytes) of a key of dtype dt, summed
+ *        on dev (-1: device 0): peers' parts and host parts are copied to
+ *        dev first (dev_ipc_copy, dev_copy);
+ *   put  val (host, bytes) to bytes [off, off + bytes) of every OWN and
+ *        PEER part of to[0..n) (HOST parts are the caller's), through dev
+ *        (-1: device 0). */
+struct wrk_comm;
+typedef struct wrk_grp_devops {
+    int (*sum)(struct wrk_comm *c, int dev, kvs_dtype dt, const wrk_dev_part *in, int n,
+               uint64_t off, uint64_t bytes, void *out);
+    int (*put)(struct wrk_comm *c, int dev, const void *val, uint64_t off, uint64_t bytes,
+               const wrk_dev_part *to, int n);
+} wrk_grp_devops;
 
 /* A key's sum in device memory that can be shared (comm.c, dist_*_device):
  * the owner of each chunk copies the members' chunks to its own device

@@ -150,6 +150,7 @@ struct kvs_store {
     wrk_routing routing;
     red_pool *pool;
     struct wrk_comm *comm; /* comm.c: device arrays, device store types */
+    const struct wrk_grp_devops *grp_devops; /* comm.c's device work for the group */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
