@@ -472,6 +472,17 @@ wait_rcs() {
     done
 }
 
+# layout_net "L...": hosts h0.. at 1 Gbit for a case's layout (LS: the
+# workers per host, HW: their sum); 1, the case finished, if the
+# namespaces cannot be built.
+layout_net() {
+    local h hs=()
+    read -ra LS <<<"$1"
+    HW=0
+    for ((h = 0; h < ${#LS[@]}; h++)); do hs+=("h$h"); HW=$((HW + LS[h])); done
+    net 1gbit "${hs[@]}" || { note "cannot build the namespaces"; finish_case; teardown; return 1; }
+}
+
 # host_job_ok S L... : host_job L..., then wait (180 s at most) for every
 # process (the scheduler, S servers, the workers) and note each that did not
 # exit 0.
@@ -491,13 +502,11 @@ host_job_ok() {
 # Exact sums on hosts of several workers each, local groups summing, and the
 # bytes each host's workers exchanged with the servers per round.
 case_groups() { # name "L..." S [KVS_LOCAL_AGG]
-    local name=$1 layout=$2 S=$3 agg=${4:-1} h i W=0 L
+    local name=$1 layout=$2 S=$3 agg=${4:-1} h i W L
     want "$name" || return 0
     new_case "$name"
-    local hs=()
-    read -ra LS <<<"$layout"
-    for ((h = 0; h < ${#LS[@]}; h++)); do hs+=("h$h"); W=$((W + LS[h])); done
-    net 1gbit "${hs[@]}" || { note "cannot build the namespaces"; finish_case; teardown; return; }
+    layout_net "$layout" || return
+    W=$HW
     JOBENV=(DMLC_PS_ROOT_URI="${IP[h0]}" DMLC_NUM_SERVER="$S" DMLC_NUM_WORKER="$W"
             PS_HEARTBEAT_INTERVAL=1 PS_HEARTBEAT_TIMEOUT=20 PS_VERBOSE=1 KVS_START_TIMEOUT=60
             MXNET_KVSTORE_BIGARRAY_BOUND=100000 KVS_LOCAL_AGG="$agg" KVS_TEST_METRICS=1)
@@ -622,13 +631,11 @@ case_replica() { # name [optimizer spec [kill|cut]]
 # once; every output exact, every worker copied from or to another's
 # device memory.
 case_dev_groups() { # name "L..." S
-    local name=$1 layout=$2 S=$3 h i W=0
+    local name=$1 layout=$2 S=$3 h i W
     want "$name" || return 0
     new_case "$name"
-    local hs=()
-    read -ra LS <<<"$layout"
-    for ((h = 0; h < ${#LS[@]}; h++)); do hs+=("h$h"); W=$((W + LS[h])); done
-    net 1gbit "${hs[@]}" || { note "cannot build the namespaces"; finish_case; teardown; return; }
+    layout_net "$layout" || return
+    W=$HW
     JOBENV=(DMLC_PS_ROOT_URI="${IP[h0]}" DMLC_NUM_SERVER="$S" DMLC_NUM_WORKER="$W"
             PS_HEARTBEAT_INTERVAL=1 PS_HEARTBEAT_TIMEOUT=20 PS_VERBOSE=1 KVS_START_TIMEOUT=60
             MXNET_KVSTORE_BIGARRAY_BOUND=1500 KVS_SIM_DEVICES=2)
