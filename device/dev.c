@@ -87,6 +87,11 @@ int dev_ordinal(const dev_layer *L, int dev)
     return dev >= 0 && dev < L->n ? L->map[dev] : -1;
 }
 
+int dev_backend_count(const dev_layer *L)
+{
+    return L->nback;
+}
+
 bool dev_opened(const dev_layer *L, int dev)
 {
     return dev >= 0 && dev < L->n && L->up[dev];

@@ -82,6 +82,9 @@ bool dev_is_cuda(const dev_layer *L);
 bool dev_peer(const dev_layer *L, int dst, int src);
 /* The backend device (CUDA ordinal) of kvsd device dev. */
 int dev_ordinal(const dev_layer *L, int dev);
+/* The backend's devices: those KVS_DEVICES chooses from (sim: KVS_SIM_DEVICES;
+ * CUDA: the devices the runtime sees). */
+int dev_backend_count(const dev_layer *L);
 /* Whether dev has been opened (named by a call) since dev_open. */
 bool dev_opened(const dev_layer *L, int dev);
 /* Open dev now (what any call naming it does first).  KVS_EDEVICE. */

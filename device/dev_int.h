@@ -65,6 +65,7 @@ struct dev_layer {
     const dev_ops *ops;
     void *b;
     int n;
+    int nback; /* the backend's devices (the host's, as the backend sees them) */
     bool p2p;
     int map[DEV_MAX];              /* backend device of kvsd device i */
     bool up[DEV_MAX];              /* opened (dev_use) */
@@ -80,7 +81,7 @@ struct dev_layer {
  * runtime sees"). */
 int dev_sim_open(const dev_opts *o, dev_layer *L);
 int dev_cuda_open(const dev_opts *o, dev_layer *L);
-/* L->map and L->n from o's KVS_DEVICES over the backend's nback devices.
+/* L->map, L->n and L->nback from o's KVS_DEVICES over the backend's nback devices.
  * KVS_ECONFIG naming the entry that does not exist. */
 int dev_select(const dev_opts *o, int nback, const char *what, dev_layer *L);
 

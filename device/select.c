@@ -9,6 +9,7 @@ int dev_select(const dev_opts *o, int nback, const char *what, dev_layer *L)
 {
     char list[DEV_MAX * 4 + 1] = "";
     size_t used = 0;
+    L->nback = nback;
     if (o->ndevices <= 0) {
         L->n = nback < DEV_MAX ? nback : DEV_MAX;
         for (int i = 0; i < L->n; i++)

@@ -50,9 +50,9 @@ static inline int devmem_open(devmem *m)
     memset(m, 0, sizeof *m);
     if (c == NULL)
         return -1;
-    if (c->sim_devices > 0) {
+    if (c->sim_devices > 0) { /* (KVS_DEVICES: as many devices as entries) */
         m->sim = 1;
-        m->n = c->sim_devices;
+        m->n = c->ndevices > 0 ? c->ndevices : c->sim_devices;
         return 0;
     }
     /* the library libkvs loads first (its plugin, or a stand-in runtime) */

@@ -27,6 +27,9 @@
 #include "worker/pinned.h"
 #include "worker/wrk_int.h"
 
+/* Sets of trees across a local group kept (a member per device: one) */
+#define COMM_TCACHE 8
+
 typedef struct ckey {
     uint64_t count;
     kvs_dtype dtype;
@@ -62,6 +65,17 @@ struct wrk_comm {
     tree_topo topo;
     bool have_topo;
     tree_wplan plan;   /* weighted trees (one per root with KVS_TREE_WEIGHTED=0) */
+    /* the host's topology over the backend's devices, for trees across a
+     * local group's processes (host_topo) */
+    tree_topo htopo;
+    bool have_htopo, htopo_tried;
+    uint64_t thash;    /* its hash (0: no trees across the group) */
+    struct {           /* trees planned over the group's devices (grp_plan) */
+        int n;
+        int *ord, *parent;
+    } tcache[COMM_TCACHE];
+    int ntcache;
+    uint64_t tplanned; /* sets planned so far */
     dev_nccl *nccl;
     hmap keys; /* key -> ckey */
     uint64_t load[DEV_MAX];
@@ -128,6 +142,55 @@ static const wrk_grp_devops grp_devops;
 
 /* ------------------------------------------------------------ opening */
 
+/* out (n devices) = rows and columns ord[0..n) of h; two that are one GPU
+ * (equal ordinals) get twice h's fastest link. */
+static int topo_pick(const tree_topo *h, int n, const int *ord, tree_topo *out)
+{
+    double top = 0.5;
+    int rc = tree_topo_init(out, n);
+    if (rc)
+        return rc;
+    for (int i = 0; i < h->n * h->n; i++)
+        top = h->w[i] > top ? h->w[i] : top;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)
+            out->w[i * n + j] = i == j ? 0 : ord[i] == ord[j] ? 2 * top : tree_w(h, ord[i], ord[j]);
+    snprintf(out->name, sizeof out->name, "%s", h->name);
+    return 0;
+}
+
+/* KVS_TOPOLOGY (c->topo, just parsed) is also the host's (c->htopo) when
+ * it describes the backend's devices: always without KVS_DEVICES; with
+ * KVS_DEVICES when its row count is not the entries' (a matrix over the
+ * entries is the layer's only, and the host's stays unknown).  The layer
+ * then takes its entries' rows and columns.  The backend's count is
+ * checked once the layer is open. */
+static int host_topo_given(wrk_comm *c)
+{
+    int nd = c->s->c.ndevices;
+    const int *dv = c->s->c.devices;
+    int rc;
+    if (nd > 0 && c->topo.n == nd)
+        return 0;
+    if (nd <= 0) { /* the same matrix: copy it */
+        if ((rc = tree_topo_init(&c->htopo, c->topo.n)) != 0)
+            return rc;
+        memcpy(c->htopo.w, c->topo.w, sizeof(double) * (size_t)c->topo.n * (size_t)c->topo.n);
+        memcpy(c->htopo.name, c->topo.name, sizeof c->htopo.name);
+        c->have_htopo = true;
+        return 0;
+    }
+    for (int i = 0; i < nd; i++)
+        if (dv[i] < 0 || dv[i] >= c->topo.n)
+            return err_set(KVS_ECONFIG, "KVS_TOPOLOGY has %d devices: neither the %d of "
+                           "KVS_DEVICES nor the host's, which has device %d", c->topo.n, nd,
+                           dv[i]);
+    c->htopo = c->topo;
+    c->have_htopo = true;
+    c->topo = (tree_topo){0};
+    return topo_pick(&c->htopo, nd, dv, &c->topo);
+}
+
 static int open_locked(wrk_comm *c)
 {
     char err[512];
@@ -142,6 +205,8 @@ static int open_locked(wrk_comm *c)
         rc = err_set(rc, "%s", err);
         goto out;
     }
+    if (found && (rc = host_topo_given(c)) != 0)
+        goto out;
     c->have_topo = found;
     if (found && o.sim_devices > 0)
         o.topo = &c->topo;
@@ -152,6 +217,11 @@ static int open_locked(wrk_comm *c)
         goto out;
     }
     int n = dev_count(c->L);
+    if (c->have_htopo && c->htopo.n != dev_backend_count(c->L)) {
+        rc = err_set(KVS_ECONFIG, "KVS_TOPOLOGY has %d devices but the %s backend has %d",
+                     c->htopo.n, dev_backend(c->L), dev_backend_count(c->L));
+        goto out;
+    }
     if (found && c->topo.n != n) {
         rc = err_set(KVS_ECONFIG, "KVS_TOPOLOGY has %d devices but the %s backend has %d",
                      c->topo.n, dev_backend(c->L), n);
@@ -265,6 +335,11 @@ void wrk_comm_free(wrk_comm *c)
     if (c->tree)
         tree_wplan_fini(&c->plan);
     tree_topo_fini(&c->topo);
+    tree_topo_fini(&c->htopo);
+    for (int i = 0; i < c->ntcache; i++) {
+        free(c->tcache[i].ord);
+        free(c->tcache[i].parent);
+    }
     dev_close(c->L);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->qmu);
@@ -1068,6 +1143,45 @@ static int stage_gated(kvs_store *s, wrk_comm *c, wrk_op *op, ckey **ks, const k
     return 0;
 }
 
+/* The hash of the host's topology for trees across the local group (c->mu
+ * held, the layer open; once): KVS_TOPOLOGY over the host's devices, else
+ * detected (CUDA), else every simulated device linked alike.  0: no trees
+ * (MXNET_KVSTORE_USETREE unset, or no topology: said once). */
+static uint64_t host_thash(wrk_comm *c)
+{
+    char err[512];
+    int rc = 0;
+    if (c->htopo_tried)
+        return c->thash;
+    c->htopo_tried = true;
+    if (!c->s->c.use_tree)
+        return 0;
+    if (!c->have_htopo && dev_is_cuda(c->L)) {
+        rc = tree_topo_detect(&c->htopo, false, c->s->c.cuda_plugin, err, sizeof err);
+    } else if (!c->have_htopo && (rc = tree_topo_init(&c->htopo, dev_backend_count(c->L))) == 0) {
+        for (int i = 0; i < c->htopo.n * c->htopo.n; i++)
+            c->htopo.w[i] = 1;
+        snprintf(c->htopo.name, sizeof c->htopo.name, "uniform");
+    } else if (!c->have_htopo) {
+        snprintf(err, sizeof err, "%s", kvs_last_error());
+    }
+    if (rc) {
+        LOG(LOG_WARN, c->s->who, "comm", "MXNET_KVSTORE_USETREE=1: no topology of the host's "
+            "devices (%s): the local group sums each chunk at its owner from every member", err);
+        return 0;
+    }
+    c->have_htopo = true;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over n and the weights */
+    const unsigned char *b = (const unsigned char *)&c->htopo.n;
+    for (size_t i = 0; i < sizeof c->htopo.n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    b = (const unsigned char *)c->htopo.w;
+    for (size_t i = 0; i < sizeof(double) * (size_t)c->htopo.n * (size_t)c->htopo.n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    c->thash = h ? h : 1;
+    return c->thash;
+}
+
 /* Whether key k's sum goes to the local group in device memory (*on): the
  * backend can share it and the key is not under the group's floor; then
  * k->gbuf (made and exported on first use) is this op's until it is freed
@@ -1158,7 +1272,8 @@ static int dist_dev(kvs_store *s, wrk_comm *c, int type, size_t n, const uint64_
         if (gd) {
             h = NULL; /* the group reads and writes k->gbuf */
             p->gk[p->ngk++] = k;
-            dv[u] = (wrk_grp_dev){true, k->m, k->gbuf, k->gh};
+            dv[u] = (wrk_grp_dev){true, k->m, k->gbuf, k->gh, dev_ordinal(c->L, k->m),
+                                  host_thash(c)};
         } else if ((rc = wrk_pinned_get(c->pool, k->bytes, &h)) != 0) {
             break;
         } else {
@@ -1461,10 +1576,13 @@ static int grp_sum(wrk_comm *c, int dev, kvs_dtype dt, const wrk_dev_part *in, i
             srcs[m] = at;
         }
     }
-    char *sum = scr + (size_t)n * slot;
+    /* out NULL: in place, into our own part (dev_sum's dst may be srcs[0]) */
+    char *sum = out ? scr + (size_t)n * slot : (char *)srcs[0];
+    if (rc == 0 && out == NULL && in[0].kind != WRK_DEVP_OWN)
+        rc = err_set(KVS_EINTERNAL, "local group: an in-place sum needs our own part first");
     if (rc == 0)
         rc = dev_sum(c->L, dev, dt, sum, srcs, n, bytes / es);
-    if (rc == 0)
+    if (rc == 0 && out)
         rc = dev_copy(c->L, DEV_HOST, out, dev, sum, bytes);
     if (rc == 0)
         rc = dev_sync(c->L, dev);
@@ -1500,4 +1618,71 @@ out:
     return rc;
 }
 
-static const wrk_grp_devops grp_devops = {grp_sum, grp_put};
+/* (wrk_grp_devops.plan, group.h) */
+static int grp_plan(wrk_comm *c, int n, const int *ord, int *parent)
+{
+    char list[TREE_MAX_N * 4 + 1] = "", err[512];
+    size_t used = 0;
+    tree_topo t = {0};
+    tree_set set;
+    int rc = 0;
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < c->ntcache; i++)
+        if (c->tcache[i].n == n && memcmp(c->tcache[i].ord, ord, sizeof(int) * (size_t)n) == 0) {
+            memcpy(parent, c->tcache[i].parent, sizeof(int) * (size_t)n * (size_t)n);
+            goto out;
+        }
+    for (int i = 0; i < n; i++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%d", i ? "," : "", ord[i]);
+    if (n < 1 || n > TREE_MAX_N || !c->have_htopo) {
+        rc = err_set(KVS_EINTERNAL, "local group: no trees over %d members", n);
+        goto out;
+    }
+    for (int i = 0; i < n; i++)
+        if (ord[i] < 0 || ord[i] >= c->htopo.n) {
+            rc = err_set(KVS_EPROTO, "local group: local rank %d's device %d is not one of "
+                         "the host's %d", i, ord[i], c->htopo.n);
+            goto out;
+        }
+    if ((rc = topo_pick(&c->htopo, n, ord, &t)) != 0)
+        goto out;
+    if ((rc = tree_plan(&t, &c->topts, &set, err, sizeof err)) != 0) {
+        rc = err_set(rc == KVS_EINVAL ? KVS_ECONFIG : rc, "MXNET_KVSTORE_USETREE=1: cannot "
+                     "plan trees over the local group's devices (%s): %s", list, err);
+        goto out;
+    }
+    memcpy(parent, set.parent, sizeof(int) * (size_t)n * (size_t)n);
+    tree_set_fini(&set);
+    int *co = malloc(sizeof(int) * (size_t)n), *cp = malloc(sizeof(int) * (size_t)n * (size_t)n);
+    bool first = c->tplanned++ < COMM_TCACHE;
+    if (co && cp) { /* kept (the oldest goes); else planned again next time */
+        int at = c->ntcache < COMM_TCACHE ? c->ntcache++ : (int)(c->tplanned % COMM_TCACHE);
+        free(c->tcache[at].ord);
+        free(c->tcache[at].parent);
+        memcpy(co, ord, sizeof(int) * (size_t)n);
+        memcpy(cp, parent, sizeof(int) * (size_t)n * (size_t)n);
+        c->tcache[at].n = n;
+        c->tcache[at].ord = co;
+        c->tcache[at].parent = cp;
+    } else {
+        free(co);
+        free(cp);
+    }
+    char text[1024];
+    size_t tl = 0;
+    for (int r = 0; r < n && tl < sizeof text; r++) {
+        tl += (size_t)snprintf(text + tl, sizeof text - tl, "%sroot %d:", r ? "; " : "", r);
+        for (int v = 0; v < n && tl < sizeof text; v++)
+            if (parent[r * n + v] >= 0)
+                tl += (size_t)snprintf(text + tl, sizeof text - tl, " %d->%d", v,
+                                       parent[r * n + v]);
+    }
+    LOG(first ? LOG_INFO : LOG_DEBUG, c->s->who, "comm", "local group: trees over the "
+        "members' devices (%s): %s", list, text);
+out:
+    tree_topo_fini(&t);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+static const wrk_grp_devops grp_devops = {grp_sum, grp_put, grp_plan};

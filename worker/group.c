@@ -188,11 +188,17 @@ typedef struct grp_ent {
     uint32_t dev;         /* GRP_DEV: the data is in device memory (h), not at src;
                              GRP_DEV_WANT: the round's value goes back there */
     dev_ipc h;
+    int32_t tord;   /* GRP_DEV: h's device, as the host's backend ordinal (trees) */
+    uint64_t thash; /* GRP_DEV: the host topology's hash for trees; 0: none */
+    /* trees: chunks below this hold the sum over the member's subtree in the
+     * chunk's tree, in its buffer (GRP_TPART_FAILED: it gave up, err) */
+    _Atomic uint64_t tpart;
     char errtext[GRP_TEXT];
 } grp_ent;
 
 #define GRP_DEV 1u
 #define GRP_DEV_WANT 2u
+#define GRP_TPART_FAILED UINT64_MAX
 
 typedef struct grp_member {
     _Atomic int32_t pid;     /* set when it attached */
@@ -261,6 +267,8 @@ struct grp_item { /* one key of one of our ops */
                             it ourselves) */
     int inflight;        /* owned chunks not finished */
     wrk_grp_dev dv;      /* our data in device memory (dv.on), else at k.src */
+    bool tdecided;       /* whether the round goes along trees is known */
+    int *tpar;           /* it does: per root r, per member v, v's parent (n * n) */
     /* a solo item: a key under KVS_LOCAL_AGG_MIN bytes, which every member
      * sends for itself (contrib 1) from the user's thread, in call order;
      * no entry in the segment, nobody matches it */
@@ -293,6 +301,9 @@ struct wrk_grp {
     size_t spare_cap[GRP_SPARE];
     int nspare;
     uint32_t *hints;          /* (thread) per member: where to start looking (find_slot) */
+    int *tmem;                /* (thread) per member: room for the members one sum adds */
+    int *tord;                /* (thread) per member: room for the devices of a round */
+    bool twarned;             /* (thread) said that the members' topologies differ */
     const void **srcs;        /* (thread) per member: what one sum adds */
     /* pulls for the group (thread) */
     uint64_t *pseen;          /* per member: its pulls we read (plog) */
@@ -547,7 +558,10 @@ int wrk_grp_start(kvs_store *s)
     g->srcs = calloc((size_t)g->size, sizeof *g->srcs);
     g->hints = calloc((size_t)g->size, sizeof *g->hints);
     g->pseen = calloc((size_t)g->size, sizeof *g->pseen);
-    if (g->stage == NULL || g->srcs == NULL || g->hints == NULL || g->pseen == NULL) {
+    g->tmem = calloc((size_t)g->size, sizeof *g->tmem);
+    g->tord = calloc((size_t)g->size, sizeof *g->tord);
+    if (g->stage == NULL || g->srcs == NULL || g->hints == NULL || g->pseen == NULL ||
+        g->tmem == NULL || g->tord == NULL) {
         rc = err_set(KVS_ENOMEM, "out of memory");
         goto fail;
     }
@@ -745,14 +759,22 @@ static int dev_part(wrk_grp *g, grp_item *it, int m, size_t off, size_t bytes,
 }
 
 /* start_chunk where a member's data is in device memory: the sum is made
- * on our device (ours, else device 0) from every member's chunk, and only
- * the sum comes to host memory (buf) to be pushed. */
-static int sum_on_device(wrk_grp *g, grp_item *it, size_t off, size_t bytes, uint8_t *buf,
-                         char *text, size_t tlen)
+ * on our device (ours, else device 0) from the chunk of members mem[0..nm)
+ * (mem NULL: every member, in order), and only the sum comes to host
+ * memory (buf) to be pushed; buf NULL: it replaces our own chunk (mem[0]
+ * is us; trees). */
+static int sum_on_device(wrk_grp *g, grp_item *it, const int *mem, int nm, size_t off,
+                         size_t bytes, uint8_t *buf, char *text, size_t tlen)
 {
     kvs_store *s = g->s;
     wrk_dev_part in[DEV_SUM_MAX];
     int rc;
+    if (mem == NULL) {
+        for (int m = 0; m < g->size; m++)
+            g->tmem[m] = m;
+        mem = g->tmem;
+        nm = g->size;
+    }
     if (s->comm == NULL || s->grp_devops == NULL) {
         snprintf(text, tlen, "local group: key %llu: another member hands its sum in device "
                  "memory, but this worker's store has no devices (every member must use the "
@@ -763,26 +785,29 @@ static int sum_on_device(wrk_grp *g, grp_item *it, size_t off, size_t bytes, uin
         snprintf(text, tlen, "out of memory");
         return KVS_ENOMEM;
     }
-    for (int m = 0; m < g->size; m++)
-        if ((rc = dev_part(g, it, m, off, bytes, &in[m], text, tlen)) != 0)
+    for (int i = 0; i < nm; i++)
+        if ((rc = dev_part(g, it, mem[i], off, bytes, &in[i], text, tlen)) != 0)
             return rc;
-    if ((rc = s->grp_devops->sum(s->comm, it->dv.on ? it->dv.dev : -1, it->k.dtype, in,
-                                 g->size, off, bytes, buf)) == 0)
+    if ((rc = s->grp_devops->sum(s->comm, it->dv.on ? it->dv.dev : -1, it->k.dtype, in, nm,
+                                 off, bytes, buf)) == 0)
         return 0;
     snprintf(text, tlen, "local group: summing key %llu on the device: %s",
              (unsigned long long)it->k.key, kvs_last_error());
-    for (int m = 0; m < g->size; m++) /* a member that exited: as a failed read */
-        if (in[m].kind == WRK_DEVP_PEER && kill(in[m].pid, 0) != 0 && errno == ESRCH) {
+    for (int i = 0; i < nm; i++) /* a member that exited: as a failed read */
+        if (in[i].kind == WRK_DEVP_PEER && kill(in[i].pid, 0) != 0 && errno == ESRCH) {
+            int m = mem[i];
             snprintf(text, tlen, "local group: cannot read key %llu from worker %d (local "
                      "rank %d, pid %d): it exited", (unsigned long long)it->k.key,
-                     (s->peers[m].id - 9) / 2, m, in[m].pid);
+                     (s->peers[m].id - 9) / 2, m, in[i].pid);
             return KVS_EPEERDEAD;
         }
     return rc;
 }
 
-/* Sum chunk c of it over the group into a new buffer and send it. */
-static int start_chunk(wrk_grp *g, grp_item *it, uint64_t c, char *text, size_t tlen)
+/* Sum chunk c of it over the group into a new buffer and send it: over
+ * members mem[0..nm) (trees: us and our children there), mem NULL: all. */
+static int start_chunk(wrk_grp *g, grp_item *it, uint64_t c, const int *mem, int nm,
+                       char *text, size_t tlen)
 {
     kvs_store *s = g->s;
     const wrk_part *p = &it->parts[c];
@@ -810,7 +835,7 @@ static int start_chunk(wrk_grp *g, grp_item *it, uint64_t c, char *text, size_t 
         wants = wants || e->dst != 0 || (e->dev & GRP_DEV_WANT);
         dev = dev || (e->dev & GRP_DEV);
     }
-    if (dev && (rc = sum_on_device(g, it, off, bytes, buf, text, tlen)) != 0) {
+    if (dev && (rc = sum_on_device(g, it, mem, nm, off, bytes, buf, text, tlen)) != 0) {
         free(ch);
         sumbuf_put(g, buf, cap);
         return rc;
@@ -858,6 +883,152 @@ static int start_chunk(wrk_grp *g, grp_item *it, uint64_t c, char *text, size_t 
     return rc;
 }
 
+/* Whether our chunk c of it waits for our sums in flight: when the group
+ * is the whole job, at most DP_GROUP_INFLIGHT bytes of them (always one
+ * chunk); each holds a buffer, and a pushpull's reply on the sockets a
+ * message of its size.  Each push stands for every worker, so each chunk's
+ * round completes on it alone and the rest start as they finish.  With
+ * workers on other hosts a chunk's answer waits for theirs: holding later
+ * chunks back could deadlock with a host that pushes the same keys in
+ * another order, so there every owned chunk starts. */
+static bool held_back(const wrk_grp *g, const grp_item *it, uint64_t c)
+{
+    uint64_t cb = it->parts[c].count * kvs_dtype_size(it->k.dtype);
+    return g->size == g->s->num_workers && g->inflight_bytes > 0 &&
+           g->inflight_bytes + cb > DP_GROUP_INFLIGHT;
+}
+
+/* ---- trees across the members' devices (MXNET_KVSTORE_USETREE=1) ----
+ * A round whose every part is in device memory, under the same host
+ * topology at every member, is summed along the planned trees (the comm
+ * layer's devops plan, one tree per root over the members' devices): chunk
+ * c's tree is the one rooted at its owner.  Each member takes the chunks in
+ * order; for each it waits until its children there have the sums of their
+ * subtrees (their tpart passed c), then, if it owns the chunk, sums its own
+ * part and the children's and pushes as a flat owner does; else it adds
+ * the children's into its own part (in place: that buffer is the round's
+ * scratch until the value comes back) and passes c in its tpart, which its
+ * parent waits for.  The value goes back to every member from the owner,
+ * as without trees.  Every member decides from the same entries, so all
+ * of them take the trees or none does. */
+
+/* We give up on it: our entry says so to those who wait for our sums, and
+ * our owned chunks from it->cnext on fail for every member. */
+static void tree_fail(wrk_grp *g, grp_item *it, int err, const char *text)
+{
+    grp_ent *mine = ent_of(g, g->me, it->slot);
+    int32_t zero = 0;
+    if (atomic_compare_exchange_strong(&mine->err, &zero, err))
+        snprintf(mine->errtext, sizeof mine->errtext, "%s", text);
+    atomic_store_explicit(&mine->tpart, GRP_TPART_FAILED, memory_order_release);
+    item_fail_owned(g, it, err, text);
+    gen_bump(g->shm);
+}
+
+/* Whether it's round goes along trees (it->tpar set) or not; everyone has
+ * posted it.  0, or an error with text (no plan: every member fails alike). */
+static int tree_decide(wrk_grp *g, grp_item *it, char *text, size_t tlen)
+{
+    kvs_store *s = g->s;
+    int n = g->size;
+    uint64_t h = 0;
+    it->tdecided = true;
+    if (n < 3 || s->comm == NULL || s->grp_devops == NULL)
+        return 0; /* (two members: the tree is the flat sum) */
+    for (int m = 0; m < n; m++) {
+        grp_ent *e = ent_of(g, m, (uint32_t)it->mslot[m]);
+        if (!(e->dev & GRP_DEV) || e->thash == 0)
+            return 0;
+        if (m > 0 && e->thash != h) {
+            if (!g->twarned)
+                LOG(LOG_WARN, s->who, "group", "MXNET_KVSTORE_USETREE=1: local ranks 0 and %d "
+                    "see the host's devices differently (KVS_TOPOLOGY, CUDA_VISIBLE_DEVICES): "
+                    "sums across the group go to each chunk's owner at once", m);
+            g->twarned = true;
+            return 0;
+        }
+        h = e->thash;
+        g->tord[m] = e->tord;
+    }
+    it->tpar = malloc(sizeof(int) * (size_t)n * (size_t)n);
+    if (it->tpar == NULL) {
+        snprintf(text, tlen, "out of memory");
+        return KVS_ENOMEM;
+    }
+    int rc = s->grp_devops->plan(s->comm, n, g->tord, it->tpar);
+    if (rc) {
+        free(it->tpar);
+        it->tpar = NULL;
+        snprintf(text, tlen, "%s", kvs_last_error());
+    }
+    return rc;
+}
+
+/* item_try along the trees.  True if something happened. */
+static bool tree_walk(wrk_grp *g, grp_item *it)
+{
+    kvs_store *s = g->s;
+    int n = g->size;
+    grp_ent *mine = ent_of(g, g->me, it->slot);
+    size_t esz = kvs_dtype_size(it->k.dtype);
+    char text[GRP_TEXT];
+    bool any = false;
+    for (; it->cnext < it->nchunks; it->cnext++) {
+        uint64_t c = it->cnext;
+        int root = owner(g, it->k.key, c), nm = 0, rc = 0;
+        const int *par = it->tpar + (size_t)root * (size_t)n;
+        g->tmem[nm++] = g->me;
+        for (int v = 0; v < n; v++) {
+            if (v == g->me || par[v] != g->me)
+                continue;
+            grp_ent *e = ent_of(g, v, (uint32_t)it->mslot[v]);
+            uint64_t tp = atomic_load_explicit(&e->tpart, memory_order_acquire);
+            if (tp == GRP_TPART_FAILED) {
+                snprintf(text, sizeof text, "%.*s", (int)strnlen(e->errtext, GRP_TEXT - 1),
+                         e->errtext);
+                int err = atomic_load(&e->err);
+                tree_fail(g, it, err ? err : KVS_EDEVICE, text);
+                return true;
+            }
+            if (tp <= c && atomic_load(&g->shm->m[v].left)) {
+                snprintf(text, sizeof text, "local group: worker %d (local rank %d, pid %d) "
+                         "left the job (kvs_close) before summing its part of key %llu",
+                         (s->peers[v].id - 9) / 2, v, s->peers[v].pid,
+                         (unsigned long long)it->k.key);
+                tree_fail(g, it, KVS_EPEERDEAD, text);
+                return true;
+            }
+            if (tp <= c)
+                return any; /* not yet */
+            g->tmem[nm++] = v;
+        }
+        size_t bytes = (size_t)it->parts[c].count * esz, off = (size_t)it->parts[c].offset * esz;
+        if (root == g->me) {
+            if (held_back(g, it, c))
+                return any;
+            rc = start_chunk(g, it, c, g->tmem, nm, text, sizeof text);
+        } else if (nm > 1) {
+            rc = sum_on_device(g, it, g->tmem, nm, off, bytes, NULL, text, sizeof text);
+        }
+        if (rc) {
+            tree_fail(g, it, rc, text);
+            return true;
+        }
+        atomic_store_explicit(&mine->tpart, c + 1, memory_order_release);
+        any = true;
+    }
+    it->started = true;
+    return any;
+}
+
+static bool tree_try(wrk_grp *g, grp_item *it)
+{
+    bool any = tree_walk(g, it);
+    if (any)
+        gen_bump(g->shm); /* our tpart moved: our parents may go on */
+    return any;
+}
+
 /* Start what we can of it's owned chunks.  True if something happened. */
 static bool item_try(wrk_grp *g, grp_item *it)
 {
@@ -899,23 +1070,22 @@ static bool item_try(wrk_grp *g, grp_item *it)
             return true;
         }
     }
+    if (!it->tdecided) {
+        int rc = tree_decide(g, it, text, sizeof text);
+        if (rc) {
+            tree_fail(g, it, rc, text);
+            return true;
+        }
+    }
+    if (it->tpar)
+        return tree_try(g, it);
     for (; it->cnext < it->nchunks; it->cnext++) {
         uint64_t c = it->cnext;
         if (owner(g, it->k.key, c) != g->me)
             continue;
-        /* the group is the whole job: at most DP_GROUP_INFLIGHT bytes of
-         * sums in flight (always one chunk); each holds a buffer, and a
-         * pushpull's reply on the sockets a message of its size.  Each
-         * push stands for every worker, so each chunk's round completes
-         * on it alone and the rest start as they finish.  With workers on
-         * other hosts a chunk's answer waits for theirs: holding later
-         * chunks back could deadlock with a host that pushes the same
-         * keys in another order, so there every owned chunk starts. */
-        uint64_t cb = it->parts[c].count * kvs_dtype_size(it->k.dtype);
-        if (g->size == g->s->num_workers && g->inflight_bytes > 0 &&
-            g->inflight_bytes + cb > DP_GROUP_INFLIGHT)
+        if (held_back(g, it, c))
             return any;
-        int rc = start_chunk(g, it, c, text, sizeof text);
+        int rc = start_chunk(g, it, c, NULL, 0, text, sizeof text);
         any = true;
         if (rc) {
             item_fail_owned(g, it, rc, text);
@@ -1421,6 +1591,7 @@ static void chunk_finish(wrk_grp *g, grp_chunk *ch)
 
 static void item_free(grp_item *it)
 {
+    free(it->tpar);
     free(it->cdone);
     free(it->parts);
     free(it->mslot);
@@ -1770,6 +1941,9 @@ int wrk_grp_submit(kvs_store *s, int type, size_t n, const uint64_t *keys,
                 e->dev = it->dv.on ? GRP_DEV | (outs ? GRP_DEV_WANT : 0) : 0;
                 if (it->dv.on)
                     e->h = it->dv.h;
+                e->tord = it->dv.on ? it->dv.ord : -1;
+                e->thash = it->dv.on ? it->dv.thash : 0;
+                atomic_store(&e->tpart, 0);
                 atomic_store(&e->left, (int64_t)nch);
                 atomic_store(&e->hold, hold);
                 atomic_store(&e->err, 0);
@@ -1880,6 +2054,8 @@ free_all:
     free(g->srcs);
     free(g->hints);
     free(g->pseen);
+    free(g->tmem);
+    free(g->tord);
     free(g->pparts);
     pthread_mutex_destroy(&g->mu);
     free(g);

@@ -102,16 +102,23 @@ typedef struct wrk_dev_part {
  *   sum  out (host, bytes) = the sum over in[0..n) (in that order, as
  *        red_sum) of bytes [off, off + bytes) of a key of dtype dt, summed
  *        on dev (-1: device 0): peers' parts and host parts are copied to
- *        dev first (dev_ipc_copy, dev_copy);
+ *        dev first (dev_ipc_copy, dev_copy); out NULL: the sum replaces
+ *        in[0]'s bytes (an OWN part on dev) and stays on the device;
  *   put  val (host, bytes) to bytes [off, off + bytes) of every OWN and
  *        PEER part of to[0..n) (HOST parts are the caller's), through dev
- *        (-1: device 0). */
+ *        (-1: device 0);
+ *   plan the trees over n members whose parts are on the host's devices
+ *        ord[0..n) (backend ordinals; equal ones share a GPU), one per root
+ *        (tree_plan, MXNET_KVSTORE_USETREE=1): parent[r * n + v] is v's
+ *        parent in the tree rooted at r (-1 for r).  Every member with the
+ *        same host topology (wrk_grp_dev.thash) plans the same trees. */
 struct wrk_comm;
 typedef struct wrk_grp_devops {
     int (*sum)(struct wrk_comm *c, int dev, kvs_dtype dt, const wrk_dev_part *in, int n,
                uint64_t off, uint64_t bytes, void *out);
     int (*put)(struct wrk_comm *c, int dev, const void *val, uint64_t off, uint64_t bytes,
                const wrk_dev_part *to, int n);
+    int (*plan)(struct wrk_comm *c, int n, const int *ord, int *parent);
 } wrk_grp_devops;
 
 /* A key's sum in device memory that can be shared (comm.c, dist_*_device):
@@ -119,12 +126,18 @@ typedef struct wrk_grp_devops {
  * (CUDA IPC; simulated: shared memory), sums them there, pushes the sum
  * from host memory, and copies the round's value back into every member's
  * buffer; nothing of the key is staged to host memory but the owned
- * chunks. */
+ * chunks.  With trees (every member's thash equal and not 0, three members
+ * or more) each chunk is summed along the tree rooted at its owner over the
+ * members' devices (devops plan): a member adds its children's partial
+ * sums into its own buffer, in place, and its parent reads them from
+ * there; the owner adds its children's and pushes. */
 typedef struct wrk_grp_dev {
     bool on;   /* false: the key is in host memory (vals / outs) */
     int dev;   /* the comm layer's device that holds p */
     void *p;   /* the sum, whole; the round's value lands here (a pushpull) */
     dev_ipc h; /* p's handle for the other members */
+    int ord;   /* dev's backend ordinal: which of the host's devices */
+    uint64_t thash; /* trees across the group: the host topology's hash; 0: none */
 } wrk_grp_dev;
 
 /* A push (outs NULL), pushpull or pull (type WRK_OP_PULL, vals NULL) of

@@ -309,11 +309,12 @@ IT_TEST(group_p3_order_1x2)
  * (tests/device/devworker.c: every push mixes one array per device, a
  * second one on device 0 and one host array per key; every output, on each
  * device and in host memory, is checked element by element in every dtype),
- * 2 servers.  Returns the bytes the workers sent in their rounds, summed
- * (*recv: received); *ipc: the fewest copies a worker made to or from
- * another's device memory. */
-static double devworker_job(it_ctx *t, const char *type, const char *agg, const char *extra,
-                            double *ipc, double *recv)
+ * 2 servers; own (not NULL): worker i has one device, KVS_DEVICES=i of 3.
+ * Returns the bytes the workers sent in their rounds, summed (*recv:
+ * received); *ipc: the fewest copies a worker made to or from another's
+ * device memory (each[i], not NULL: worker i's). */
+static double devworker_job_of(it_ctx *t, const char *type, const char *agg, const char *extra,
+                               bool own, double *ipc, double *recv, double *each)
 {
     char bin[sizeof t->worker_bin + 16];
     snprintf(bin, sizeof bin, "%s", t->worker_bin);
@@ -322,17 +323,18 @@ static double devworker_job(it_ctx *t, const char *type, const char *agg, const 
     snprintf(slash + 1, sizeof bin - (size_t)(slash + 1 - bin), "kvs-devworker");
     const char *const argv[] = {"--type", type, "--rounds", extra ? "5" : "3", extra, NULL};
     group_env(t);
-    it_setenv(t, "KVS_SIM_DEVICES", "2");
+    it_setenv(t, "KVS_SIM_DEVICES", own ? "3" : "2");
     it_setenv(t, "KVS_LOCAL_AGG", "%s", agg);
     it_setenv(t, "KVS_CMA", "0"); /* everything through the sockets, as between hosts */
     it_start_scheduler(t, 2, 3, NULL);
     for (int i = 0; i < 2; i++)
         it_start_server(t, i, NULL);
     for (int i = 0; i < 3; i++) {
-        char name[32], id[32];
+        char name[32], id[32], devs[32];
         snprintf(name, sizeof name, "worker%d", i);
         snprintf(id, sizeof id, "DMLC_WORKER_ID=%d", i);
-        const char *env[] = {"DMLC_ROLE=worker", id, NULL};
+        snprintf(devs, sizeof devs, "KVS_DEVICES=%d", i);
+        const char *env[] = {"DMLC_ROLE=worker", id, own ? devs : NULL, NULL};
         t->worker[t->nworker++] = it_spawn(t, name, bin, argv, env);
     }
     it_expect_job_ok(t, 120);
@@ -350,6 +352,8 @@ static double devworker_job(it_ctx *t, const char *type, const char *agg, const 
                   "ipc copies", i);
         if (*ipc < 0 || n < *ipc)
             *ipc = n;
+        if (each)
+            each[i] = n;
         at = strstr(at, "), sent ");
         double rb = -1;
         IT_ASSERT(t, at && sscanf(at, "), sent %lf bytes, received %lf bytes", &b, &rb) == 2 &&
@@ -360,6 +364,12 @@ static double devworker_job(it_ctx *t, const char *type, const char *agg, const 
         *recv += rb;
     }
     return sent;
+}
+
+static double devworker_job(it_ctx *t, const char *type, const char *agg, const char *extra,
+                            double *ipc, double *recv)
+{
+    return devworker_job_of(t, type, agg, extra, false, ipc, recv, NULL);
 }
 
 /* Simulated-device arrays go through the group (dist_sync: each array's
@@ -409,6 +419,50 @@ IT_TEST(group_dist_device_tree_1x3) { devices_in_group(t, "dist_device_sync", "1
  * that push hands its sum in host memory while the others hand theirs on
  * the device, and the chunks' owners sum both kinds (an owner whose own
  * part is in host memory sums on its device 0).  Exact sums. */
+/* MXNET_KVSTORE_USETREE=1 across the group's processes: one device per
+ * worker (KVS_DEVICES=i of 3 simulated ones) and a host topology over all
+ * three (KVS_TOPOLOGY) that links 0-1 and 1-2 only, so that every tree is
+ * the chain: worker 1 adds the far end's part to its own before the owner
+ * reads it (or, owning the chunk, reads both ends).  Exact sums on every
+ * output, with trees and without; the trees show in who copies what. */
+IT_TEST(group_dist_device_trees_across_1x3)
+{
+    double ipc, recv, cp[2][3];
+    for (int j = 0; j < 2; j++) {
+        it_ctx sub;
+        char dir[sizeof t->dir + 16];
+        snprintf(dir, sizeof dir, "%s/job%d", t->dir, j);
+        IT_ASSERT(t, mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
+        it_ctx_init(&sub, t->test, dir);
+        it_setenv(&sub, "KVS_TOPOLOGY", "0,1,0;1,0,1;0,1,0");
+        it_setenv(&sub, "MXNET_KVSTORE_USETREE", "%d", j == 0);
+        devworker_job_of(&sub, "dist_sync_device", "1", NULL, true, &ipc, &recv, cp[j]);
+        for (int i = 0; i < 3; i++) {
+            char path[PATH_MAX];
+            snprintf(path, sizeof path, "%s/worker%d.log", dir, i);
+            char *s = it_slurp(path, NULL);
+            bool chain = s && strstr(s, "trees over the members' devices (0,1,2): root 0: 1->0 "
+                                        "2->1; root 1: 0->1 2->1; root 2: 0->1 1->2");
+            IT_CHECK(t, j == 0 ? chain : !chain, "worker%d %s the chains", i,
+                     j == 0 ? "did not plan" : "planned");
+            free(s);
+            IT_CHECK(t, summed_locally(&sub, i), "worker%d did not sum in its group", i);
+        }
+        it_ctx_fini(&sub);
+        it_info(t, "trees %s: copies across processes %.0f %.0f %.0f", j ? "off" : "on",
+                cp[j][0], cp[j][1], cp[j][2]);
+    }
+    /* one copy per tree edge and chunk either way (3 members: 2 edges, and
+     * the value back to 2); along the chain the ends copy only to and from
+     * the middle, which copies for both */
+    IT_CHECK(t, cp[0][0] + cp[0][1] + cp[0][2] == cp[1][0] + cp[1][1] + cp[1][2],
+             "copies across processes: %.0f with trees, %.0f without",
+             cp[0][0] + cp[0][1] + cp[0][2], cp[1][0] + cp[1][1] + cp[1][2]);
+    for (int i = 0; i < 3; i++)
+        IT_CHECK(t, i == 1 ? cp[0][i] > cp[1][i] : cp[0][i] < cp[1][i], "worker%d made %.0f "
+                 "copies across processes with trees, %.0f without", i, cp[0][i], cp[1][i]);
+}
+
 IT_TEST(group_dist_device_overlap_1x3)
 {
     double ipc, recv;

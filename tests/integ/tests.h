@@ -93,6 +93,7 @@
     X(group_devices_1x3, 180)                                                  \
     X(group_dist_device_1x3, 180)                                              \
     X(group_dist_device_tree_1x3, 180)                                         \
+    X(group_dist_device_trees_across_1x3, 180)                                 \
     X(group_dist_device_overlap_1x3, 180)                                      \
     /* test_errors.c: API errors, bad configuration, start-up timeouts */     \
     X(create_bogus, 30)                                                        \

@@ -847,6 +847,29 @@ START_TEST(store_errors)
     setenv("MXNET_KVSTORE_USETREE", "1", 1);
     ck_assert_int_eq(kvs_create("device", &s), KVS_ECONFIG);
     contains(kvs_last_error(), "MXNET_KVSTORE_USETREE");
+    /* a topology of the host's devices: the chosen ones take their rows
+     * (devices 2 and 0 of the chain 0-1-2 are not linked: no trees; 0 and
+     * 1 are) */
+    setenv("KVS_TOPOLOGY", "0,1,0;1,0,1;0,1,0", 1);
+    setenv("KVS_DEVICES", "2,0", 1);
+    ck_assert_int_eq(kvs_create("device", &s), KVS_ECONFIG);
+    contains(kvs_last_error(), "cannot plan trees over 2 devices");
+    setenv("KVS_DEVICES", "0,1", 1);
+    ck_assert_int_eq(kvs_create("device", &s), 0);
+    kvs_close(s);
+    s = NULL;
+    /* neither the chosen devices' nor the host's */
+    setenv("KVS_DEVICES", "2", 1);
+    setenv("KVS_TOPOLOGY", "0,1;1,0", 1);
+    ck_assert_int_eq(kvs_create("device", &s), KVS_ECONFIG);
+    contains(kvs_last_error(), "KVS_TOPOLOGY has 2 devices: neither the 1 of KVS_DEVICES nor "
+             "the host's");
+    setenv("KVS_DEVICES", "0", 1);
+    setenv("KVS_TOPOLOGY", "0,1,1,1;1,0,1,1;1,1,0,1;1,1,1,0", 1);
+    ck_assert_int_eq(kvs_create("device", &s), KVS_ECONFIG);
+    contains(kvs_last_error(), "KVS_TOPOLOGY has 4 devices but the sim backend has 3");
+    ck_assert_ptr_null(s);
+    unsetenv("KVS_DEVICES");
     /* out of range */
     unsetenv("KVS_TOPOLOGY");
     setenv("KVS_SIM_DEVICES", "65", 1);
