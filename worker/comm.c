@@ -1648,7 +1648,8 @@ static int grp_plan(wrk_comm *c, int n, const int *ord, int *parent)
         goto out;
     if ((rc = tree_plan(&t, &c->topts, &set, err, sizeof err)) != 0) {
         rc = err_set(rc == KVS_EINVAL ? KVS_ECONFIG : rc, "MXNET_KVSTORE_USETREE=1: cannot "
-                     "plan trees over the local group's devices (%s): %s", list, err);
+                     "plan trees over the local group's devices (%s, by local rank; GPU i "
+                     "below is local rank i's): %s", list, err);
         goto out;
     }
     memcpy(parent, set.parent, sizeof(int) * (size_t)n * (size_t)n);

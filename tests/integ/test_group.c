@@ -313,8 +313,9 @@ IT_TEST(group_p3_order_1x2)
  * Returns the bytes the workers sent in their rounds, summed (*recv:
  * received); *ipc: the fewest copies a worker made to or from another's
  * device memory (each[i], not NULL: worker i's). */
-static double devworker_job_of(it_ctx *t, const char *type, const char *agg, const char *extra,
-                               bool own, double *ipc, double *recv, double *each)
+/* Start such a job (w1: one more variable for worker 1, or NULL). */
+static void devworker_start(it_ctx *t, const char *type, const char *agg, const char *extra,
+                            bool own, const char *w1)
 {
     char bin[sizeof t->worker_bin + 16];
     snprintf(bin, sizeof bin, "%s", t->worker_bin);
@@ -334,9 +335,17 @@ static double devworker_job_of(it_ctx *t, const char *type, const char *agg, con
         snprintf(name, sizeof name, "worker%d", i);
         snprintf(id, sizeof id, "DMLC_WORKER_ID=%d", i);
         snprintf(devs, sizeof devs, "KVS_DEVICES=%d", i);
-        const char *env[] = {"DMLC_ROLE=worker", id, own ? devs : NULL, NULL};
+        const char *env[] = {"DMLC_ROLE=worker", id, own ? devs : "KVS_DEVICES",
+                             i == 1 ? w1 : NULL, NULL};
         t->worker[t->nworker++] = it_spawn(t, name, bin, argv, env);
     }
+}
+
+static double devworker_job_of(it_ctx *t, const char *type, const char *agg, const char *extra,
+                               bool own, const char *w1, double *ipc, double *recv,
+                               double *each)
+{
+    devworker_start(t, type, agg, extra, own, w1);
     it_expect_job_ok(t, 120);
     double sent = 0;
     *ipc = -1;
@@ -369,7 +378,7 @@ static double devworker_job_of(it_ctx *t, const char *type, const char *agg, con
 static double devworker_job(it_ctx *t, const char *type, const char *agg, const char *extra,
                             double *ipc, double *recv)
 {
-    return devworker_job_of(t, type, agg, extra, false, ipc, recv, NULL);
+    return devworker_job_of(t, type, agg, extra, false, NULL, ipc, recv, NULL);
 }
 
 /* Simulated-device arrays go through the group (dist_sync: each array's
@@ -436,7 +445,7 @@ IT_TEST(group_dist_device_trees_across_1x3)
         it_ctx_init(&sub, t->test, dir);
         it_setenv(&sub, "KVS_TOPOLOGY", "0,1,0;1,0,1;0,1,0");
         it_setenv(&sub, "MXNET_KVSTORE_USETREE", "%d", j == 0);
-        devworker_job_of(&sub, "dist_sync_device", "1", NULL, true, &ipc, &recv, cp[j]);
+        devworker_job_of(&sub, "dist_sync_device", "1", NULL, true, NULL, &ipc, &recv, cp[j]);
         for (int i = 0; i < 3; i++) {
             char path[PATH_MAX];
             snprintf(path, sizeof path, "%s/worker%d.log", dir, i);
@@ -461,6 +470,53 @@ IT_TEST(group_dist_device_trees_across_1x3)
     for (int i = 0; i < 3; i++)
         IT_CHECK(t, i == 1 ? cp[0][i] > cp[1][i] : cp[0][i] < cp[1][i], "worker%d made %.0f "
                  "copies across processes with trees, %.0f without", i, cp[0][i], cp[1][i]);
+}
+
+/* Trees across the group need the same host topology at every member:
+ * worker 1 sees another one, so every member sums flat (all of them decide
+ * from the same entries) and says why, with exact sums.  A topology over
+ * which no tree can be planned fails every member's round with that
+ * reason, and the job ends. */
+IT_TEST(group_dist_device_trees_mismatch_1x3)
+{
+    double ipc, recv;
+    it_ctx sub;
+    char dir[sizeof t->dir + 16];
+    for (int j = 0; j < 2; j++) {
+        snprintf(dir, sizeof dir, "%s/job%d", t->dir, j);
+        IT_ASSERT(t, mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
+        it_ctx_init(&sub, t->test, dir);
+        it_setenv(&sub, "MXNET_KVSTORE_USETREE", "1");
+        it_setenv(&sub, "KVS_TOPOLOGY", "%s", j == 0 ? "0,1,0;1,0,1;0,1,0" : "0,0,0;0,0,0;0,0,0");
+        if (j == 0) {
+            devworker_job_of(&sub, "dist_sync_device", "1", NULL, true,
+                             "KVS_TOPOLOGY=0,1,1;1,0,1;1,1,0", &ipc, &recv, NULL);
+            IT_CHECK(t, ipc > 0, "no copies across processes");
+        } else {
+            devworker_start(&sub, "dist_sync_device", "1", NULL, true, NULL);
+            for (int i = 0; i < 3; i++)
+                it_expect_exit(&sub, sub.worker[i], 1, 60);
+            IT_CHECK(t, it_wait(&sub, sub.sched, 30), "the scheduler still runs after the "
+                     "workers failed");
+        }
+        for (int i = 0; i < 3; i++) {
+            char path[PATH_MAX];
+            snprintf(path, sizeof path, "%s/worker%d.log", dir, i);
+            char *s = it_slurp(path, NULL);
+            IT_ASSERT(t, s != NULL, "cannot read %s", path);
+            IT_CHECK(t, strstr(s, "trees over the members' devices") == NULL, "worker%d planned "
+                     "trees", i);
+            if (j == 0)
+                IT_CHECK(t, strstr(s, "see the host's devices differently") != NULL,
+                         "worker%d did not say why it sums without trees", i);
+            else
+                IT_CHECK(t, strstr(s, "KVS_ECONFIG") && strstr(s, "cannot plan trees over the "
+                                                                "local group's devices (0,1,2, by local rank"),
+                         "worker%d did not fail on the topology", i);
+            free(s);
+        }
+        it_ctx_fini(&sub);
+    }
 }
 
 IT_TEST(group_dist_device_overlap_1x3)
@@ -488,13 +544,14 @@ static void wait_ready(it_ctx *t)
  * in a round that needs its contribution: every survivor gets
  * KVS_EPEERDEAD naming it within the heartbeat timeout (the peer-dead
  * scenario checks the error and the time), and the job ends. */
-static void member_lost(it_ctx *t, int sig, bool pulls, bool devices)
+static void member_lost(it_ctx *t, int sig, bool pulls, int devices)
 {
     static const char *const pull1[] = {"peer-dead", "--block", "pull", NULL};
     static const char *const victim1[] = {"victim", NULL};
     static const char *const barrier1[] = {"peer-dead", "--block", "barrier", NULL};
     /* devices: a dist_sync_device store on a simulated device, whose sums
-     * meet in device memory the members share */
+     * meet in device memory the members share; 2: worker i on device i of
+     * a host whose 3 are linked 0-1-2, the sums along that chain (trees) */
     static const char *const pulld[] = {"peer-dead", "--block", "pull", "--type",
                                         "dist_sync_device", NULL};
     static const char *const victimd[] = {"victim", "--type", "dist_sync_device", NULL};
@@ -511,14 +568,20 @@ static void member_lost(it_ctx *t, int sig, bool pulls, bool devices)
     const char *const *barrier = pulls ? barrier3 : devices ? barrierd : barrier1;
     failure_env(t);
     if (devices)
-        it_setenv(t, "KVS_SIM_DEVICES", "1");
+        it_setenv(t, "KVS_SIM_DEVICES", devices == 2 ? "3" : "1");
+    if (devices == 2) {
+        it_setenv(t, "KVS_TOPOLOGY", "0,1,0;1,0,1;0,1,0");
+        it_setenv(t, "MXNET_KVSTORE_USETREE", "1");
+    }
     if (pulls)
         it_setenv(t, "KVS_CHUNK_BYTES", "4096");
     it_start_scheduler(t, 1, 3, NULL);
     it_start_server(t, 0, NULL);
-    int w0 = it_start_worker(t, 0, pull, NULL);
-    int w1 = it_start_worker(t, 1, victim, NULL);
-    int w2 = it_start_worker(t, 2, barrier, NULL);
+    static const char *const dev0[] = {"KVS_DEVICES=0", NULL}, *const dev1[] = {
+        "KVS_DEVICES=1", NULL}, *const dev2[] = {"KVS_DEVICES=2", NULL};
+    int w0 = it_start_worker(t, 0, pull, devices == 2 ? dev0 : NULL);
+    int w1 = it_start_worker(t, 1, victim, devices == 2 ? dev1 : NULL);
+    int w2 = it_start_worker(t, 2, barrier, devices == 2 ? dev2 : NULL);
     wait_ready(t);
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/ready-w1", t->dir);
@@ -544,10 +607,11 @@ static void member_lost(it_ctx *t, int sig, bool pulls, bool devices)
         it_kill(t, w1, SIGKILL);
 }
 
-IT_TEST(group_member_killed_1x3) { member_lost(t, SIGKILL, false, false); }
-IT_TEST(group_member_stopped_1x3) { member_lost(t, SIGSTOP, false, false); }
-IT_TEST(group_member_killed_pulls_1x3) { member_lost(t, SIGKILL, true, false); }
-IT_TEST(group_member_killed_devices_1x3) { member_lost(t, SIGKILL, false, true); }
+IT_TEST(group_member_killed_1x3) { member_lost(t, SIGKILL, false, 0); }
+IT_TEST(group_member_stopped_1x3) { member_lost(t, SIGSTOP, false, 0); }
+IT_TEST(group_member_killed_pulls_1x3) { member_lost(t, SIGKILL, true, 0); }
+IT_TEST(group_member_killed_devices_1x3) { member_lost(t, SIGKILL, false, 1); }
+IT_TEST(group_member_killed_trees_1x3) { member_lost(t, SIGKILL, false, 2); }
 
 /* ---- bytes on the network ---- */
 

@@ -85,6 +85,7 @@
     X(group_member_stopped_1x3, 60)                                            \
     X(group_member_killed_pulls_1x3, 60)                                       \
     X(group_member_killed_devices_1x3, 60)                                     \
+    X(group_member_killed_trees_1x3, 60)                                       \
     X(group_bytes_1x3, 180)                                                    \
     X(group_pull_bytes_1x3, 180)                                               \
     X(group_agg_min_1x3, 180)                                                  \
@@ -94,6 +95,7 @@
     X(group_dist_device_1x3, 180)                                              \
     X(group_dist_device_tree_1x3, 180)                                         \
     X(group_dist_device_trees_across_1x3, 180)                                 \
+    X(group_dist_device_trees_mismatch_1x3, 180)                               \
     X(group_dist_device_overlap_1x3, 180)                                      \
     /* test_errors.c: API errors, bad configuration, start-up timeouts */     \
     X(create_bogus, 30)                                                        \
