@@ -2,7 +2,7 @@
  * devworker.c - kvs-devworker: a worker with device arrays, for the
  * multi-process device tests (tests/device/test-dist-device.sh).
  *
- *   kvs-devworker --type T [--rounds R] [--async] [--big N] [--overlap]
+ *   kvs-devworker --type T [--rounds R] [--async] [--big N] [--overlap] [--own-device]
  *
  * Devices: simulated (KVS_SIM_DEVICES=N) or, without it, every CUDA device
  * (memory from cudaMalloc through tools/devmem.h).  Per dtype two keys: 37
@@ -19,6 +19,8 @@
  *     same round meets a key's second push beside other members' first
  *     kind of push (a local group's device buffer is still held).
  *   --async: init zeros, R pushes, barrier, pull: the sum of all rounds.
+ *   --own-device: one device, LOCAL_RANK (kvs-launch sets it) modulo the
+ *     devices there are (KVS_DEVICES set so), as one process per GPU.
  * Prints "devworker W: ok ..." and exits 0, or prints the mismatch and
  * exits 1.  The line ends with the bytes this worker sent to and received
  * from the servers in its rounds (kvs_metrics' kvs_sent_bytes_total and
@@ -160,7 +162,7 @@ static int fail(const char *call, int rc)
 int main(int argc, char **argv)
 {
     const char *type = NULL;
-    int rounds = 3, async = 0, overlap = 0;
+    int rounds = 3, async = 0, overlap = 0, own = 0;
     uint64_t big = 2003;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--type") && i + 1 < argc)
@@ -173,20 +175,31 @@ int main(int argc, char **argv)
             big = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--overlap"))
             overlap = 1;
+        else if (!strcmp(argv[i], "--own-device"))
+            own = 1;
         else {
             fprintf(stderr, "usage: kvs-devworker --type T [--rounds R] [--async] [--big N] "
-                    "[--overlap]\n");
+                    "[--overlap] [--own-device]\n");
             return 2;
         }
     }
     if (type == NULL || rounds < 1 || big < 1 || big > (1u << 24) || (overlap && async)) {
         fprintf(stderr, "usage: kvs-devworker --type T [--rounds R] [--async] [--big N] "
-                "[--overlap]\n");
+                "[--overlap] [--own-device]\n");
         return 2;
     }
     if (devmem_open(&M) != 0 || M.n > 16) {
         fprintf(stderr, "kvs-devworker: needs 1..16 devices: KVS_SIM_DEVICES=N or CUDA\n");
         return 2;
+    }
+    if (own) { /* device LOCAL_RANK % n of those there are, alone */
+        const char *lr = getenv("LOCAL_RANK");
+        int d = (lr ? atoi(lr) : 0) % M.n;
+        char sel[16];
+        snprintf(sel, sizeof sel, "%d", M.sim ? d : M.map[d]);
+        setenv("KVS_DEVICES", sel, 1);
+        M.map[0] = M.map[d];
+        M.n = 1;
     }
     N = M.n;
     kvs_store *s;

@@ -22,8 +22,12 @@ NGPU=0
 # With EXPECT=peer (or staged) every worker's device-to-device copies must all
 # have been peer copies (or all staged): the counters of kvs_get_device_stats.
 # With EXPECT=ipc every worker must have copied to or from another worker's
-# device memory (a local group's sums meeting on the devices: CUDA IPC).
+# device memory (a local group's sums meeting on the devices: CUDA IPC);
+# EXPECT=ipc-trees: and planned trees across the processes (its log).
 EXPECT=
+# the ring of 4 devices for simulated ones (CUDA: the GPUs' own links)
+SIMRING=
+[[ $CUDA == 0 ]] && SIMRING="KVS_TOPOLOGY=0,1,0,1;1,0,1,0;0,1,0,1;1,0,1,0"
 paths_ok() {
     local line peer staged ipc
     while read -r line; do
@@ -36,9 +40,11 @@ paths_ok() {
             peer,0) [[ $peer -gt 0 && $staged == 0 ]] || return 1 ;;
             staged,0) [[ $peer == 0 && $staged -gt 0 ]] || return 1 ;;
             staged,1) [[ $peer == 0 ]] || return 1 ;;
-            ipc,*) [[ $ipc -gt 0 ]] || return 1 ;;
+            ipc*,*) [[ $ipc -gt 0 ]] || return 1 ;;
         esac
     done < <(grep 'devworker [0-9]*: .*: ok' "$WORK/out")
+    # EXPECT=ipc-trees: and the group planned its trees across the processes
+    [[ $EXPECT != ipc-trees ]] || grep -q "trees over the members' devices" "$WORK/err"
 }
 job() {
     local name=$1 w=$2 s=$3 n=$4; shift 4
@@ -93,6 +99,13 @@ EXPECT=ipc
 job "dist_sync_device 3x2x2, one local group" 3 2 2 KVS_LOCAL_AGG=1 KVS_LOCAL_AGG_MIN=0 -- --type dist_sync_device --rounds 2
 job "dist_async_device 3x2x2, one local group" 3 2 2 KVS_LOCAL_AGG=1 KVS_LOCAL_AGG_MIN=0 -- --type dist_async_device --async --rounds 2
 job "dist_sync_device 3x2x2, one local group, pushes overlapping" 3 2 2 KVS_LOCAL_AGG=1 KVS_LOCAL_AGG_MIN=0 -- --type dist_sync_device --rounds 5 --overlap
+# one device per worker (LOCAL_RANK), as torchrun's one process per GPU:
+# with trees, the members' sums go along trees over their GPUs (a ring of
+# 4 simulated ones: every tree a path), exact sums
+EXPECT=ipc-trees
+job "dist_sync_device 4x1x2, one local group, a GPU each, trees across" 4 2 4 KVS_LOCAL_AGG=1 \
+    KVS_LOCAL_AGG_MIN=0 MXNET_KVSTORE_USETREE=1 PS_VERBOSE=1 ${SIMRING:+"$SIMRING"} -- --type dist_sync_device \
+    --rounds 3 --own-device
 EXPECT=
 EXPECT=peer
 job "dist_sync_device 3x8x2 tree DGX-1"    3 2 8 MXNET_KVSTORE_USETREE=1 \
