@@ -35,6 +35,17 @@ $name:$(grep -E '^# flaky' "$out" | sed 's/^# flaky[^:]*://' | tr '\n' ' ')"
         fail=$((fail+1)); status=1
     fi
 }
+# --long (make test-long): only the long tests, at the sizes the issues'
+# targets name: the integration tests that skip without KVS_INTEG_LONG=1
+# (replicated servers at 64 MiB x 500 rounds, an elastic join 10 s after a
+# death) and the namespace hosts' --long cases.
+if [ "${1:-}" = "--long" ]; then
+    export CK_DEFAULT_TIMEOUT=${CK_DEFAULT_TIMEOUT:-60}
+    KVS_INTEG_LONG=1 run integ "$BUILD/test-integ" '*_long_*'
+    run netns bash tests/netns/test-netns.sh --long
+    echo "total: $pass passed, $fail failed, $skip skipped (long)"
+    exit $status
+fi
 # check kills a test after CK_DEFAULT_TIMEOUT s (4 by default): too tight for a
 # loaded 2-core machine or a sanitizer build; a hang still fails.
 export CK_DEFAULT_TIMEOUT=${CK_DEFAULT_TIMEOUT:-60}

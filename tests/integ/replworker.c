@@ -5,6 +5,7 @@
  *   kvs-replworker train --rounds N [--mark R] [--mark2 R] [--out NAME]
  *                        [--spec SPEC] [--max-stall S] [--expect-lost 1]
  *                        [--ckpt DIR [--save-at R | --from R]] [--save-dead DIR]
+ *                        [--scale N]
  *
  * Initialises NKEYS keys (small ones that travel fused, middle ones, and
  * keys split over every server by MXNET_KVSTORE_BIGARRAY_BOUND=1000), then
@@ -24,6 +25,7 @@
  * test killed a server), then kvs_save DIR must fail with KVS_EPEERDEAD
  * saying a collective needs every server; training goes on.
  * --max-stall S: a round that takes longer than S seconds is a failure.
+ * --scale N: every key N times as long (1..1000; 91: 64 MiB in all).
  * --expect-lost 1: the job must end in a round that fails with
  * KVS_EPEERDEAD whose text says a key range "is lost" (two servers died).
  * --expect-lost 2: either that, or every round completes (exact).
@@ -63,10 +65,12 @@ static double now(void)
 }
 
 /* Elements of key index k: tiny (fused), middle, and split keys. */
+static uint64_t scale = 1; /* --scale */
+
 static uint64_t key_len(int k)
 {
     static const uint64_t lens[] = {3, 17, 256, 999, 1000, 4099, 30011};
-    return lens[k % 7];
+    return lens[k % 7] * scale;
 }
 
 /* Worker w's gradient of round r, key k, element i: in [-1, 1). */
@@ -153,6 +157,9 @@ static int train(int argc, char **argv)
             spec = argv[i + 1];
         else if (!strcmp(argv[i], "--max-stall"))
             max_stall = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--scale") && atoi(argv[i + 1]) >= 1 &&
+                 atoi(argv[i + 1]) <= 1000)
+            scale = (uint64_t)atoi(argv[i + 1]);
         else {
             say("unknown option %s", argv[i]);
             return 1;

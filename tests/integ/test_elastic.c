@@ -47,6 +47,19 @@ static int random_step(it_ctx *t, int lo, int hi)
     return s;
 }
 
+/* The steps worker NAME has done so far (-1: none written yet). */
+static long steps_of(it_ctx *t, const char *name)
+{
+    char path[PATH_MAX + 80];
+    snprintf(path, sizeof path, "%s/ready-%s", t->dir, name);
+    char *text = it_slurp(path, NULL);
+    long got = -1;
+    if (text && sscanf(text, "steps %ld", &got) != 1)
+        got = -1;
+    free(text);
+    return got;
+}
+
 /* Wait until worker NAME has done at least steps steps. */
 static void wait_steps(it_ctx *t, const char *name, int steps, int watch)
 {
@@ -137,6 +150,64 @@ IT_TEST(elastic_kill_join_4x2)
 {
     elastic_env(t, 2, 4);
     kill_and_join(t);
+}
+
+/* make test-long (KVS_INTEG_LONG=1): the same with the new worker started
+ * 10 s after the kill; the three survivors train the whole time in
+ * between, once they saw the change (each second from then on, every one
+ * of them has done more steps). */
+IT_TEST(elastic_long_kill_join_4x2)
+{
+    const char *e = getenv("KVS_INTEG_LONG");
+    if (e == NULL || strcmp(e, "1") != 0)
+        it_skip(t, "a long test: make test-long (KVS_INTEG_LONG=1) runs it");
+    elastic_env(t, 2, 4);
+    /* 20 ms of compute a step: the joiner comes long before step 1000 */
+#define LONG_ARGS "1000", "4", "--compute-ms", "20"
+    const char *a0[] = {"w0", LONG_ARGS, NULL}, *a1[] = {"w1", LONG_ARGS, NULL};
+    const char *a2[] = {"w2", LONG_ARGS, NULL}, *a3[] = {"w3", LONG_ARGS, NULL};
+    const char *aj[] = {"j4", LONG_ARGS, "--joiner", NULL};
+#undef LONG_ARGS
+    const char *nid[] = {"DMLC_WORKER_ID", NULL};
+    static const char *const names[] = {"w0", "w1", "w3"};
+    int step = random_step(t, 5, 120);
+    it_start_scheduler(t, 2, 4, NULL);
+    it_start_server(t, 0, NULL);
+    it_start_server(t, 1, NULL);
+    int w[4];
+    w[0] = it_start_worker(t, 0, a0, NULL);
+    w[1] = it_start_worker(t, 1, a1, NULL);
+    w[2] = it_start_worker(t, 2, a2, NULL);
+    w[3] = it_start_worker(t, 3, a3, NULL);
+    wait_steps(t, "w2", step, w[2]);
+    it_kill(t, w[2], SIGKILL);
+    double t_kill = it_now();
+    IT_ASSERT(t, it_wait(t, w[2], 5), "worker2 did not die of SIGKILL");
+    it_info(t, "killed worker2 after step %d", step);
+    IT_ASSERT(t, it_wait_file(t, "changed-w0", 15, w[0]), "w0 never saw the membership change");
+    long last[3];
+    double base = it_now();
+    for (int i = 0; i < 3; i++)
+        last[i] = steps_of(t, names[i]);
+    for (int s = 1; it_now() < t_kill + 10; s++) { /* a look each second until 10 s passed */
+        while (it_now() < base + s) {
+            it_poll(t);
+            it_nap_ms(20);
+        }
+        for (int i = 0; i < 3; i++) {
+            long now = steps_of(t, names[i]);
+            IT_ASSERT(t, now > last[i], "%s did no step in second %d after the change (%.1f s "
+                      "after the kill; at step %ld)", names[i], s, it_now() - t_kill, now);
+            last[i] = now;
+        }
+    }
+    it_info(t, "10 s after the kill the survivors stand at steps %ld, %ld, %ld", last[0],
+            last[1], last[2]);
+    IT_ASSERT(t, last[0] < 900, "the survivors are at step %ld: the joiner comes too late",
+              last[0]);
+    int j = it_start_worker(t, 4, aj, nid);
+    int ok[] = {w[0], w[1], w[3], j};
+    expect_joined(t, ok, 4, j);
 }
 
 IT_TEST(elastic_kill_join_p3_4x2)

@@ -31,6 +31,24 @@
 #define MAX_STALL "4" /* PS_HEARTBEAT_TIMEOUT + 2 s */
 #define ROUNDS 150
 
+/* The job run_job and kill_one make: ROUNDS rounds of 40 keys (0.7 MiB in
+ * all), or the long one (long_job: 500 rounds of 64 MiB over the 40 keys,
+ * make test-long); tmo: seconds a phase of it may take. */
+static int rounds = ROUNDS;
+static const char *scale = "1";
+static double tmo = 60;
+
+/* Make this a long test: skipped unless KVS_INTEG_LONG=1 (make test-long). */
+static void long_job(it_ctx *t)
+{
+    const char *e = getenv("KVS_INTEG_LONG");
+    if (e == NULL || strcmp(e, "1") != 0)
+        it_skip(t, "a long test: make test-long (KVS_INTEG_LONG=1) runs it");
+    rounds = 500;
+    scale = "91";
+    tmo = 900;
+}
+
 static void repl_env(it_ctx *t)
 {
     if (strstr(t->worker_bin, "kvs-testworker") != NULL)
@@ -66,28 +84,29 @@ static void start_2x3(it_ctx *t, const char *const *argv)
         it_start_worker(t, i, argv, NULL);
 }
 
-/* Run one 2x3 job of ROUNDS rounds writing NAME-w<rank>.  victim >= 0: kill
- * that server with SIGKILL once worker 0 passed round mark. */
+/* Run one 2x3 job of `rounds` rounds writing NAME-w<rank>.  victim >= 0:
+ * kill that server with SIGKILL once worker 0 passed round mark. */
 static void run_job(it_ctx *t, const char *name, const char *spec, int victim, int mark)
 {
-    char marks[16], rounds[16];
+    char marks[16], nrounds[16];
     snprintf(marks, sizeof marks, "%d", victim >= 0 ? mark : -1);
-    snprintf(rounds, sizeof rounds, "%d", ROUNDS);
-    const char *argv[] = {"train", "--rounds", rounds, "--mark", marks, "--max-stall",
-                          MAX_STALL, "--out", name, spec ? "--spec" : NULL, spec, NULL};
+    snprintf(nrounds, sizeof nrounds, "%d", rounds);
+    const char *argv[] = {"train", "--rounds", nrounds, "--mark", marks, "--max-stall",
+                          MAX_STALL, "--scale", scale, "--out", name,
+                          spec ? "--spec" : NULL, spec, NULL};
     start_2x3(t, argv);
     if (victim < 0) {
-        it_expect_job_ok(t, 60);
+        it_expect_job_ok(t, tmo);
         return;
     }
-    IT_ASSERT(t, it_wait_file(t, "mark-w0", 60, t->worker[0]),
-              "worker 0 did not reach round %d within 60 s", mark);
+    IT_ASSERT(t, it_wait_file(t, "mark-w0", tmo, t->worker[0]),
+              "worker 0 did not reach round %d within %.0f s", mark, tmo);
     it_kill(t, t->server[victim], SIGKILL);
     double t_kill = it_now();
     IT_ASSERT(t, it_wait(t, t->server[victim], 5), "server %d did not die of SIGKILL", victim);
     it_info(t, "killed server %d after round %d", victim, mark);
     for (int i = 0; i < 2; i++) {
-        it_expect_exit(t, t->worker[i], 0, 60);
+        it_expect_exit(t, t->worker[i], 0, tmo);
         it_info(t, "worker %d finished %.2f s after the kill", i,
                 t->proc[t->worker[i]].t_end - t_kill);
     }
@@ -133,7 +152,7 @@ static int pick(int lo, int hi)
  * backup and a heir. */
 static void kill_one(it_ctx *t, const char *spec)
 {
-    int victim = pick(0, 2), mark = pick(10, ROUNDS / 2);
+    int victim = pick(0, 2), mark = pick(10, rounds / 2);
     repl_env(t);
     it_info(t, "victim: server %d after round %d", victim, mark);
     run_job(t, "straight", spec, -1, 0);
@@ -159,6 +178,21 @@ IT_TEST(replica_kill_server_apart_2x3)
  * bytes as without the kill. */
 IT_TEST(replica_kill_server_optim_2x3)
 {
+    kill_one(t, "adam learning_rate=0.01 wd=0.001");
+}
+
+/* The same at full size (make test-long): 64 MiB over the 40 keys, 500
+ * rounds, a server killed at a random round among the first 250; plain
+ * sums, and with a server optimizer. */
+IT_TEST(replica_long_kill_server_2x3)
+{
+    long_job(t);
+    kill_one(t, NULL);
+}
+
+IT_TEST(replica_long_kill_server_optim_2x3)
+{
+    long_job(t);
     kill_one(t, "adam learning_rate=0.01 wd=0.001");
 }
 

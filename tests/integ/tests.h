@@ -106,6 +106,7 @@
     X(bad_survive_settings, 60)                                                \
     /* test_elastic.c: elastic workers (KVS_ELASTIC) */                       \
     X(elastic_kill_join_4x2, 60)                                               \
+    X(elastic_long_kill_join_4x2, 180)                                         \
     X(elastic_kill_join_p3_4x2, 60)                                            \
     X(elastic_full_waits_3x2, 60)                                              \
     X(elastic_full_refused_3x1, 90)                                            \
@@ -115,6 +116,8 @@
     X(replica_kill_server_2x3, 120)                                            \
     X(replica_kill_server_apart_2x3, 120)                                      \
     X(replica_kill_server_optim_2x3, 120)                                      \
+    X(replica_long_kill_server_2x3, 1800)                                      \
+    X(replica_long_kill_server_optim_2x3, 1800)                                \
     X(replica_kill_backup_then_owner_2x3, 120)                                 \
     X(replica_kill_two_servers_2x3, 60)                                        \
     X(replica_kill_during_promotion_2x3, 90)                                   \

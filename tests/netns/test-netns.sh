@@ -567,12 +567,13 @@ repl_job() {
     DIR=$base/$name
     mkdir -p "$DIR"
     WORKER_CMD=("$BUILD/tests/kvs-replworker" train --rounds "$ROUNDS" --mark "$mark" --max-stall 4
-                --out out ${SPEC:+--spec "$SPEC"})
+                --scale "$SCALE" --out out ${SPEC:+--spec "$SPEC"})
+    local limit=$(( LONG ? 900 : 120 ))
     t0=$(ms)
     host_job 1 1 0
     if (( victim >= 0 )); then
         while [[ ! -e $DIR/mark-w0 ]]; do
-            (( $(ms) - t0 < 60000 )) || { note "$name: worker 0 did not reach round $mark in 60 s"; break; }
+            (( $(ms) - t0 < limit * 500 )) || { note "$name: worker 0 did not reach round $mark in $((limit / 2)) s"; break; }
             sleep 0.02
         done
         if [[ ${HOW:-kill} == cut ]]; then
@@ -583,7 +584,7 @@ repl_job() {
             done
         fi
     fi
-    wait_rcs $((t0 + 120000)) "${names[@]}" || note "$name: still running after 120 s"
+    wait_rcs $((t0 + limit * 1000)) "${names[@]}" || note "$name: still running after $limit s"
     for n in "${names[@]}"; do
         [[ $n == "s$victim" ]] && continue
         [[ $(cat "$DIR/rc-$n" 2>/dev/null) == 0 ]] ||
@@ -606,12 +607,14 @@ case_replica() { # name [optimizer spec [kill|cut]]
     local name=$1 w HOW=${3:-kill}
     want "$name" || return 0
     new_case "$name"
-    net 1gbit h0 h1 h2 || { note "cannot build the namespaces"; finish_case; teardown; return; }
+    # --long: 64 MiB over the 40 keys, on 10 Gbit links
+    net "$( (( LONG )) && echo 10gbit || echo 1gbit)" h0 h1 h2 ||
+        { note "cannot build the namespaces"; finish_case; teardown; return; }
     JOBENV=(DMLC_PS_ROOT_URI="${IP[h0]}" DMLC_NUM_SERVER=3 DMLC_NUM_WORKER=2 KVS_CMA=0
             PS_HEARTBEAT_INTERVAL=0.2 PS_HEARTBEAT_TIMEOUT=2 PS_VERBOSE=1 KVS_START_TIMEOUT=30
             MXNET_KVSTORE_BIGARRAY_BOUND=1000 KVS_REPLICAS=1)
     SERVERS=3 WORKER_ENV= SPEC=${2:-}
-    local victim=$((RANDOM % 3)) mark=$((10 + RANDOM % 60)) t0=$(ms)
+    local victim=$((RANDOM % 3)) mark=$((10 + RANDOM % (LONG ? 240 : 60))) t0=$(ms)
     [[ $HOW == cut ]] && victim=2
     repl_job whole -1 -1
     repl_job killed "$victim" "$mark"
@@ -685,7 +688,7 @@ command -v unshare >/dev/null 2>&1 && {
     case_groups groups_mixed_1_3 "1 3" 2
     case_groups groups_off_2x3 "3 3" 2 0
     case_dev_groups groups_devices_2x3 "3 3" 2
-    ROUNDS=$(( LONG ? 500 : 150 ))
+    ROUNDS=$(( LONG ? 500 : 150 )) SCALE=$(( LONG ? 91 : 1 ))
     case_replica replica_kill_3hosts
     case_replica replica_kill_optim_3hosts "adam learning_rate=0.01 wd=0.001"
     case_replica replica_cut_3hosts "" cut
