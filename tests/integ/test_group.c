@@ -550,8 +550,9 @@ static void member_lost(it_ctx *t, int sig, bool pulls, int devices)
     static const char *const victim1[] = {"victim", NULL};
     static const char *const barrier1[] = {"peer-dead", "--block", "barrier", NULL};
     /* devices: a dist_sync_device store on a simulated device, whose sums
-     * meet in device memory the members share; 2: worker i on device i of
-     * a host whose 3 are linked 0-1-2, the sums along that chain (trees) */
+     * meet in device memory the members share; 2: the same with trees
+     * across the group configured (worker i on device i of a host whose 3
+     * are linked 0-1-2) */
     static const char *const pulld[] = {"peer-dead", "--block", "pull", "--type",
                                         "dist_sync_device", NULL};
     static const char *const victimd[] = {"victim", "--type", "dist_sync_device", NULL};
