@@ -281,9 +281,10 @@ int kvs_num_dead_node(const kvs_store *s, int mask);
  * KVS_LOCAL_AGG (default for the sync types) the group sums its pushes
  * before the network (device arrays through pinned host copies; the
  * dist_*_device stores' sums on the devices, the members' buffers shared
- * with CUDA IPC; keys under KVS_LOCAL_AGG_MIN bytes, by default 1024 with
- * workers on other hosts and 65536 on one host, each member sends
- * itself); results are the same.  Any thread.  Errors:
+ * with CUDA IPC, along trees over the members' GPUs with
+ * MXNET_KVSTORE_USETREE=1; keys under KVS_LOCAL_AGG_MIN bytes, by default
+ * 1024 with workers on other hosts and 65536 on one host, each member
+ * sends itself); results are the same.  Any thread.  Errors:
  * KVS_EINVAL (NULL). */
 int kvs_local_rank(const kvs_store *s);
 int kvs_local_size(const kvs_store *s);
