@@ -261,6 +261,19 @@ int kvs_is_capable(const kvs_store *s, int cap);
  * push; a store that is not "dist_sync"/"dist_async"), KVS_ENOMEM. */
 int kvs_set_gradient_compression(kvs_store *s, const char *spec);
 
+/* Exempt keys from this store's gradient compression: their pushes travel
+ * as they are (any dtype), summed exactly, as in a store without
+ * compression.  For what a program sums besides its gradients: broadcasts
+ * of weights (one worker's values plus zeros), counters, agreements
+ * (kvsd.torch exempts its own).  Before or after
+ * kvs_set_gradient_compression, but before the key's first push, with the
+ * same keys on every worker.  In an elastic job (KVS_ELASTIC=1) a push that
+ * fails with KVS_EMEMBERSHIP gives its residuals back, so that the step's
+ * redo sends what the first try did.
+ * Threads: a user thread.  Errors: KVS_EINVAL (s NULL, keys NULL with
+ * n > 0, a key this worker pushed already, naming it), KVS_ENOMEM. */
+int kvs_compression_exempt(kvs_store *s, size_t n, const uint64_t *keys);
+
 /* Node groups for kvs_num_dead_node, MXNet's (ps-lite's) values; OR them. */
 enum { KVS_GROUP_SERVER = 2, KVS_GROUP_WORKER = 4 };
 

@@ -139,6 +139,8 @@ int kvs_create(const char *type, kvs_store **out)
     pthread_cond_init(&s->cv, NULL);
     hmap_init(&s->keys);
     hmap_init(&s->busy);
+    pthread_mutex_init(&s->zx_mu, NULL);
+    hmap_init(&s->zexempt);
     wrk_reqmap_init(&s->reqs);
     hmap_init(&s->batches);
     snprintf(s->who, sizeof s->who, "worker");
@@ -406,6 +408,16 @@ int kvs_set_gradient_compression(kvs_store *s, const char *spec)
     return wrk_codec_set(s, spec);
 }
 
+int kvs_compression_exempt(kvs_store *s, size_t n, const uint64_t *keys)
+{
+    err_clear();
+    if (s == NULL)
+        return err_set(KVS_EINVAL, "store is NULL");
+    if (n > 0 && keys == NULL)
+        return err_set(KVS_EINVAL, "keys is NULL");
+    return wrk_codec_exempt(s, n, keys);
+}
+
 int kvs_num_dead_node(const kvs_store *s, int mask)
 {
     int n = 0;
@@ -506,6 +518,8 @@ int kvs_close(kvs_store *s)
     free(s->mon_args);
     red_pool_free(s->pool);
     wrk_codec_free(s->codec);
+    hmap_fini(&s->zexempt);
+    pthread_mutex_destroy(&s->zx_mu);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);

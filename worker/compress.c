@@ -10,8 +10,25 @@
 /* One key's residual: the error not sent yet, per element. */
 typedef struct wrk_residual {
     uint64_t count;
+    /* elastic jobs (wrk_codec_undo): ops that encoded it so far, the last
+     * one, and the epoch of the last encode */
+    uint64_t seq;
+    const void *last_op;
+    uint64_t epoch;
     float v[];
 } wrk_residual;
+
+/* What an op's encodes changed (wrk_op.zundo): n ranges, each the residual
+ * of key at [offset, offset + count) before the op (seq: the key's encode
+ * count before it), the values one after another in vals. */
+typedef struct undo_range {
+    uint64_t key, total, offset, count, seq, epoch;
+} undo_range;
+typedef struct wrk_undo {
+    size_t n;
+    undo_range *r;
+    float *vals;
+} wrk_undo;
 
 void wrk_codec_free(wrk_codec *z)
 {
@@ -77,23 +94,55 @@ static wrk_residual *residual_of(wrk_codec *z, const proto_hdr *h)
     return r;
 }
 
-static bool pushes_data(const wrk_req *q)
+int wrk_codec_exempt(kvs_store *s, size_t n, const uint64_t *keys)
+{
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < n; i++) {
+        wrk_key *k = hmap_get(&s->keys, keys[i]);
+        if (k && k->pushes > 0) {
+            pthread_mutex_unlock(&s->mu);
+            return err_set(KVS_EINVAL, "kvs_compression_exempt: key %llu was pushed already "
+                           "(its server keeps the codec of its first push): exempt it before "
+                           "its first push", (unsigned long long)keys[i]);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    int rc = 0;
+    pthread_mutex_lock(&s->zx_mu);
+    for (size_t i = 0; i < n && rc == 0; i++)
+        if (hmap_put(&s->zexempt, keys[i], (void *)(uintptr_t)1) != 0)
+            rc = err_set(KVS_ENOMEM, "out of memory");
+    pthread_mutex_unlock(&s->zx_mu);
+    return rc;
+}
+
+static bool exempt(kvs_store *s, uint64_t key)
+{
+    pthread_mutex_lock(&s->zx_mu);
+    bool x = s->zexempt.len > 0 && hmap_get(&s->zexempt, key) != NULL;
+    pthread_mutex_unlock(&s->zx_mu);
+    return x;
+}
+
+static bool pushes_data(kvs_store *s, const wrk_req *q)
 {
     return q->send && (q->h.type == PROTO_PUSH || q->h.type == PROTO_PUSHPULL) &&
-           !(q->h.flags & PROTO_F_RSP); /* row-sparse pushes go as they are */
+           !(q->h.flags & PROTO_F_RSP) && /* row-sparse pushes go as they are */
+           !exempt(s, q->h.key);
 }
 
 int wrk_codec_op(kvs_store *s, wrk_op *op)
 {
     wrk_codec *z = s->codec;
-    uint64_t total = 0, most = 0;
+    uint64_t total = 0, most = 0, saved = 0;
+    size_t nsave = 0;
     float *scratch = NULL;
     int rc = 0;
     if (z == NULL || (op->type != WRK_OP_PUSH && op->type != WRK_OP_PUSHPULL))
         return 0;
     for (size_t i = 0; i < op->nreqs; i++) {
         const wrk_req *q = &op->reqs[i];
-        if (!pushes_data(q))
+        if (!pushes_data(s, q))
             continue;
         if (q->h.dtype != KVS_FLOAT32)
             return err_set(KVS_EINVAL, "gradient compression '%s' takes float32 gradients: "
@@ -107,9 +156,21 @@ int wrk_codec_op(kvs_store *s, wrk_op *op)
         total += (red_codec_bytes(&z->c, q->h.count) + 63) & ~(uint64_t)63;
         if (q->h.count > most)
             most = q->h.count;
+        nsave++;
+        saved += q->h.count;
     }
     if (total == 0)
         return 0;
+    wrk_undo *u = NULL;
+    if (s->c.elastic && red_codec_has_residual(&z->c)) { /* what to put back (wrk_codec_undo) */
+        free(op->zundo);
+        op->zundo = u = malloc(sizeof *u + nsave * sizeof(undo_range) + saved * sizeof(float));
+        if (u == NULL)
+            return err_set(KVS_ENOMEM, "out of memory for the residuals of a push");
+        *u = (wrk_undo){0, (undo_range *)(void *)(u + 1), NULL};
+        u->vals = (float *)(void *)(u->r + nsave);
+        saved = 0;
+    }
     free(op->ztmp);
     op->ztmp = aligned_alloc(64, total);
     if (z->c.id == RED_CODEC_TOPK)
@@ -123,7 +184,7 @@ int wrk_codec_op(kvs_store *s, wrk_op *op)
     pthread_mutex_lock(&z->mu);
     for (size_t i = 0; i < op->nreqs && rc == 0; i++) {
         wrk_req *q = &op->reqs[i];
-        if (!pushes_data(q))
+        if (!pushes_data(s, q))
             continue;
         wrk_residual *r = red_codec_has_residual(&z->c) ? residual_of(z, &q->h) : NULL;
         uint64_t len = red_codec_bytes(&z->c, q->h.count);
@@ -131,6 +192,17 @@ int wrk_codec_op(kvs_store *s, wrk_op *op)
             rc = err_set(KVS_ENOMEM, "out of memory for the residual of key %llu",
                          (unsigned long long)q->h.key);
             break;
+        }
+        if (u && r) {
+            if (r->last_op != op) { /* the op's first encode of the key */
+                r->seq++;
+                r->last_op = op;
+            }
+            r->epoch = PROTO_ROUND_EPOCH(q->h.round);
+            u->r[u->n++] = (undo_range){q->h.key, q->h.total, q->h.offset, q->h.count,
+                                        r->seq - 1, r->epoch};
+            memcpy(u->vals + saved, r->v + q->h.offset, q->h.count * sizeof(float));
+            saved += q->h.count;
         }
         if (red_codec_encode(&z->c, (const float *)(const void *)q->send,
                              r ? r->v + q->h.offset : NULL, q->h.count, out, scratch) != 0) {
@@ -150,6 +222,35 @@ int wrk_codec_op(kvs_store *s, wrk_op *op)
     pthread_mutex_unlock(&z->mu);
     free(scratch);
     return rc;
+}
+
+void wrk_codec_undo(kvs_store *s, wrk_op *op)
+{
+    wrk_codec *z = s->codec;
+    wrk_undo *u = op->zundo;
+    uint64_t at = 0;
+    if (z == NULL || u == NULL)
+        return;
+    pthread_mutex_lock(&z->mu);
+    /* first the ranges (every range of a key sees the key's count from
+     * before this undo), then the counts */
+    for (size_t i = 0; i < u->n; i++) {
+        const undo_range *g = &u->r[i];
+        wrk_residual *r = hmap_get(&z->res, g->key);
+        if (r && r->count == g->total && r->epoch == g->epoch && g->seq < r->seq)
+            memcpy(r->v + g->offset, u->vals + at, g->count * sizeof(float));
+        at += g->count;
+    }
+    for (size_t i = 0; i < u->n; i++) {
+        wrk_residual *r = hmap_get(&z->res, u->r[i].key);
+        if (r && r->count == u->r[i].total && r->epoch == u->r[i].epoch && u->r[i].seq < r->seq) {
+            r->seq = u->r[i].seq;
+            r->last_op = NULL;
+        }
+    }
+    pthread_mutex_unlock(&z->mu);
+    free(op->zundo);
+    op->zundo = NULL;
 }
 
 int wrk_codec_reply(const proto_hdr *h, const void *body, const proto_hdr *req, void *out,

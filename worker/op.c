@@ -24,6 +24,7 @@ void wrk_op_free(wrk_op *op)
     free(op->outptrs);
     free(op->tmp);
     free(op->ztmp);
+    free(op->zundo);
     free(op->tleft);
     if (op->ops && op->ops->free)
         op->ops->free(op->owner);
@@ -168,6 +169,8 @@ static void op_release_locked(kvs_store *s, wrk_op *op, int err, const char *tex
         return;
     if (op->err == 0 && op->ops && op->ops->post && op->ops->post(s, op))
         return; /* its owner has more to do first (comm.c: the device outputs) */
+    if (op->err == KVS_EMEMBERSHIP && op->zundo)
+        wrk_codec_undo(s, op); /* the step is redone: as if never pushed */
     op->done = true;
     if (op->ops && op->ops->done)
         op->ops->done(s, op); /* its owner learns it now (group.c's chunk ops) */

@@ -113,6 +113,8 @@ struct wrk_op {
     uint8_t **outptrs;   /* storage behind reqs[].outs */
     void *tmp;           /* locally summed push data */
     void *ztmp;          /* compressed push bodies (compress.h) */
+    void *zundo;         /* KVS_ELASTIC: the residuals its encodes changed, as they were
+                          * (compress.h: wrk_codec_undo) */
     uint64_t trace_id;   /* KVS_TRACE: the op's number (0: not traced) */
     uint32_t *tleft;     /* KVS_TRACE: per key, parts not yet replied (io) */
     const struct wrk_op_ops *ops; /* its owner's operations (op.h), or NULL */
@@ -182,6 +184,8 @@ struct kvs_store {
     struct wrk_codec *codec;     /* gradient compression (compress.h), or NULL; set under
                                   * mu before the first push, then read-only */
     bool pushed;                 /* (mu) a push or pushpull was queued */
+    pthread_mutex_t zx_mu;       /* zexempt (a leaf lock) */
+    hmap zexempt;                /* (zx_mu) keys kvs_compression_exempt named -> 1 */
 
     /* (io) */
     pthread_t thread;

@@ -95,6 +95,7 @@ _PROTOTYPES = {
     "kvs_local_size": (_int, [c_store_p]),
     "kvs_set_optimizer": (_int, [c_store_p, ctypes.c_char_p]),
     "kvs_set_gradient_compression": (_int, [c_store_p, ctypes.c_char_p]),
+    "kvs_compression_exempt": (_int, [c_store_p, _sz, _KEYS]),
     "kvs_set_optimizer_key": (_int, [c_store_p, ctypes.c_uint64, ctypes.c_char_p]),
     "kvs_save": (_int, [c_store_p, ctypes.c_char_p]),
     "kvs_load": (_int, [c_store_p, ctypes.c_char_p]),

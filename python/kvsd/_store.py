@@ -489,6 +489,18 @@ class Store:
         if rc:
             raise self._err(rc)
 
+    def compression_exempt(self, keys):
+        """Exempt a key or a list of keys (int or str) from this store's
+        gradient compression (kvs_compression_exempt): their pushes are summed
+        exactly, as for broadcasts and counters.  Before each key's first
+        push, with the same keys on every worker."""
+        ks = [self._key(k) for k in (keys if isinstance(keys, (list, tuple)) else [keys])]
+        if not ks:
+            return
+        rc = lib.kvs_compression_exempt(self._handle(), len(ks), _c_keys(ks))
+        if rc:
+            raise self._err(rc)
+
     def set_optimizer_key(self, key, settings):
         """Per-key multipliers, e.g. "lr_mult=0.1 wd_mult=0" (collective)."""
         if not isinstance(settings, str):

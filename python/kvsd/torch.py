@@ -194,14 +194,17 @@ def _wire(t, what):
                     "int32, int64, and bool/uint8/int8/int16 as int32)" % (what, t.dtype))
 
 
-def _ensure_keys(kv, names, tensors, values=False):
+def _ensure_keys(kv, names, tensors, values=False, gradients=False):
     """Initialise the keys of names not initialised yet (collective: every
     worker calls with the same names in the same order), with zeros, or
-    with the tensors themselves (values=True: rank 0's win).  Returns the
-    full key strings."""
+    with the tensors themselves (values=True: rank 0's win).  Keys of
+    anything but gradients (gradients=False) are exempt from the store's
+    gradient compression.  Returns the full key strings."""
     keys = [_PREFIX + n for n in names]
     new = [(k, t) for k, t in zip(keys, tensors) if k not in _st.keys]
     if new:
+        if not gradients:  # sums of these must be exact whatever the compression
+            kv.compression_exempt([k for k, _ in new])
         kv.init([k for k, _ in new], [t if values else torch.zeros_like(t) for _, t in new])
         _st.keys.update(k for k, _ in new)
     return keys
@@ -563,7 +566,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         kind = "weight" if self._server else "grad"
         self._keys = dict(zip(self._params, _ensure_keys(
             kv, ["%s/%s" % (kind, self._names[p]) for p in self._params],
-            [_wire(p.detach(), "")[0] for p in self._params], values=self._server)))
+            [_wire(p.detach(), "")[0] for p in self._params], values=self._server,
+            gradients=True)))
         if self._server:
             _st.server_update = True
             # the keys hold the weights: rank 0's initial values won; take them
@@ -754,7 +758,7 @@ def allreduce_hook(state, bucket):
     key = "ddp/%d/%s/%s" % (bucket.index(), str(t.dtype).replace("torch.", ""), layout)
     full = _PREFIX + key
     if full not in _st.keys:
-        _ensure_keys(kv, [key], [t])
+        _ensure_keys(kv, [key], [t], gradients=True)
     t.div_(kv.num_workers)
     fut = torch.futures.Future()
     # DDP's bucket 0 holds the last layers (their gradients are ready

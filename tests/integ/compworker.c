@@ -34,8 +34,8 @@
  * group, so each worker compresses its own gradient with its own residual
  * as without a group, and the reference does so for those keys.
  *
- * errors: bad specs, a set after the first push, float64 keys, a local
- * store.  disagree: worker 0 pushes with SPEC, worker 1 without
+ * errors: bad specs, a set after the first push, float64 keys, exempt keys
+ * (any dtype, exact sums; refused once pushed), a local store.  disagree: worker 0 pushes with SPEC, worker 1 without
  * compression after a barrier; worker 1's push must fail with KVS_EINVAL
  * naming both.  Exits 0 when every check passed, 1 otherwise.
  */
@@ -394,6 +394,37 @@ static int run_errors(void)
      * the servers send compressed (pull=1) as +0.5, keeping 0.5 */
     for (int i = 0; i < 9; i++)
         CHECK(f[i] == 0.5f, "f[%d] = %g", i, (double)f[i]);
+    /* exempt keys: any dtype, summed exactly, as without compression */
+    double xd[5];
+    float xf[6];
+    uint64_t kx[2] = {52, 53};
+    kvs_array axd = {xd, 5, KVS_FLOAT64, KVS_CPU}, axf = {xf, 6, KVS_FLOAT32, KVS_CPU};
+    expect_err(kvs_compression_exempt(NULL, 2, kx), KVS_EINVAL, "NULL", "exempt, NULL store");
+    expect_err(kvs_compression_exempt(s, 2, NULL), KVS_EINVAL, "keys is NULL",
+               "exempt, NULL keys");
+    expect_err(kvs_compression_exempt(s, 1, &kf), KVS_EINVAL, "key 51 was pushed already",
+               "exempt after a push");
+    expect_err(kvs_compression_exempt(s, 2, kx), 0, NULL, "exempt 52, 53");
+    for (int i = 0; i < 5; i++)
+        xd[i] = 0;
+    for (int i = 0; i < 6; i++)
+        xf[i] = 0;
+    expect_err(kvs_init(s, 1, &kx[0], &axd), 0, NULL, "init exempt float64");
+    expect_err(kvs_init(s, 1, &kx[1], &axf), 0, NULL, "init exempt float32");
+    for (int i = 0; i < 5; i++)
+        xd[i] = 1.25 + i;
+    for (int i = 0; i < 6; i++)
+        xf[i] = 0.125f * (float)(i + 1);
+    rc = kvs_pushpull(s, 1, &kx[0], &axd, &axd, 0);
+    if (rc == 0)
+        rc = kvs_pushpull(s, 1, &kx[1], &axf, &axf, 0);
+    if (rc == 0)
+        rc = kvs_wait_all(s);
+    expect_err(rc, 0, NULL, "pushpull exempt keys");
+    for (int i = 0; i < 5; i++) /* (2 workers) */
+        CHECK(xd[i] == 2 * (1.25 + i), "exempt float64 [%d] = %g", i, xd[i]);
+    for (int i = 0; i < 6; i++)
+        CHECK(xf[i] == 0.25f * (float)(i + 1), "exempt float32 [%d] = %g", i, (double)xf[i]);
     expect_err(kvs_set_gradient_compression(s, "1bit"), KVS_EINVAL, "before the first push",
                "set after a push");
     expect_err(kvs_set_gradient_compression(s, "none"), KVS_EINVAL, "before the first push",

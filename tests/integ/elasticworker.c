@@ -3,7 +3,7 @@
  * membership tests (test_elastic.c; KVS_ELASTIC=1).
  *
  *   kvs-elasticworker NAME STEPS WANT [--joiner] [--die-at S] [--leave-at S]
- *                     [--compute-ms MS] [--expect-dead]
+ *                     [--compute-ms MS] [--expect-dead] [--compress T]
  *
  * Each step is one pushpull of three keys (two tiny ones, fused into one
  * message per server, and one split over the servers by
@@ -23,6 +23,14 @@
  * pushpull.  --leave-at S: kvs_close after step S.  --expect-dead: the job
  * must end with KVS_EPEERDEAD (fewer than KVS_MIN_WORKERS).
  *
+ * --compress T: the gradients go through 2-bit compression (threshold T,
+ * float32 replies: "2bit threshold=T pull=0"; the agreement key exempt).
+ * Element i of step s is 1 + (s + i) % 3, and T an integer above 3, so
+ * every value, residual and sum is exact: each worker keeps a model of its
+ * residual, updated by completed steps only, and expects n times the
+ * model's quantized gradient (every member started at step 0 and pushes the
+ * same gradients, so all residuals are alike; no joiner).  A step redone
+ * after KVS_EMEMBERSHIP must send what its first try did.
  * Files in $KVS_TEST_DIR: ready-NAME (created, every step done so far in it
  * as "steps N"), changed-NAME (after its first KVS_EMEMBERSHIP).  Prints
  * "memberships K workers N" at the end.  Exit 0 when every check passed.
@@ -44,6 +52,8 @@
 static const struct { uint64_t key; uint64_t n; } keys[NK] = {{1, 5}, {2, 33}, {3, 2501}};
 static const char *name = "worker";
 static int failures;
+static float zthr;     /* --compress: the threshold (0: no compression) */
+static float *zres[NK]; /* --compress: the model of this worker's residual */
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
@@ -91,20 +101,46 @@ typedef struct bufs {
     uint64_t k[NK];
 } bufs;
 
+/* Worker's contribution to element i of step's round (--compress: the
+ * gradient before compression). */
+static float grad(uint64_t step, uint64_t i)
+{
+    return zthr > 0 ? (float)(1 + (step + i) % 3) : expect(step, i);
+}
+
+/* What 2-bit compression sends for gradient g on residual r (MXNet's
+ * algorithm), and the residual after it (*after; NULL: not wanted). */
+static float quantized(float g, float r, float *after)
+{
+    float v = g + r, q = v >= zthr ? zthr : v <= -zthr ? -zthr : 0.0f;
+    if (after)
+        *after = v - q;
+    return q;
+}
+
 static void fill(bufs *b, uint64_t step)
 {
     for (int j = 0; j < NK; j++)
         for (uint64_t i = 0; i < keys[j].n; i++) {
-            b->val[j][i] = expect(step, i);
+            b->val[j][i] = grad(step, i);
             b->out[j][i] = -1.0f;
         }
+}
+
+/* Step's round completed: with compression, the model's residual moves on. */
+static void model_step(uint64_t step)
+{
+    for (int j = 0; zthr > 0 && j < NK; j++)
+        for (uint64_t i = 0; i < keys[j].n; i++)
+            quantized(grad(step, i), zres[j][i], &zres[j][i]);
 }
 
 static void check_sum(const bufs *b, uint64_t step, int n)
 {
     for (int j = 0; j < NK; j++)
         for (uint64_t i = 0; i < keys[j].n; i++) {
-            float want = (float)n * expect(step, i);
+            float want = (float)n * (zthr > 0 ? quantized(grad(step, i), zres[j][i], NULL)
+                                              : expect(step, i));
             if (b->out[j][i] != want) {
                 if (failures++ < 5)
                     say("FAIL step %llu key %llu [%llu]: got %g, want %g (%d workers)",
@@ -214,6 +250,8 @@ int main(int argc, char **argv)
             leave_at = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--compute-ms") && i + 1 < argc)
             compute_ms = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--compress") && i + 1 < argc && atoi(argv[i + 1]) > 3)
+            zthr = (float)atoi(argv[++i]);
         else {
             fprintf(stderr, "kvs-elasticworker: unknown argument '%s'\n", argv[i]);
             return 2;
@@ -226,6 +264,19 @@ int main(int argc, char **argv)
         return 1;
     }
     say("rank %d of %d workers%s", kvs_rank(s), kvs_num_workers(s), joiner ? " (joiner)" : "");
+    if (zthr > 0) {
+        char spec[64];
+        uint64_t ak = AGREE;
+        snprintf(spec, sizeof spec, "2bit threshold=%g pull=0", (double)zthr);
+        if ((rc = kvs_compression_exempt(s, 1, &ak)) != 0 ||
+            (rc = kvs_set_gradient_compression(s, spec)) != 0) {
+            say("compression: %s (%s)", kvs_errname(rc), kvs_last_error());
+            return 1;
+        }
+        for (int j = 0; j < NK; j++)
+            if ((zres[j] = calloc(keys[j].n, sizeof(float))) == NULL)
+                return 1;
+    }
     bufs b;
     for (int j = 0; j < NK; j++) {
         b.val[j] = calloc(keys[j].n, sizeof(float));
@@ -286,6 +337,7 @@ int main(int argc, char **argv)
             return 1;
         }
         check_sum(&b, step, n);
+        model_step(step);
         step++;
         char text[64];
         snprintf(text, sizeof text, "steps %llu\n", (unsigned long long)step);

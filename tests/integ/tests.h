@@ -111,6 +111,7 @@
     X(elastic_full_waits_3x2, 60)                                              \
     X(elastic_full_refused_3x1, 90)                                            \
     X(elastic_die_in_push_4x2, 60)                                             \
+    X(elastic_die_compressed_3x2, 60)                                          \
     X(elastic_below_min_3x1, 60)                                               \
     /* test_replica.c: replicated servers (KVS_REPLICAS=1) */                  \
     X(replica_kill_server_2x3, 120)                                            \

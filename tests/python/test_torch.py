@@ -168,6 +168,23 @@ def test_dead_peer_during_step_raises_peer_dead():
     assert float(ok[0].split()[2]) < 30, ok[0]
 
 
+def test_compressed_gradients_exact_broadcasts():
+    """DistributedOptimizer(compression=...): the gradients go through the
+    codec, kvsd.torch's own collectives (the model check, the broadcast) stay
+    exact, and the parameters stay the same on every worker."""
+    r = launch(2, 1, [PYTHON, WORKER, "compressed"], timeout=180)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    digests = []
+    for w in range(2):
+        lines = worker_lines(r.stdout, w)
+        assert "broadcast exact" in lines, lines
+        steps = [l for l in lines if l.startswith("step ")]
+        assert len(steps) == 5 and all(" codec yes " in l for l in steps), steps
+        assert sum(int(l.split()[-1]) for l in steps) > 0, steps  # some values went out
+        digests += [l for l in lines if l.startswith("params ")]
+    assert len(digests) == 2 and digests[0] == digests[1], digests
+
+
 def test_broadcast_optimizer_state():
     """The root's Adam state (moments, step) and options (lr, betas) reach
     every worker; the next step is then the same everywhere (roots 0 and 2)."""

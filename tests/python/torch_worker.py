@@ -15,6 +15,9 @@ or alone for the single-process reference and the DDP-gloo runs).
     torch_worker.py deadpeer   worker 1 dies before backward; worker 0's
                                step() must raise kvsd.PeerDead
     torch_worker.py optstate --root R,R   broadcast_optimizer_state from each R
+    torch_worker.py compressed   DistributedOptimizer(compression="2bit ...")
+                               on a float32 model that differs per worker:
+                               broadcast_parameters, then STEPS steps
 
 Data: step s draws a global batch of G = 12 samples from seed 1000 + s;
 worker r of W takes samples r, r + W, ... (disjoint shards whose union is
@@ -241,6 +244,43 @@ def optstate_from(kvt, root):
           flush=True)
 
 
+def compressed(a):
+    """Every worker starts from another model; with the gradients
+    compressed, broadcast_parameters still makes rank 0's everyone's,
+    exactly (kvsd.torch's own keys are exempt); each step's averaged
+    gradient is made of the codec's values (k T / W, |k| <= W); the
+    parameters stay the same bits on every worker."""
+    import hashlib
+
+    import kvsd.torch as kvt
+    kvt.init()
+    rank, W, T = kvt.rank(), kvt.size(), 0.01
+    model = make_model(seed=rank).float()
+    opt = kvt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                   model.named_parameters(),
+                                   compression="2bit threshold=%g" % T)
+    kvt.broadcast_parameters(model.state_dict(), root_rank=0)
+    ref = make_model(seed=0).float()
+    same = all(torch.equal(p, q) for p, q in zip(model.parameters(), ref.parameters()))
+    print("broadcast %s" % ("exact" if same else "differs"), flush=True)
+    for step in range(STEPS):
+        x, y = batch(step)
+        opt.zero_grad()
+        ((model(x[rank::W].float()) - y[rank::W].float()) ** 2).mean().backward()
+        opt.synchronize()
+        k = torch.cat([p.grad.flatten() for p in model.parameters()]).double() * W / T
+        codec = bool((k - k.round()).abs().max() < 1e-3 and k.abs().max() <= W + 1e-3)
+        print("step %d codec %s nonzero %d" % (step, "yes" if codec else "no",
+                                               int((k.round() != 0).sum())), flush=True)
+        with opt.skip_synchronize():
+            opt.step()
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().numpy().tobytes())
+    print("params %s" % h.hexdigest(), flush=True)
+    kvt.shutdown()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario")
@@ -251,8 +291,8 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(1)
     try:
-        {"train": train, "mismatch": mismatch, "deadpeer": deadpeer, "optstate": optstate}[
-            a.scenario](a)
+        {"train": train, "mismatch": mismatch, "deadpeer": deadpeer, "optstate": optstate,
+         "compressed": compressed}[a.scenario](a)
     except Exception:
         traceback.print_exc()
         sys.exit(1)
