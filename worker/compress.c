@@ -11,9 +11,9 @@
 typedef struct wrk_residual {
     uint64_t count;
     /* elastic jobs (wrk_codec_undo): ops that encoded it so far, the last
-     * one, and the epoch of the last encode */
+     * one's number (wrk_codec.nops), and the epoch of the last encode */
     uint64_t seq;
-    const void *last_op;
+    uint64_t last_op;
     uint64_t epoch;
     float v[];
 } wrk_residual;
@@ -182,6 +182,7 @@ int wrk_codec_op(kvs_store *s, wrk_op *op)
     }
     uint8_t *out = op->ztmp;
     pthread_mutex_lock(&z->mu);
+    uint64_t opno = ++z->nops;
     for (size_t i = 0; i < op->nreqs && rc == 0; i++) {
         wrk_req *q = &op->reqs[i];
         if (!pushes_data(s, q))
@@ -194,9 +195,9 @@ int wrk_codec_op(kvs_store *s, wrk_op *op)
             break;
         }
         if (u && r) {
-            if (r->last_op != op) { /* the op's first encode of the key */
+            if (r->last_op != opno) { /* the op's first encode of the key */
                 r->seq++;
-                r->last_op = op;
+                r->last_op = opno;
             }
             r->epoch = PROTO_ROUND_EPOCH(q->h.round);
             u->r[u->n++] = (undo_range){q->h.key, q->h.total, q->h.offset, q->h.count,
@@ -245,7 +246,7 @@ void wrk_codec_undo(kvs_store *s, wrk_op *op)
         wrk_residual *r = hmap_get(&z->res, u->r[i].key);
         if (r && r->count == u->r[i].total && r->epoch == u->r[i].epoch && u->r[i].seq < r->seq) {
             r->seq = u->r[i].seq;
-            r->last_op = NULL;
+            r->last_op = 0;
         }
     }
     pthread_mutex_unlock(&z->mu);

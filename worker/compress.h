@@ -34,6 +34,7 @@ typedef struct wrk_codec {
     char spec[64];       /* its canonical spec */
     pthread_mutex_t mu;  /* residuals */
     hmap res;            /* key -> wrk_residual */
+    uint64_t nops;       /* (mu) ops encoded so far: their numbers */
 } wrk_codec;
 
 /* kvs_set_gradient_compression's work on a dist store of host arrays
