@@ -504,6 +504,7 @@ int kvs_close(kvs_store *s)
     free(s->pq);
     free((void *)s->inflight);
     free(s->cma);
+    free(s->srv_gone);
     free(s->hellos);
     wrk_met_free(s);
     free(s->hello_wait);

@@ -29,8 +29,9 @@ static void on_grace(uv_timer_t *t)
  * free that memory while the server may still write.  So unless force, such
  * requests to a server that is not known dead stay until that server answers
  * (it fails its own waiting requests when it hears of the death), its
- * connection closes (wrk_io_server_gone: it exited), or PS_HEARTBEAT_TIMEOUT
- * + 2 s have passed, by when a server that lost the scheduler has exited. */
+ * connection closes (wrk_io_server_gone: it exited; none is kept for a
+ * server whose connection closed before this), or PS_HEARTBEAT_TIMEOUT + 2 s
+ * have passed, by when a server that lost the scheduler has exited. */
 void wrk_io_fail(kvs_store *s, int err, const char *text, int dead_server, bool force)
 {
     wrk_reqmap keep;
@@ -51,7 +52,9 @@ void wrk_io_fail(kvs_store *s, int err, const char *text, int dead_server, bool 
     while ((q = wrk_reqmap_next(&reqs, &it)) != NULL) {
         if (q->op == NULL) /* HELLOs have none */
             continue;
-        if (!force && q->cma_out && q->server != dead_server &&
+        bool gone = s->srv_gone && q->server >= 0 && q->server < s->c.num_server &&
+                    s->srv_gone[q->server];
+        if (!force && q->cma_out && q->server != dead_server && !gone &&
             wrk_reqmap_put(&keep, q->req_id, q) == 0) {
             kept = true;
             continue;
@@ -77,16 +80,20 @@ void wrk_io_fail(kvs_store *s, int err, const char *text, int dead_server, bool 
     }
 }
 
-/* After the job failed: server r's connection closed.  A server closes it
- * when it exits (a server that loses the scheduler exits at once, without
- * answering), after its jobs ended, so it writes nothing more: the requests
- * by reference kept for it are failed now instead of at the grace timer. */
+/* After the job failed (or while it begins to: the scheduler's link is
+ * gone, the failure not yet handled): server r's connection closed.  A
+ * server closes it when it exits (a server that loses the scheduler exits
+ * at once, without answering), after its jobs ended, so it writes nothing
+ * more: the requests by reference kept for it are failed now instead of at
+ * the grace timer, and wrk_io_fail keeps none for it later. */
 void wrk_io_server_gone(kvs_store *s, int r)
 {
     char text[512];
     wrk_reqmap keep;
     size_t it = 0;
     wrk_req *q;
+    if (s->srv_gone && r >= 0 && r < s->c.num_server)
+        s->srv_gone[r] = true;
     if (!s->io_failed)
         return;
     pthread_mutex_lock(&s->mu);

@@ -198,6 +198,7 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
     s->held_head = calloc(ns, sizeof *s->held_head);
     s->held_tail = calloc(ns, sizeof *s->held_tail);
     s->nonces = calloc(ns, PROTO_NONCE_LEN);
+    s->srv_gone = calloc(ns, sizeof *s->srv_gone);
     /* replicated: data always goes by value, so any server can take a
      * re-sent request (docs/design.md "Replicated servers") */
     if (s->c.cma && s->c.replicas == 0 && s->cma && s->hellos && s->nonces && s->hello_wait && s->held_head &&

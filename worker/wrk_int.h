@@ -223,6 +223,8 @@ struct kvs_store {
     struct mon_arg *mon_args; /* per server: what its monitor callback gets */
     bool leaving;      /* EXIT sent: closing connections are expected now */
     bool io_failed;    /* the job failed: server sockets close once idle */
+    bool *srv_gone;    /* per server: its connection closed after the job began to fail
+                        * (wrk_io_server_gone), so nothing by reference waits for it */
     uint64_t next_req;
     char host[CFG_HOST_MAX];
     struct wrk_met *met;  /* metrics (worker/metrics.c); counters atomic */
