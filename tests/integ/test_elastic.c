@@ -130,6 +130,22 @@ static void expect_joined(it_ctx *t, const int *ok, int n, int j)
               "the joiner did not take the free slot 2");
 }
 
+/* A job of 4 workers running args (w: their process indexes); worker 2 is
+ * SIGKILLed at a random step and worker 0 sees the membership change.
+ * Returns when the kill was sent. */
+static double kill_w2(it_ctx *t, const char *const *const *args, int *w)
+{
+    int step = random_step(t, 5, 120);
+    start_job(t, 4, args, w);
+    wait_steps(t, "w2", step, w[2]);
+    it_kill(t, w[2], SIGKILL);
+    double t_kill = it_now();
+    IT_ASSERT(t, it_wait(t, w[2], 5), "worker2 did not die of SIGKILL");
+    it_info(t, "killed worker2 after step %d", step);
+    IT_ASSERT(t, it_wait_file(t, "changed-w0", 15, w[0]), "w0 never saw the membership change");
+    return t_kill;
+}
+
 /* 4 workers x 2 servers: worker 2 SIGKILLed at a random step, a new worker
  * started once the survivors saw the change; everyone ends with 4. */
 static void kill_and_join(it_ctx *t)
@@ -138,15 +154,9 @@ static void kill_and_join(it_ctx *t)
     const char *a2[] = {"w2", "300", "4", NULL}, *a3[] = {"w3", "300", "4", NULL};
     const char *aj[] = {"j4", "300", "4", "--joiner", NULL};
     const char *nid[] = {"DMLC_WORKER_ID", NULL};
-    int step = random_step(t, 5, 120);
     const char *const *args[] = {a0, a1, a2, a3};
     int w[4];
-    start_job(t, 4, args, w);
-    wait_steps(t, "w2", step, w[2]);
-    it_kill(t, w[2], SIGKILL);
-    IT_ASSERT(t, it_wait(t, w[2], 5), "worker2 did not die of SIGKILL");
-    it_info(t, "killed worker2 after step %d", step);
-    IT_ASSERT(t, it_wait_file(t, "changed-w0", 15, w[0]), "w0 never saw the membership change");
+    kill_w2(t, args, w);
     int j = it_start_worker(t, 4, aj, nid);
     int ok[] = {w[0], w[1], w[3], j};
     expect_joined(t, ok, 4, j);
@@ -176,16 +186,9 @@ IT_TEST(elastic_long_kill_join_4x2)
 #undef LONG_ARGS
     const char *nid[] = {"DMLC_WORKER_ID", NULL};
     static const char *const names[] = {"w0", "w1", "w3"};
-    int step = random_step(t, 5, 120);
     const char *const *args[] = {a0, a1, a2, a3};
     int w[4];
-    start_job(t, 4, args, w);
-    wait_steps(t, "w2", step, w[2]);
-    it_kill(t, w[2], SIGKILL);
-    double t_kill = it_now();
-    IT_ASSERT(t, it_wait(t, w[2], 5), "worker2 did not die of SIGKILL");
-    it_info(t, "killed worker2 after step %d", step);
-    IT_ASSERT(t, it_wait_file(t, "changed-w0", 15, w[0]), "w0 never saw the membership change");
+    double t_kill = kill_w2(t, args, w);
     long last[3];
     double base = it_now();
     for (int i = 0; i < 3; i++)

@@ -304,6 +304,15 @@ IT_TEST(group_p3_order_1x2)
 
 /* ---- device arrays ---- */
 
+/* Job number j of test t, in a directory of its own (dir, len bytes:
+ * t->dir/job<j>) with its own context sub. */
+static void sub_job(it_ctx *t, int j, it_ctx *sub, char *dir, size_t len)
+{
+    snprintf(dir, len, "%s/job%d", t->dir, j);
+    IT_ASSERT(t, mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
+    it_ctx_init(sub, t->test, dir);
+}
+
 /* A job of store type (dist_sync, dist_sync_device) of 3 kvs-devworker
  * processes on one host, each with 2 simulated devices
  * (tests/device/devworker.c: every push mixes one array per device, a
@@ -395,9 +404,7 @@ static void devices_in_group(it_ctx *t, const char *type, const char *tree)
     for (int j = 0; j < 2; j++) {
         it_ctx sub;
         char dir[sizeof t->dir + 16];
-        snprintf(dir, sizeof dir, "%s/job%d", t->dir, j);
-        IT_ASSERT(t, mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
-        it_ctx_init(&sub, t->test, dir);
+        sub_job(t, j, &sub, dir, sizeof dir);
         it_setenv(&sub, "MXNET_KVSTORE_USETREE", "%s", tree);
         b[j] = devworker_job(&sub, type, agg[j], NULL, &ipc[j], &r[j]);
         if (j == 0)
@@ -440,9 +447,7 @@ IT_TEST(group_dist_device_trees_across_1x3)
     for (int j = 0; j < 2; j++) {
         it_ctx sub;
         char dir[sizeof t->dir + 16];
-        snprintf(dir, sizeof dir, "%s/job%d", t->dir, j);
-        IT_ASSERT(t, mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
-        it_ctx_init(&sub, t->test, dir);
+        sub_job(t, j, &sub, dir, sizeof dir);
         it_setenv(&sub, "KVS_TOPOLOGY", "0,1,0;1,0,1;0,1,0");
         it_setenv(&sub, "MXNET_KVSTORE_USETREE", "%d", j == 0);
         devworker_job_of(&sub, "dist_sync_device", "1", NULL, true, NULL, &ipc, &recv, cp[j]);
@@ -483,9 +488,7 @@ IT_TEST(group_dist_device_trees_mismatch_1x3)
     it_ctx sub;
     char dir[sizeof t->dir + 16];
     for (int j = 0; j < 2; j++) {
-        snprintf(dir, sizeof dir, "%s/job%d", t->dir, j);
-        IT_ASSERT(t, mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
-        it_ctx_init(&sub, t->test, dir);
+        sub_job(t, j, &sub, dir, sizeof dir);
         it_setenv(&sub, "MXNET_KVSTORE_USETREE", "1");
         it_setenv(&sub, "KVS_TOPOLOGY", "%s", j == 0 ? "0,1,0;1,0,1;0,1,0" : "0,0,0;0,0,0;0,0,0");
         if (j == 0) {
@@ -651,9 +654,7 @@ static double bytes_job(it_ctx *t, int j, int W, const char *const *argv, const 
 {
     it_ctx sub;
     char dir[sizeof t->dir + 16];
-    snprintf(dir, sizeof dir, "%s/job%d", t->dir, j);
-    IT_ASSERT(t, mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
-    it_ctx_init(&sub, t->test, dir);
+    sub_job(t, j, &sub, dir, sizeof dir);
     group_env_floor(&sub, NULL);
     it_setenv(&sub, "KVS_TEST_METRICS", "1");
     it_setenv(&sub, "KVS_CMA", "0");
