@@ -1158,12 +1158,12 @@ static uint64_t host_thash(wrk_comm *c)
         return 0;
     if (!c->have_htopo && dev_is_cuda(c->L)) {
         rc = tree_topo_detect(&c->htopo, false, c->s->c.cuda_plugin, err, sizeof err);
-    } else if (!c->have_htopo && (rc = tree_topo_init(&c->htopo, dev_backend_count(c->L))) == 0) {
-        for (int i = 0; i < c->htopo.n * c->htopo.n; i++)
+    } else if (!c->have_htopo) { /* simulated devices: all linked alike */
+        if ((rc = tree_topo_init(&c->htopo, dev_backend_count(c->L))) != 0)
+            snprintf(err, sizeof err, "%s", kvs_strerror(rc));
+        for (int i = 0; rc == 0 && i < c->htopo.n * c->htopo.n; i++)
             c->htopo.w[i] = 1;
         snprintf(c->htopo.name, sizeof c->htopo.name, "uniform");
-    } else if (!c->have_htopo) {
-        snprintf(err, sizeof err, "%s", kvs_last_error());
     }
     if (rc) {
         LOG(LOG_WARN, c->s->who, "comm", "MXNET_KVSTORE_USETREE=1: no topology of the host's "

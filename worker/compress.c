@@ -112,14 +112,18 @@ int wrk_codec_exempt(kvs_store *s, size_t n, const uint64_t *keys)
     for (size_t i = 0; i < n && rc == 0; i++)
         if (hmap_put(&s->zexempt, keys[i], (void *)(uintptr_t)1) != 0)
             rc = err_set(KVS_ENOMEM, "out of memory");
+    if (s->zexempt.len > 0)
+        atomic_store(&s->any_exempt, true);
     pthread_mutex_unlock(&s->zx_mu);
     return rc;
 }
 
 static bool exempt(kvs_store *s, uint64_t key)
 {
+    if (!atomic_load(&s->any_exempt)) /* (no lock on the pushes of most jobs) */
+        return false;
     pthread_mutex_lock(&s->zx_mu);
-    bool x = s->zexempt.len > 0 && hmap_get(&s->zexempt, key) != NULL;
+    bool x = hmap_get(&s->zexempt, key) != NULL;
     pthread_mutex_unlock(&s->zx_mu);
     return x;
 }

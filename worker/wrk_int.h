@@ -186,6 +186,7 @@ struct kvs_store {
     bool pushed;                 /* (mu) a push or pushpull was queued */
     pthread_mutex_t zx_mu;       /* zexempt (a leaf lock) */
     hmap zexempt;                /* (zx_mu) keys kvs_compression_exempt named -> 1 */
+    atomic_bool any_exempt;      /* zexempt has a key: pushes look it up */
 
     /* (io) */
     pthread_t thread;
