@@ -20,10 +20,12 @@
 #   bench/hosts.sh [--help]
 # Environment: BUILD (build), N (host counts, "2 3 4"), RATE (1gbit; N
 # above 4 uses RATE_BIG, 250mbit, so that 2 cores can drive the links),
-# SIZE (64M), REPS (3), ITERS (5), KVS_ENV (extra VAR=VALUE for kvsd).
+# SIZE (64M), REPS (3), ITERS (5), KVS_ENV (extra VAR=VALUE for kvsd),
+# FLOWS_EXTRA (more raw TCP schedules of a push's bytes to time in each
+# repetition, from netns_flows.py: "staged rr"; each prints a line).
 set -u
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
-    sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
 fi
 cd "$(dirname "$0")/.." || exit 1
@@ -36,6 +38,7 @@ SIZE=${SIZE:-64M}
 REPS=${REPS:-3}
 ITERS=${ITERS:-5}
 KVS_ENV=${KVS_ENV:-}
+FLOWS_EXTRA=${FLOWS_EXTRA:-}
 die() { echo "hosts: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (network and pid namespaces)"
 command -v ip >/dev/null 2>&1 && ip netns list >/dev/null 2>&1 || die "needs 'ip netns' (iproute2)"
@@ -44,6 +47,7 @@ unshare --help 2>&1 | grep -q -- --kill-child || die "needs unshare with --kill-
 command -v g++ >/dev/null 2>&1 && [ -f /usr/include/gloo/allreduce_ring.h ] ||
     die "needs g++ and libgloo-dev (deploy/install-deps.sh)"
 [[ $REPS =~ ^[1-9][0-9]*$ && $ITERS =~ ^[1-9][0-9]*$ ]] || die "REPS and ITERS must be positive integers"
+for m in $FLOWS_EXTRA; do [[ $m =~ ^(staged|rr)$ ]] || die "FLOWS_EXTRA: '$m' is not staged or rr"; done
 for n in $NS_LIST; do [[ $n =~ ^[0-9]+$ ]] && ((n >= 2 && n <= 16)) || die "N: '$n' is not 2 to 16"; done
 [[ $SIZE =~ ^([0-9]+)([KMG]?)$ ]] || die "SIZE: '$SIZE' is not a size (64M, 4M, ...)"
 bytes=${BASH_REMATCH[1]}
@@ -219,6 +223,11 @@ for n in $NS_LIST; do
     for ((r = 1; r <= REPS; r++)); do
         g=$(gloo_run "$n" "n$n-r$r-gloo") || exit 1
         fa1=$(flows_run "$n" a2a) && fr1=$(flows_run "$n" ring) || exit 1
+        for m in $FLOWS_EXTRA; do
+            fx=$(flows_run "$n" "$m") || exit 1
+            awk -v m="$m" -v t="$fx" -v bd="$bound" \
+                'BEGIN { printf "     raw TCP %s: %s ms, efficiency %.2f\n", m, t, bd / 2 / t }'
+        done
         rows=$(kvsd_run "$n" "n$n-r$r-kvsd") || exit 1
         a=$(awk '$3 == "pushpull" {print $5}' <<<"$rows")
         b=$(awk '$3 == "push" {print $5}' <<<"$rows")

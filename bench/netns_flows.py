@@ -8,7 +8,10 @@ bytes: no framing, no sums, no copies beyond the sockets'.
 Run once in each host's namespace.  Host ME sends BYTES in all: with MODE
 a2a split evenly over every other host at once (what a parameter server's
 push and pull do), with MODE ring all to the next host (what a ring
-allreduce's step does).  Every host starts sending at the wall-clock time
+allreduce's step does).  Two schedules of a2a's bytes: staged, to host
+ME+1 whole, then to ME+2, ... (one flow per link while the hosts keep in
+step); rr, one thread sending 1 MiB to each host in turn (every flow held
+to the same pace).  Every host starts sending at the wall-clock time
 START (seconds since the epoch; the namespaces share the clock) and prints
     flows: host ME MODE received_ms R sent_ms S
 R: until the last byte it receives arrived, S: until its sends returned,
@@ -20,14 +23,16 @@ import time
 
 
 def main():
-    if len(sys.argv) not in (6, 7) or sys.argv[3] not in ("a2a", "ring"):
+    if len(sys.argv) not in (6, 7) or sys.argv[3] not in ("a2a", "ring", "staged", "rr"):
         sys.exit(__doc__)
     me, n, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     start, total = float(sys.argv[4]), int(sys.argv[5])
     port = int(sys.argv[6]) if len(sys.argv) == 7 else 9500
     addr = lambda i: "10.216.0.%d" % (i + 1)
-    if mode == "a2a":
-        to, frm = [i for i in range(n) if i != me], [i for i in range(n) if i != me]
+    if mode in ("a2a", "staged", "rr"):
+        # staged: the same bytes as a2a, to host me+1 first, then me+2, ...
+        to = [(me + k) % n for k in range(1, n)]
+        frm = [(me - k) % n for k in range(1, n)]
     else:
         to, frm = [(me + 1) % n], [(me - 1) % n]
     per = total // len(to)
@@ -81,11 +86,25 @@ def main():
 
     while time.time() < start:
         time.sleep(0.001)
-    ts = [threading.Thread(target=send, args=(s,)) for s in conns]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    if mode == "staged":
+        for s in conns:
+            send(s)
+    elif mode == "rr":  # one thread, 1 MiB to each host in turn
+        left = [per] * len(conns)
+        while any(left):
+            for i, s in enumerate(conns):
+                k = min(len(payload), left[i])
+                if k:
+                    s.sendall(payload[:k])
+                    left[i] -= k
+        for s in conns:
+            s.shutdown(socket.SHUT_WR)
+    else:
+        ts = [threading.Thread(target=send, args=(s,)) for s in conns]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
     sent = time.time()
     acceptor.join()
     if short or len(done) != len(frm):
