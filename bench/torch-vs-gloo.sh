@@ -14,7 +14,8 @@
 # and prints one line per layout and backend (samples per second over the
 # timed steps, median of REPS runs) and a table; its last column is the
 # median of the runs' own kvsd / gloo ratios (each pair ran back to back,
-# so a machine whose speed drifts between runs moves both sides alike).  With OUT=FILE (make
+# gloo first in odd repetitions and kvsd first in even ones, so a machine
+# whose speed drifts between runs moves both sides alike).  With OUT=FILE (make
 # bench-python sets it) the whole output is also written there.
 #
 # Needs root, ip netns, tc, unshare and Debian's python3-torch; exits 1 with
@@ -23,7 +24,7 @@
 # STEPS (4), WARMUP (1), BATCH (32), LAYOUTS (1host,10gbit,1gbit), CMA (0), OUT.
 set -u
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
-    sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
 fi
 cd "$(dirname "$0")/.." || exit 1
@@ -157,8 +158,16 @@ for l in "${layouts[@]}"; do
     [ "$l" = 1host ] || pair_up "$l" 1mb
     ks=() gs=() rs=()
     for ((r = 1; r <= REPS; r++)); do
-        g=$(gloo_run "$l" "$l-r$r") || exit 1
-        k=$(kvsd_run "$l" "$l-r$r") || exit 1
+        # each pair back to back, who goes first alternating: whatever
+        # the first run of a pair leaves behind (page cache, CPU clocks)
+        # falls on both sides alike
+        if ((r % 2)); then
+            g=$(gloo_run "$l" "$l-r$r") || exit 1
+            k=$(kvsd_run "$l" "$l-r$r") || exit 1
+        else
+            k=$(kvsd_run "$l" "$l-r$r") || exit 1
+            g=$(gloo_run "$l" "$l-r$r") || exit 1
+        fi
         [ -n "$g" ] && [ -n "$k" ] || die "$l: no RESULT line (gloo '$g', kvsd '$k')"
         echo "$l rep $r: gloo $g samples/s, kvsd $k samples/s (load $(cut -d' ' -f1 /proc/loadavg))"
         gs+=("$g") ks+=("$k") rs+=("$(awk -v g="$g" -v k="$k" 'BEGIN { printf "%.4f", k / g }')")
