@@ -30,7 +30,7 @@ def main():
     port = int(sys.argv[6]) if len(sys.argv) == 7 else 9500
     addr = lambda i: "10.216.0.%d" % (i + 1)
     if mode in ("a2a", "staged", "rr"):
-        # staged: the same bytes as a2a, to host me+1 first, then me+2, ...
+        # to host me+1 first, then me+2, ... (the order staged and rr keep)
         to = [(me + k) % n for k in range(1, n)]
         frm = [(me - k) % n for k in range(1, n)]
     else:
