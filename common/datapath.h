@@ -50,6 +50,14 @@
  * up, same host; then its record names its buffers). */
 #define DP_FUSE_MAX (64u << 10)
 #define DP_FUSE_BYTES_DEFAULT (256u << 10)
+/* Worker: parts from DP_FUSE_MAX up to below this that travel inline leave
+ * fused too, their data not copied but lent as record frames of the FUSED
+ * message (PROTO_F_FRAME), at most this many bytes of such parts (sent or
+ * answered) in one message: ZeroMQ wakes its reader once per message, and
+ * parts of 64-256 KiB that left one message each cost a 200-key round on
+ * 1x1 sockets ~1.4x one key of the same bytes (docs/design/data-path.md);
+ * 1 MiB messages cost no more than 4 MiB ones. */
+#define DP_FUSE_FRAMES_MAX (1u << 20)
 /* Server: a FUSED_REPLY being collected is sent once it holds this much. */
 #define DP_FUSE_REPLY_FLUSH (1u << 20)
 

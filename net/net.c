@@ -458,25 +458,37 @@ out:
         really_free(s);
 }
 
+static void close_frames(zmq_msg_t *body, zmq_msg_t *extra, int nextra)
+{
+    if (body)
+        zmq_msg_close(body);
+    for (int i = 0; i < nextra; i++)
+        zmq_msg_close(&extra[i]);
+}
+
 int net_send(net_sock *s, const void *ident, size_t ident_len, const proto_hdr *h,
              zmq_msg_t *body)
+{
+    return net_sendv(s, ident, ident_len, h, body, NULL, 0);
+}
+
+int net_sendv(net_sock *s, const void *ident, size_t ident_len, const proto_hdr *h,
+              zmq_msg_t *body, zmq_msg_t *extra, int nextra)
 {
     struct net_out *o;
     int n = 0, rc, pieces = 1;
     uint64_t piece = 0, blen = body ? zmq_msg_size(body) : 0;
-    if (s->closing) {
-        if (body)
-            zmq_msg_close(body);
-        return KVS_ENET;
+    if (s->closing || nextra < 0 || (nextra > 0 && body == NULL)) {
+        close_frames(body, extra, nextra > 0 ? nextra : 0);
+        return s->closing ? KVS_ENET : KVS_EINVAL;
     }
-    if (body && s->split && blen > s->split) {
+    if (body && s->split && blen > s->split && nextra == 0) {
         piece = s->split & ~(uint64_t)7;
         pieces = (int)((blen + piece - 1) / piece);
     }
-    o = malloc(sizeof *o + (size_t)(2 + pieces) * sizeof(zmq_msg_t));
+    o = malloc(sizeof *o + (size_t)(2 + pieces + nextra) * sizeof(zmq_msg_t));
     if (o == NULL) {
-        if (body)
-            zmq_msg_close(body);
+        close_frames(body, extra, nextra);
         return KVS_ENOMEM;
     }
     o->next = NULL;
@@ -492,8 +504,7 @@ int net_send(net_sock *s, const void *ident, size_t ident_len, const proto_hdr *
     if (!made) {
         o->nframes = n; /* the frames made before the one that failed */
         out_free(o);
-        if (body)
-            zmq_msg_close(body);
+        close_frames(body, extra, nextra);
         return KVS_ENOMEM;
     }
     if (body && pieces > 1) {
@@ -502,7 +513,7 @@ int net_send(net_sock *s, const void *ident, size_t ident_len, const proto_hdr *
         if (w == NULL) {
             o->nframes = n;
             out_free(o);
-            zmq_msg_close(body);
+            close_frames(body, extra, nextra);
             return KVS_ENOMEM;
         }
         zmq_msg_init(&w->msg);
@@ -526,6 +537,10 @@ int net_send(net_sock *s, const void *ident, size_t ident_len, const proto_hdr *
         zmq_msg_init(&o->frames[n]);
         zmq_msg_move(&o->frames[n], body);
         n++;
+    }
+    for (int i = 0; i < nextra; i++, n++) {
+        zmq_msg_init(&o->frames[n]);
+        zmq_msg_move(&o->frames[n], &extra[i]);
     }
     o->nframes = n;
     o->prio = h->priority;
@@ -603,6 +618,29 @@ int net_msg_decode_frames(net_msg *m, bool routed, const proto_limits *lim, prot
                  routed ? "2 or more" : "1 or more", NET_MAX_BODY_FRAMES);
         return KVS_EPROTO;
     }
+    zmq_msg_t *hdr = &m->frames[first];
+    if (n > 2 && zmq_msg_size(hdr) == PROTO_HDR_SIZE) {
+        const uint8_t *p = zmq_msg_data(hdr);
+        int type = p[6] | p[7] << 8;
+        if (type == PROTO_FUSED || type == PROTO_FUSED_REF || type == PROTO_FUSED_REPLY) {
+            /* the records' frame, then one frame per record with PROTO_F_FRAME */
+            for (int i = first + 2; i < m->nframes; i++)
+                if (lim && zmq_msg_size(&m->frames[i]) > lim->max_message) {
+                    snprintf(why, whylen, "record frame %d of %llu bytes > KVS_MAX_MESSAGE "
+                             "(%llu)", i - first - 2,
+                             (unsigned long long)zmq_msg_size(&m->frames[i]),
+                             (unsigned long long)lim->max_message);
+                    return KVS_ETOOBIG;
+                }
+            int rc = proto_decode(p, PROTO_HDR_SIZE, 2, zmq_msg_size(&m->frames[first + 1]),
+                                  lim, h, why, whylen);
+            if (rc == 0) {
+                *body = &m->frames[first + 1];
+                *nbody = n - 1;
+            }
+            return rc;
+        }
+    }
     for (int i = first + 1; i < m->nframes; i++) {
         uint64_t fl = zmq_msg_size(&m->frames[i]);
         if (i + 1 < m->nframes && (fl % 8 != 0 || fl == 0)) {
@@ -617,7 +655,6 @@ int net_msg_decode_frames(net_msg *m, bool routed, const proto_limits *lim, prot
                  (unsigned long long)len, n - 1, (unsigned long long)lim->max_message);
         return KVS_ETOOBIG;
     }
-    zmq_msg_t *hdr = &m->frames[first];
     int rc = proto_decode(zmq_msg_data(hdr), zmq_msg_size(hdr), n > 1 ? 2 : 1, len, lim, h, why,
                           whylen);
     if (rc == 0 && n > 1) {

@@ -94,6 +94,13 @@ void net_sock_set_split(net_sock *s, uint64_t bytes);
 int net_send(net_sock *s, const void *ident, size_t ident_len, const proto_hdr *h,
              zmq_msg_t *body);
 
+/* Like net_send, with nextra more frames after the body (a fused message's
+ * record frames, proto.h): each moves to net as body does, and the body is
+ * never split.  nextra > 0 needs a body (KVS_EINVAL otherwise, the frames
+ * closed). */
+int net_sendv(net_sock *s, const void *ident, size_t ident_len, const proto_hdr *h,
+              zmq_msg_t *body, zmq_msg_t *extra, int nextra);
+
 /* Like net_send with a text body (copied). */
 int net_send_text(net_sock *s, const void *ident, size_t ident_len, proto_hdr *h,
                   const char *text);
@@ -133,7 +140,11 @@ int net_msg_decode(net_msg *m, bool routed, const proto_limits *lim, proto_hdr *
  * first body frame in m and *nbody is how many (0: no body).  The frames'
  * total is the body (checked against the header and lim->max_message
  * before anything else reads it); every body frame but the last holds a
- * multiple of 8 bytes, so no element of any dtype straddles two frames. */
+ * multiple of 8 bytes, so no element of any dtype straddles two frames.
+ * A fused message (FUSED, FUSED_REF, FUSED_REPLY) is the exception: its
+ * body is the first body frame alone and the frames after it are its
+ * records' frames (proto.h, PROTO_F_FRAME), each at most lim->max_message
+ * bytes; the records say what they hold. */
 int net_msg_decode_frames(net_msg *m, bool routed, const proto_limits *lim, proto_hdr *h,
                           zmq_msg_t **body, int *nbody, char *why, size_t whylen);
 

@@ -54,8 +54,11 @@ static bool is_data_request(int type)
            type == PROTO_PUSHPULL;
 }
 
-int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
-                 const proto_limits *lim, proto_hdr *out, char *why, size_t whylen)
+/* proto_decode; in_fused: a record of a fused body, which alone may have
+ * PROTO_F_FRAME. */
+static int decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
+                  const proto_limits *lim, bool in_fused, proto_hdr *out, char *why,
+                  size_t whylen)
 {
     const uint8_t *p = hdr;
     proto_hdr h;
@@ -97,6 +100,9 @@ int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
                     body_len);
     if (h.status > 0 || h.status < -1000)
         return err_why(why, whylen, KVS_EPROTO, "status %d out of range", h.status);
+    if ((h.flags & PROTO_F_FRAME) && !in_fused)
+        return err_why(why, whylen, KVS_EPROTO, "%s: a record frame flag outside a fused body",
+                       proto_type_name(h.type));
     if ((h.type == PROTO_PUSH || h.type == PROTO_PUSHPULL) && h.contrib == 0)
         return err_why(why, whylen, KVS_EPROTO, "%s with a contribution count of 0",
                        proto_type_name(h.type));
@@ -254,10 +260,18 @@ int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
     return 0;
 }
 
+int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
+                 const proto_limits *lim, proto_hdr *out, char *why, size_t whylen)
+{
+    return decode(hdr, hdr_len, nframes, body_len, lim, false, out, why, whylen);
+}
+
 uint64_t proto_fused_put(uint8_t *out, const proto_hdr *h, const void *data)
 {
-    uint64_t n = proto_fused_rec_len(h->body_len);
+    uint64_t n = proto_fused_rec_size(h);
     proto_encode(h, out);
+    if (h->flags & PROTO_F_FRAME)
+        return n;
     if (h->body_len > 0)
         memcpy(out + PROTO_HDR_SIZE, data, h->body_len);
     memset(out + PROTO_HDR_SIZE + h->body_len, 0, n - PROTO_HDR_SIZE - h->body_len);
@@ -275,13 +289,16 @@ int proto_fused_next(int outer, int sender, const uint8_t *body, uint64_t len, u
                     "(%llu bytes)", proto_type_name(outer), (unsigned long long)at,
                     (unsigned long long)len);
     blen = le_get64(body + at + 80);
-    if (blen > len - at - PROTO_HDR_SIZE ||
-        (need = proto_fused_rec_len(blen)) > len - at)
+    bool framed = (le_get16(body + at + 8) & PROTO_F_FRAME) != 0;
+    if (framed)
+        need = PROTO_HDR_SIZE; /* its body is a record frame of its own */
+    else if (blen > len - at - PROTO_HDR_SIZE ||
+             (need = proto_fused_rec_len(blen)) > len - at)
         return err_why(why, whylen, KVS_EPROTO, "%s: record at byte %llu declares %llu body "
                     "bytes, past the body (%llu bytes)", proto_type_name(outer),
                     (unsigned long long)at, (unsigned long long)blen, (unsigned long long)len);
-    int rc = proto_decode(body + at, PROTO_HDR_SIZE, blen ? 2 : 1, blen, lim, rec, inner,
-                          sizeof inner);
+    int rc = decode(body + at, PROTO_HDR_SIZE, blen ? 2 : 1, blen, lim, true, rec, inner,
+                    sizeof inner);
     if (rc)
         return err_why(why, whylen, rc, "%s: record at byte %llu: %s", proto_type_name(outer),
                     (unsigned long long)at, inner);
@@ -298,7 +315,13 @@ int proto_fused_next(int outer, int sender, const uint8_t *body, uint64_t len, u
     if (rec->sender != sender)
         return err_why(why, whylen, KVS_EPROTO, "%s from %d: record at byte %llu says sender %d",
                     proto_type_name(outer), sender, (unsigned long long)at, rec->sender);
-    *data = blen ? body + at + PROTO_HDR_SIZE : NULL;
+    /* a record frame holds data: not a descriptor, an error text or nothing */
+    if (framed && ((rec->flags & PROTO_F_CMA) || rec->status != 0 || blen == 0))
+        return err_why(why, whylen, KVS_EPROTO, "%s: record at byte %llu has a frame of its "
+                    "own for %s", proto_type_name(outer), (unsigned long long)at,
+                    blen == 0 ? "no body" : (rec->flags & PROTO_F_CMA) ? "a descriptor"
+                                                                       : "an error text");
+    *data = blen && !framed ? body + at + PROTO_HDR_SIZE : NULL;
     *off = at + need;
     return 0;
 }

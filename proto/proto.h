@@ -177,9 +177,15 @@ enum proto_flags {
     PROTO_F_ZPULL = 1u << 2, /* PUSH/PUSHPULL with a codec: the worker asks for the
                               * key part's round sums compressed in the replies too
                               * (its spec's pull=1; every push must say the same) */
+    PROTO_F_FRAME = 1u << 3, /* a record of a fused body (never a lone message) whose
+                              * body_len bytes are not in the records' frame but in a
+                              * frame of their own after it: the message's record frames
+                              * follow the records' frame in record order
+                              * (proto_fused_next).  Never with PROTO_F_CMA, nor on an
+                              * error answer */
     PROTO_F_RSP = 1u << 4,   /* PUSH, PUSHPULL, PULL of a row-sparse key: the body is
                               * row-sparse (proto/rsp.h); never with PROTO_F_CMA or a
-                              * codec.  (Bits 3 and 5-7 are free.) */
+                              * codec.  (Bits 5-7 are free.) */
     PROTO_F_CODEC = 0xFu << 8, /* PUSH/PUSHPULL of dense float32, or the REPLY to a
                                 * PULL/PUSHPULL of one: bits 8-11 name the gradient codec
                                 * of the body (reduce/codec.h ids; 0: plain data).  The
@@ -257,7 +263,10 @@ int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
 /* ---- fused bodies (PROTO_FUSED, PROTO_FUSED_REF, PROTO_FUSED_REPLY) ----
  * A body is `count` records back to back; a record is a PROTO_HDR_SIZE
  * header (the same layout as a message header; its body_len says how many
- * bytes follow) and its body, padded with zeros to a multiple of 8 bytes. */
+ * bytes follow) and its body, padded with zeros to a multiple of 8 bytes.
+ * A record with PROTO_F_FRAME is its header alone: its body is the next
+ * record frame of the message (frames after the body's, one per such
+ * record, in record order), so big parts travel without a copy. */
 
 /* Bytes a record whose body has body_len bytes takes (body_len below
  * KVS_MAX_MESSAGE, so no overflow). */
@@ -266,16 +275,25 @@ static inline uint64_t proto_fused_rec_len(uint64_t body_len)
     return PROTO_HDR_SIZE + ((body_len + 7) & ~(uint64_t)7);
 }
 
-/* Write one record at out (proto_fused_rec_len(h->body_len) bytes): the
- * header h and h->body_len bytes of data (data may be NULL when body_len is
- * 0).  Returns the bytes written. */
+/* Bytes record h takes in a fused body: its header alone with
+ * PROTO_F_FRAME, else proto_fused_rec_len(h->body_len). */
+static inline uint64_t proto_fused_rec_size(const proto_hdr *h)
+{
+    return (h->flags & PROTO_F_FRAME) ? PROTO_HDR_SIZE : proto_fused_rec_len(h->body_len);
+}
+
+/* Write one record at out (proto_fused_rec_size(h) bytes): the header h and
+ * h->body_len bytes of data (data may be NULL when body_len is 0; not read
+ * with PROTO_F_FRAME).  Returns the bytes written. */
 uint64_t proto_fused_put(uint8_t *out, const proto_hdr *h, const void *data);
 
 /* Decode the record at *off of a fused body of len bytes from a message of
  * type outer (PROTO_FUSED, PROTO_FUSED_REF or PROTO_FUSED_REPLY) and advance
  * *off past it.  The record is validated as proto_decode validates a
  * message, and must be a data request (FUSED, FUSED_REF) or a REPLY
- * (FUSED_REPLY), from the message's sender.  A record by reference
+ * (FUSED_REPLY), from the message's sender.  A record with PROTO_F_FRAME
+ * has *data NULL: its body is the message's next record frame, which the
+ * caller takes and checks to hold exactly rec->body_len bytes.  A record by reference
  * (PROTO_F_CMA) is refused in a FUSED; in a FUSED_REF its body is the
  * PROTO_CMA_LEN descriptor (checked further by the server, which alone knows
  * whether the sender proved its memory); in a FUSED_REPLY it has no body

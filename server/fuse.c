@@ -29,7 +29,18 @@ struct srv_fuse {
                             * learn its id from the scheduler between two of them) */
     uint8_t *out;          /* the collected answer records */
     uint64_t len, cap;
+    zmq_msg_t *frames;     /* their record frames (PROTO_F_FRAME answers), in order */
+    int nframes, fcap;
+    uint64_t fbytes;       /* bytes in frames */
 };
+
+static void frames_close(srv_fuse *b)
+{
+    for (int i = 0; i < b->nframes; i++)
+        zmq_msg_close(&b->frames[i]);
+    b->nframes = 0;
+    b->fbytes = 0;
+}
 
 static void batch_free(srv_fuser *f, srv_fuse *b)
 {
@@ -39,6 +50,8 @@ static void batch_free(srv_fuser *f, srv_fuse *b)
         f->all = b->next;
     if (b->next)
         b->next->prev = b->prev;
+    frames_close(b);
+    free(b->frames);
     free(b->out);
     free(b);
 }
@@ -62,9 +75,11 @@ static void batch_send(srv_fuser *f, srv_fuse *b)
         LOG(LOG_ERROR, "server", "fuse", "cannot send %llu answers: out of memory",
             (unsigned long long)b->nout);
         free(b->out);
+        frames_close(b);
     } else {
-        net_send(f->sock, b->ident, b->ident_len, &h, &body);
+        net_sendv(f->sock, b->ident, b->ident_len, &h, &body, b->frames, b->nframes);
         zmq_msg_close(&body);
+        frames_close(b); /* moved: closing them is harmless */
     }
     b->out = NULL;
     b->len = b->cap = b->nout = 0;
@@ -112,12 +127,13 @@ void srv_fuser_fini(srv_fuser *f)
 
 int srv_fuse_request(srv_fuser *f, srv_store *st, struct srv_ctl *ctl, const uint8_t *ident,
                      size_t ident_len, int wrank, const proto_hdr *h, const uint8_t *body,
-                     const proto_limits *lim, srv_cma *cma, char *why, size_t whylen)
+                     zmq_msg_t *frames, int nframes, const proto_limits *lim, srv_cma *cma,
+                     char *why, size_t whylen)
 {
     proto_hdr rec;
     const uint8_t *data;
     uint64_t off = 0, nref = 0;
-    int rc, prio = 0;
+    int rc, prio = 0, fi = 0;
     bool mixed = false;
     for (uint64_t i = 0; i < h->count; i++) {
         if ((rc = proto_fused_next(h->type, h->sender, body, h->body_len, &off, lim, &rec,
@@ -126,6 +142,17 @@ int srv_fuse_request(srv_fuser *f, srv_store *st, struct srv_ctl *ctl, const uin
         if (i == 0)
             prio = rec.priority;
         mixed |= rec.priority != prio;
+        if (rec.flags & PROTO_F_FRAME) {
+            if (fi >= nframes || zmq_msg_size(&frames[fi]) != rec.body_len) {
+                snprintf(why, whylen, "%s: record %llu's body of %llu bytes: %s",
+                         proto_type_name(h->type), (unsigned long long)i,
+                         (unsigned long long)rec.body_len,
+                         fi >= nframes ? "no record frame left for it"
+                                       : "its record frame has another size");
+                return KVS_EPROTO;
+            }
+            fi++;
+        }
         if (rec.flags & PROTO_F_CMA) {
             char inner[200];
             if (srv_cma_desc(&rec, data, inner, sizeof inner) != 0) {
@@ -139,6 +166,11 @@ int srv_fuse_request(srv_fuser *f, srv_store *st, struct srv_ctl *ctl, const uin
     if (off != h->body_len) {
         snprintf(why, whylen, "%s: %llu bytes after its %llu records", proto_type_name(h->type),
                  (unsigned long long)(h->body_len - off), (unsigned long long)h->count);
+        return KVS_EPROTO;
+    }
+    if (fi != nframes) {
+        snprintf(why, whylen, "%s: %d record frames for %d records that have one",
+                 proto_type_name(h->type), nframes, fi);
         return KVS_EPROTO;
     }
     /* one check for the whole message: every record by reference names the
@@ -169,10 +201,17 @@ int srv_fuse_request(srv_fuser *f, srv_store *st, struct srv_ctl *ctl, const uin
     f->records += h->count;
     uint64_t arrived = clock_ns();
     off = 0;
+    fi = 0;
     for (uint64_t i = 0; i < h->count; i++) {
         proto_fused_next(h->type, h->sender, body, h->body_len, &off, lim, &rec, &data, why,
                          whylen);
         rec.fuse = (uintptr_t)b;
+        zmq_msg_t *frame = NULL;
+        if (rec.flags & PROTO_F_FRAME) { /* as if it had come alone with its frame */
+            frame = &frames[fi++];
+            data = zmq_msg_data(frame);
+            rec.flags &= (uint16_t)~PROTO_F_FRAME;
+        }
         if (rec.flags & PROTO_F_CMA) { /* the store reads the worker's memory itself */
             srv_cma_desc(&rec, data, why, whylen);
             data = NULL;
@@ -183,7 +222,7 @@ int srv_fuse_request(srv_fuser *f, srv_store *st, struct srv_ctl *ctl, const uin
             rec.t_arrive_ns = arrived;
         if (f->met)
             srv_met_request(f->met, rec.type);
-        srv_in in = {data, NULL, 0};
+        srv_in in = {data, frame, frame ? 1 : 0};
         if (!srv_ctl_hold(ctl, ident, ident_len, wrank, &rec, data ? &in : NULL))
             srv_store_handle(st, ident, ident_len, wrank, &rec, data ? &in : NULL);
     }
@@ -197,7 +236,7 @@ int srv_fuse_request(srv_fuser *f, srv_store *st, struct srv_ctl *ctl, const uin
  * it is full).  false: out of memory. */
 static bool reserve(srv_fuser *f, srv_fuse *b, uint64_t n)
 {
-    if (b->nout > 0 && b->len + n > DP_FUSE_REPLY_FLUSH)
+    if (b->nout > 0 && b->len + b->fbytes + n > DP_FUSE_REPLY_FLUSH)
         batch_send(f, b);
     if (b->len + n <= b->cap)
         return true;
@@ -210,6 +249,18 @@ static bool reserve(srv_fuser *f, srv_fuse *b, uint64_t n)
     b->out = p;
     b->cap = cap;
     return true;
+}
+
+/* One more record of b answered: its answers leave on the next turn. */
+static void answered(srv_fuser *f, srv_fuse *b)
+{
+    b->left--;
+    if (!b->dirty) {
+        b->dirty = true;
+        b->dnext = f->dirty;
+        f->dirty = b;
+        uv_idle_start(&f->idle, on_idle);
+    }
 }
 
 void srv_fuse_answer(srv_fuser *f, proto_hdr *reply, const char *text, const void *data)
@@ -238,13 +289,43 @@ void srv_fuse_answer(srv_fuser *f, proto_hdr *reply, const char *text, const voi
         b->len += proto_fused_put(b->out + b->len, reply, data);
         b->nout++;
     }
-    b->left--;
-    if (!b->dirty) {
-        b->dirty = true;
-        b->dnext = f->dirty;
-        f->dirty = b;
-        uv_idle_start(&f->idle, on_idle);
+    answered(f, b);
+}
+
+void srv_fuse_answer_frame(srv_fuser *f, proto_hdr *reply, zmq_msg_t *value)
+{
+    srv_fuse *b = (srv_fuse *)reply->fuse;
+    uint64_t n = zmq_msg_size(value);
+    reply->fuse = 0;
+    if (b->nout > 0 && b->len + b->fbytes + PROTO_HDR_SIZE + n > DP_FUSE_REPLY_FLUSH)
+        batch_send(f, b);
+    if (b->nframes == b->fcap) {
+        int cap = b->fcap ? 2 * b->fcap : 16;
+        zmq_msg_t *nf = realloc(b->frames, (size_t)cap * sizeof *nf);
+        if (nf != NULL) {
+            b->frames = nf;
+            b->fcap = cap;
+        }
     }
+    if (b->nframes == b->fcap || !reserve(f, b, PROTO_HDR_SIZE)) {
+        zmq_msg_close(value);
+        reply->status = KVS_ENOMEM;
+        reply->flags &= (uint16_t)~PROTO_F_FRAME;
+        net_send_text(f->sock, b->ident, b->ident_len, reply,
+                      "server out of memory answering a fused request");
+    } else {
+        if (b->nout == 0)
+            b->sender = *f->node_id;
+        reply->sender = b->sender;
+        reply->flags |= PROTO_F_FRAME;
+        reply->body_len = n;
+        b->len += proto_fused_put(b->out + b->len, reply, NULL);
+        zmq_msg_init(&b->frames[b->nframes]);
+        zmq_msg_move(&b->frames[b->nframes++], value);
+        b->fbytes += n;
+        b->nout++;
+    }
+    answered(f, b);
 }
 
 void srv_fuse_hold(srv_fuser *f, uintptr_t fuse, int delta)

@@ -18,7 +18,11 @@
  * have one priority is held: with p3, a message's records may span layers,
  * and the first layer's answer must not wait for the later layers' sums.
  * A collected reply is sent at
- * once when it reaches DP_FUSE_REPLY_FLUSH bytes.  A record the worker traces
+ * once when it reaches DP_FUSE_REPLY_FLUSH bytes, record frames included.
+ * Values of DP_FUSE_MAX bytes and more travel as record frames
+ * (PROTO_F_FRAME): the reply lends ZeroMQ the stored value, as a lone
+ * REPLY does, and the records of a worker's message that carried big parts
+ * in record frames come back the same way.  A record the worker traces
  * (PROTO_F_TRACE) is stamped with the message's arrival time, so the store
  * sends its PROTO_TIMING (a lone message, ahead of the FUSED_REPLY that
  * carries the record's answer) as for a request that came alone.
@@ -60,9 +64,13 @@ void srv_fuser_init(srv_fuser *f, uv_loop_t *loop, net_sock *sock, const int *no
 void srv_fuser_fini(srv_fuser *f);
 
 /* A validated FUSED or FUSED_REF message h with its body from worker wrank
- * (connection ident): check every record (proto_fused_next; a descriptor of
- * a record by reference with srv_cma_desc), then hand each to the store (a
- * record by reference without a body: the store reads the worker's memory)
+ * (connection ident) and its nframes record frames (PROTO_F_FRAME records'
+ * bodies, in order; the store may move them out): check every record
+ * (proto_fused_next; a descriptor of a record by reference with
+ * srv_cma_desc; one record frame of exactly its body_len bytes for each
+ * record with PROTO_F_FRAME, and no frame left over), then hand each to the
+ * store (a record by reference without a body: the store reads the worker's
+ * memory; a record with a frame as a request that came alone with it)
  * unless the controller ctl (may be NULL) holds it (srv_ctl_hold).
  * Records by reference are accepted only when cma (the worker's proof, may
  * be NULL) is alive.  Returns 0, or KVS_EPROTO / KVS_ETOOBIG / KVS_ENOMEM
@@ -70,14 +78,19 @@ void srv_fuser_fini(srv_fuser *f);
  * an ERROR. */
 int srv_fuse_request(srv_fuser *f, srv_store *st, struct srv_ctl *ctl, const uint8_t *ident,
                      size_t ident_len, int wrank, const proto_hdr *h, const uint8_t *body,
-                     const proto_limits *lim, struct srv_cma *cma, char *why,
-                     size_t whylen);
+                     zmq_msg_t *frames, int nframes, const proto_limits *lim,
+                     struct srv_cma *cma, char *why, size_t whylen);
 
 /* The store's answer to a record of batch reply->fuse: reply is the REPLY
  * header (req_id, key, part, status, round, count, dtype set; body_len is
  * set here); the body is text (status != 0) or count elements at data, or,
  * when reply's flags name a codec, reply->body_len encoded bytes at data. */
 void srv_fuse_answer(srv_fuser *f, proto_hdr *reply, const char *text, const void *data);
+
+/* The same for a value answer whose body (reply->body_len bytes, the
+ * caller's zero-copy frame, moved out of *value) travels as a record frame
+ * of the FUSED_REPLY (PROTO_F_FRAME), not copied into it. */
+void srv_fuse_answer_frame(srv_fuser *f, proto_hdr *reply, zmq_msg_t *value);
 
 /* A job that will answer a record of batch fuse (proto_hdr.fuse) starts
  * (delta +1) or ended (-1, before it answers): while any is in flight the

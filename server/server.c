@@ -250,6 +250,23 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
     h.flags = (uint16_t)(zc << PROTO_CODEC_SHIFT);
     if (req->fuse && !write) { /* a record of a FUSED request: its answer is a record too */
         h.body_len = zc ? req->body_len : 0;
+        uint64_t bytes = req->count * kvs_dtype_size((kvs_dtype)req->dtype);
+        if (status == 0 && value && !zc && bytes >= DP_FUSE_MAX && wrank >= 0 &&
+            wrank < s->outq->n) {
+            /* a big value: lent to ZeroMQ as a record frame, not copied */
+            char why[PROTO_ERRTEXT_MAX];
+            zmq_msg_t body;
+            h.body_len = bytes;
+            int err = value_body(s, wrank, value, &h, &body, why, sizeof why);
+            if (err == 0) {
+                srv_fuse_answer_frame(&s->fuser, &h, &body);
+                return;
+            }
+            h.status = err;
+            met_error(s->met.reg, err);
+            srv_fuse_answer(&s->fuser, &h, why, NULL);
+            return;
+        }
         srv_fuse_answer(&s->fuser, &h, text, value && req->count ? value->data : NULL);
         return;
     }
@@ -490,7 +507,8 @@ static void dispatch(srv *s, const uint8_t *ident, size_t ident_len, int wrank, 
     }
     if (h.type == PROTO_FUSED || h.type == PROTO_FUSED_REF) {
         rc = srv_fuse_request(&s->fuser, &s->store, s->ctl, ident, ident_len, wrank, &h,
-                              zmq_msg_data(bodymsg), &lim, &s->cma[wrank], why, sizeof why);
+                              zmq_msg_data(bodymsg), bodymsg + 1, nbody - 1, &lim,
+                              &s->cma[wrank], why, sizeof why);
         if (rc != 0) {
             s->dropped++;
             LOG_LIMITED(LOG_WARN, s->who, "net", "refused a %s message from worker %d (%llu bad "
@@ -562,8 +580,11 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
         return;
     }
     int wrank = (h.sender - 9) / 2;
-    bool data_req = !(h.flags & PROTO_F_CMA) &&
-                    (h.type == PROTO_INIT || h.type == PROTO_PUSH || h.type == PROTO_PUSHPULL);
+    /* (a fused message's frames after its records' are its records' own) */
+    bool data_req = (!(h.flags & PROTO_F_CMA) &&
+                     (h.type == PROTO_INIT || h.type == PROTO_PUSH ||
+                      h.type == PROTO_PUSHPULL)) ||
+                    h.type == PROTO_FUSED || h.type == PROTO_FUSED_REF;
     if (nbody <= 1 || data_req) {
         dispatch(s, ident, ident_len, wrank, &h, bodymsg, nbody);
         return;

@@ -75,6 +75,7 @@ static void resend_prepare(kvs_store *s, wrk_req *q)
         q->batch = 0;
     }
     q->fref = false;
+    q->fframe = false;
     q->cma_out = false;
     if (q->zc) {
         pthread_mutex_lock(&s->mu);

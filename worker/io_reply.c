@@ -163,7 +163,13 @@ void wrk_io_on_server(net_sock *sock, net_msg *m, void *arg)
     proto_limits lim = {s->c.max_message};
     (void)sock;
     zmq_msg_t *bodymsg;
-    if (net_msg_decode(m, false, &lim, &h, &bodymsg, why, sizeof why) != 0) {
+    int nbody, fi = 1;
+    int rc = net_msg_decode_frames(m, false, &lim, &h, &bodymsg, &nbody, why, sizeof why);
+    if (rc == 0 && nbody > 1 && h.type != PROTO_FUSED_REPLY) {
+        snprintf(why, sizeof why, "a %s in %d body frames", proto_type_name(h.type), nbody);
+        rc = KVS_EPROTO;
+    }
+    if (rc != 0) {
         LOG_LIMITED(LOG_WARN, s->who, "net", "dropped a malformed message from a server: %s", why);
         return;
     }
@@ -175,8 +181,20 @@ void wrk_io_on_server(net_sock *sock, net_msg *m, void *arg)
     uint64_t off = 0;
     for (uint64_t i = 0; i < h.count; i++) {
         const uint8_t *data;
-        if (proto_fused_next(PROTO_FUSED_REPLY, h.sender, (const uint8_t *)body, h.body_len,
-                             &off, &lim, &rec, &data, why, sizeof why) != 0) {
+        rc = proto_fused_next(PROTO_FUSED_REPLY, h.sender, (const uint8_t *)body, h.body_len,
+                              &off, &lim, &rec, &data, why, sizeof why);
+        if (rc == 0 && (rec.flags & PROTO_F_FRAME)) { /* its value is the next record frame */
+            if (fi < nbody && zmq_msg_size(&bodymsg[fi]) == rec.body_len) {
+                data = zmq_msg_data(&bodymsg[fi++]);
+                rec.flags &= (uint16_t)~PROTO_F_FRAME; /* as if it had come alone */
+            } else {
+                snprintf(why, sizeof why, "record %llu of a FUSED_REPLY: %s",
+                         (unsigned long long)i, fi < nbody ? "its record frame has another size"
+                                                           : "no record frame left for it");
+                rc = KVS_EPROTO;
+            }
+        }
+        if (rc != 0) {
             LOG(LOG_WARN, s->who, "net", "dropped the rest of a malformed message from a "
                 "server: %s", why);
             /* the records not read yet belong to the FUSED message it answers:
@@ -190,7 +208,8 @@ void wrk_io_on_server(net_sock *sock, net_msg *m, void *arg)
         }
         on_reply(s, &rec, (const char *)data);
     }
-    if (off != h.body_len)
-        LOG(LOG_WARN, s->who, "net", "a FUSED_REPLY from a server has %llu bytes after its "
-            "%llu records", (unsigned long long)(h.body_len - off), (unsigned long long)h.count);
+    if (off != h.body_len || fi != nbody)
+        LOG(LOG_WARN, s->who, "net", "a FUSED_REPLY from a server has %llu bytes and %d record "
+            "frames after its %llu records", (unsigned long long)(h.body_len - off), nbody - fi,
+            (unsigned long long)h.count);
 }

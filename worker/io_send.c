@@ -242,7 +242,12 @@ void wrk_io_send(kvs_store *s, wrk_req *q)
  * comes back as a record of a FUSED_REPLY, handled like a lone REPLY.
  * Parts that go by reference (goes_by_ref) join them as records of a
  * descriptor only (PROTO_F_CMA): the message is then a FUSED_REF, and the
- * server reads and writes their data in our memory itself. */
+ * server reads and writes their data in our memory itself.  Parts from
+ * DP_FUSE_MAX to below DP_FUSE_FRAMES_MAX that travel inline join them too,
+ * up to DP_FUSE_FRAMES_MAX of them a message: their records are headers
+ * (PROTO_F_FRAME) and their data leave as record frames of the message,
+ * lent to ZeroMQ as a lone part's body is (no copy), and the server answers
+ * their values the same way. */
 
 static bool fusable(const kvs_store *s, const wrk_req *q)
 {
@@ -252,12 +257,38 @@ static bool fusable(const kvs_store *s, const wrk_req *q)
     return s->c.fuse_bytes > 0 && q->op != NULL && q->op->type != WRK_OP_CTL &&
            q->server >= 0 && q->server < s->num_servers &&
            !(s->hello_wait && s->hello_wait[q->server] && big_for_ref(q)) &&
-           (req_bytes(q) < DP_FUSE_MAX || goes_by_ref(s, q));
+           (req_bytes(q) < DP_FUSE_FRAMES_MAX || goes_by_ref(s, q));
 }
 
 static uint64_t fused_len(const wrk_req *q)
 {
+    if (q->fframe)
+        return PROTO_HDR_SIZE;
     return proto_fused_rec_len(q->fref ? PROTO_CMA_LEN : q->send ? q->h.body_len : 0);
+}
+
+/* The bytes of q that count against DP_FUSE_FRAMES_MAX. */
+static uint64_t big_len(const wrk_req *q)
+{
+    return !q->fref && req_bytes(q) >= DP_FUSE_MAX ? req_bytes(q) : 0;
+}
+
+/* q's body as a record frame: lent (zero-copy: its release comes with the
+ * frame's, as for a lone part) or copied.  false: out of memory. */
+static bool frame_of(kvs_store *s, wrk_req *q, zmq_msg_t *m)
+{
+    if (!q->zc) {
+        if (body_new(s, q->server, m, q->h.body_len) != 0)
+            return false;
+        memcpy(zmq_msg_data(m), q->send, q->h.body_len);
+        return true;
+    }
+    if (zmq_msg_init_data(m, (void *)q->send, q->h.body_len, zc_free, q) != 0)
+        return false;
+    q->credited = s->inflight != NULL;
+    if (q->credited)
+        atomic_fetch_add(&s->inflight[q->server], q->h.body_len);
+    return true;
 }
 
 /* Fail requests that were to leave fused (none lent ZeroMQ a frame: a
@@ -271,18 +302,22 @@ static void fuse_fail(kvs_store *s, wrk_req **reqs, size_t n, int err, const cha
 static void fuse_flush(kvs_store *s, int r)
 {
     wrk_fuse *f = &s->fuse[r];
-    size_t n = f->n, k;
+    size_t n = f->n, k, nframe = f->nframe, nf = 0;
     uint64_t bytes = f->bytes, off = 0, cid;
     bool ref = f->nref > 0;
     char text[128];
-    zmq_msg_t body;
+    zmq_msg_t body, *frames = NULL;
     f->n = 0;
     f->bytes = 0;
     f->nref = 0;
+    f->nframe = 0;
+    f->fbytes = 0;
+    f->big = 0;
     if (n == 0)
         return;
     if (n == 1) {
         f->reqs[0]->fref = false;
+        f->reqs[0]->fframe = false;
         wrk_io_send(s, f->reqs[0]);
         return;
     }
@@ -292,12 +327,18 @@ static void fuse_flush(kvs_store *s, int r)
         return;
     }
     cid = ++s->next_req;
+    if (nframe > 0 && (frames = malloc(nframe * sizeof *frames)) == NULL) {
+        fuse_fail(s, f->reqs, n, KVS_ENOMEM, "out of memory");
+        return;
+    }
     if (body_new(s, r, &body, bytes) != 0) {
+        free(frames);
         fuse_fail(s, f->reqs, n, KVS_ENOMEM, "out of memory");
         return;
     }
     if (hmap_put(&s->batches, cid, (void *)(uintptr_t)(((uint64_t)n << 32) | n)) != 0) {
         zmq_msg_close(&body);
+        free(frames);
         fuse_fail(s, f->reqs, n, KVS_ENOMEM, "out of memory");
         return;
     }
@@ -321,6 +362,10 @@ static void fuse_flush(kvs_store *s, int r)
             uint8_t desc[PROTO_CMA_LEN];
             ref_desc(q, &rh, desc);
             off += proto_fused_put(p + off, &rh, desc);
+        } else if (q->fframe) { /* its body: a record frame */
+            proto_hdr rh = q->h;
+            rh.flags |= PROTO_F_FRAME;
+            off += proto_fused_put(p + off, &rh, NULL);
         } else {
             off += proto_fused_put(p + off, &q->h, q->send);
         }
@@ -336,21 +381,38 @@ static void fuse_flush(kvs_store *s, int r)
     }
     proto_hdr h = {.type = ref ? PROTO_FUSED_REF : PROTO_FUSED, .sender = s->node_id,
                    .req_id = cid, .priority = prio, .count = n, .body_len = off};
-    if (k < n || off != bytes || net_send(s->servers[r], NULL, 0, &h, &body) != 0) {
+    bool made = k == n && off == bytes;
+    for (size_t j = 0; made && j < n; j++)
+        if (f->reqs[j]->fframe && (made = frame_of(s, f->reqs[j], &frames[nf])))
+            nf++;
+    made = made && nf == nframe;
+    if (!made || net_sendv(s->servers[r], NULL, 0, &h, &body, frames, (int)nf) != 0) {
         for (size_t j = 0; j < k; j++)
             wrk_reqmap_del(&s->reqs, f->reqs[j]->req_id);
         hmap_del(&s->batches, cid);
-        snprintf(text, sizeof text, k < n ? "out of memory" : "send to server %d failed", r);
-        fuse_fail(s, f->reqs, n, k < n ? KVS_ENOMEM : KVS_ENET, text);
+        if (!made) /* (net_sendv closed them when it failed) */
+            for (size_t i = 0; i < nf; i++)
+                zmq_msg_close(&frames[i]);
+        /* a lent frame released its request's zero-copy count as it closed
+         * (zc_free): those requests are dropped with their replies only */
+        for (size_t j = 0, i = 0; j < n && i < nf; j++)
+            if (f->reqs[j]->fframe) {
+                f->reqs[j]->zc = false;
+                i++;
+            }
+        snprintf(text, sizeof text, !made ? "out of memory" : "send to server %d failed", r);
+        fuse_fail(s, f->reqs, n, !made ? KVS_ENOMEM : KVS_ENET, text);
         zmq_msg_close(&body);
+        free(frames);
         return;
     }
     zmq_msg_close(&body);
+    free(frames);
     /* a fused record lends ZeroMQ no frame (by reference, or copied into
      * the message): the release its zero-copy body was counted for happens
-     * now (as in wrk_io_send) */
+     * now (as in wrk_io_send); a record frame's comes with the frame's */
     for (k = 0; k < n; k++)
-        if (f->reqs[k]->zc)
+        if (f->reqs[k]->zc && !f->reqs[k]->fframe)
             wrk_op_release(s, f->reqs[k]->op, 0, NULL);
 }
 
@@ -383,14 +445,16 @@ void wrk_io_dispatch(kvs_store *s, wrk_req *q)
     }
     wrk_fuse *f = &s->fuse[q->server];
     q->fref = goes_by_ref(s, q);
-    uint64_t len = fused_len(q);
-    if (f->n > 0 && f->bytes + len > s->c.fuse_bytes)
+    q->fframe = !q->fref && q->send && q->h.body_len >= DP_FUSE_MAX;
+    uint64_t len = fused_len(q), big = big_len(q);
+    if (f->n > 0 && (f->bytes + len > s->c.fuse_bytes || f->big + big > DP_FUSE_FRAMES_MAX))
         fuse_flush(s, q->server);
     if (f->n == f->cap) {
         size_t cap = f->cap ? 2 * f->cap : 64;
         wrk_req **nr = realloc(f->reqs, cap * sizeof *nr);
         if (nr == NULL) {
             q->fref = false;
+            q->fframe = false;
             wrk_io_send(s, q);
             return;
         }
@@ -400,6 +464,9 @@ void wrk_io_dispatch(kvs_store *s, wrk_req *q)
     f->reqs[f->n++] = q;
     f->bytes += len;
     f->nref += q->fref;
+    f->nframe += q->fframe;
+    f->fbytes += q->fframe ? q->h.body_len : 0;
+    f->big += big;
 }
 
 /* A record of a FUSED message was answered (or failed). */
@@ -449,15 +516,24 @@ bool wrk_io_p3_credits(kvs_store *s)
 }
 
 /* Send server r's queued requests, highest priority first, while it has
- * credit (parts waiting to be fused count as sent). */
+ * credit (parts waiting to be fused count as sent: their message's body and
+ * record frames).  A flush that took no credit after all (one lone record
+ * without a body leaves alone, with none) must not stop the queue: no
+ * returned credit would wake it again. */
 void wrk_io_p3_pump(kvs_store *s, int r)
 {
     wrk_req *q;
-    while (atomic_load(&s->inflight[r]) + (s->fuse ? s->fuse[r].bytes : 0) < s->c.p3_credit &&
-           (q = wrk_pq_pop(&s->pq[r])) != NULL)
-        wrk_io_dispatch(s, q);
-    if (s->fuse)
-        fuse_flush(s, r);
+    for (;;) {
+        while (atomic_load(&s->inflight[r]) +
+                       (s->fuse ? s->fuse[r].bytes + s->fuse[r].fbytes : 0) <
+                   s->c.p3_credit &&
+               (q = wrk_pq_pop(&s->pq[r])) != NULL)
+            wrk_io_dispatch(s, q);
+        if (s->fuse)
+            fuse_flush(s, r);
+        if (s->pq[r].n == 0 || atomic_load(&s->inflight[r]) >= s->c.p3_credit)
+            return;
+    }
 }
 
 /* ---- gated ops (op.h): requests leave as the comm layer stages them ---- */

@@ -76,6 +76,7 @@ typedef struct wrk_req {
     uint8_t **outs;      /* where reply data goes (each h.count elements) */
     bool cma_out;        /* (io) sent by reference: the server writes outs[0] itself */
     bool fref;           /* (io) waits to leave by reference in a FUSED_REF message */
+    bool fframe;         /* (io) waits to leave fused with its body in a record frame */
     uint64_t t_sent;     /* (io) clock_ns() when sent (metrics, trace) */
     uint32_t kidx;       /* index of its key in op->keys (trace) */
     struct wrk_req *hnext; /* (io) in held[server]: waits for that server's HELLO answer */
@@ -92,6 +93,10 @@ typedef struct wrk_fuse {
     size_t n, cap;
     uint64_t bytes; /* body of the FUSED message so far */
     size_t nref;    /* records by reference among them: the message is a FUSED_REF */
+    size_t nframe;  /* records whose body is a record frame (fframe) */
+    uint64_t fbytes; /* their bodies' bytes */
+    uint64_t big;   /* bytes of its parts of DP_FUSE_MAX and more, sent or answered
+                     * (at most DP_FUSE_FRAMES_MAX) */
 } wrk_fuse;
 
 struct wrk_op {

@@ -191,10 +191,17 @@ static size_t ref_body(fz_in *in, proto_hdr *h, uint8_t *body)
     return PROTO_CMA_LEN;
 }
 
+/* Record frames of the FUSED message being built (fused_body). */
+#define FZ_FRAMES 6
+static uint8_t fz_frame[FZ_FRAMES][FZ_BODY_MAX];
+static size_t fz_frame_len[FZ_FRAMES];
+static int fz_nframes;
+
 /* The records of a FUSED body; with bit 7 of its count byte a FUSED_REF,
  * whose records with bit 6 of their type byte are by reference (the
  * descriptor made as for kind 5; bit 5 too: also in a plain FUSED, where
- * it must be refused). */
+ * it must be refused).  A record inline with bit 4 of its type byte has
+ * PROTO_F_FRAME: its body goes to the next record frame (fz_frame). */
 static size_t fused_body(fz_in *in, proto_hdr *h, int sender, uint8_t *body)
 {
     static const int types[] = {PROTO_INIT, PROTO_PUSH, PROTO_PULL, PROTO_PUSHPULL};
@@ -218,7 +225,12 @@ static size_t fused_body(fz_in *in, proto_hdr *h, int sender, uint8_t *body)
         r.sender = (fz_u8(in) & 0x80) ? (int32_t)fz_u8(in) : sender;
         if (rlen < r.body_len) /* a record must hold what it declares */
             r.body_len = rlen;
-        if (len + proto_fused_rec_len(r.body_len) > FZ_BODY_MAX)
+        if ((tb & 0x10) && !(r.flags & PROTO_F_CMA) && fz_nframes < FZ_FRAMES) {
+            r.flags |= PROTO_F_FRAME;
+            memcpy(fz_frame[fz_nframes], rec, rlen);
+            fz_frame_len[fz_nframes++] = rlen;
+        }
+        if (len + proto_fused_rec_size(&r) > FZ_BODY_MAX)
             break;
         len += proto_fused_put(body + len, &r, rec);
     }
@@ -279,11 +291,24 @@ static bool build(srv *s, fz_in *in, int k, const char *ident, size_t ident_len,
         h.body_len = blen = PROTO_HELLO_LEN;
         break;
     }
-    case 8:
+    case 8: {
         fz_hdr_fields(in, &h);
         h.flags = 0;
+        fz_nframes = 0;
         blen = fused_body(in, &h, sender, body);
-        break;
+        uint8_t b = fz_u8(in); /* the record frames: all, one missing, one of another size */
+        h.sender = sender;
+        fz_finish(in, m, ident, ident_len, &h, body, blen);
+        for (int i = 0; i < fz_nframes; i++) {
+            if ((b & 3) == 1 && i == b % fz_nframes)
+                continue;
+            fz_msg_add(m, fz_frame[i],
+                       (b & 3) == 2 && i == b % fz_nframes && fz_frame_len[i] > 0
+                           ? fz_frame_len[i] - 1
+                           : fz_frame_len[i]);
+        }
+        return true;
+    }
     case 9: case 10: case 11: case 12: {
         uint8_t b = fz_u8(in);
         fz_hdr_fields(in, &h);

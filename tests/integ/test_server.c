@@ -586,6 +586,173 @@ IT_TEST(server_fused_ref_1x1)
     zmq_ctx_term(ctx);
 }
 
+/* ---- FUSED with record frames: big parts inline without a copy ---- */
+
+enum { F_FRAME = 8 };
+#define FF_BIG 20011 /* elements of a big key: 80 KB, at least DP_FUSE_MAX */
+
+/* Send header h, then body, then n record frames: one message. */
+static void send_frames(it_ctx *t, void *s, const uint8_t *h, const void *body, size_t len,
+                        const void *const *frames, const size_t *flens, int n)
+{
+    IT_ASSERT(t, zmq_send(s, h, HDR, ZMQ_SNDMORE) == HDR, "send: %s", zmq_strerror(zmq_errno()));
+    IT_ASSERT(t, zmq_send(s, body, len, n ? ZMQ_SNDMORE : 0) == (int)len, "send: %s",
+              zmq_strerror(zmq_errno()));
+    for (int i = 0; i < n; i++)
+        IT_ASSERT(t, zmq_send(s, frames[i], flens[i], i + 1 < n ? ZMQ_SNDMORE : 0) ==
+                         (int)flens[i],
+                  "send: %s", zmq_strerror(zmq_errno()));
+}
+
+/* A FUSED message whose records of big parts have PROTO_F_FRAME (their
+ * bodies are the message's record frames): two big pushpulls in record
+ * frames and a small one inline come back as one FUSED_REPLY whose big
+ * values are record frames too, every element checked; a frame missing,
+ * of another size or left over, or a record frame flag on a lone message,
+ * is refused whole with a reason (none of its records handled: the keys
+ * keep their values), and the server goes on serving. */
+IT_TEST(server_fused_frames_1x1)
+{
+    static float vals[2][FF_BIG], zeros[FF_BIG];
+    static uint8_t rb[1 << 20], fb[3][FF_BIG * 4];
+    uint8_t h[HDR], buf[4096], body[4096];
+    float small[3] = {0.5f, -1.25f, 3.0f}, zero3[3] = {0};
+    it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_start_scheduler(t, 1, 1, NULL);
+    int port = start_server_port(t);
+    void *ctx = zmq_ctx_new();
+    void *w = client(t, ctx, port, "w9-00000000000000f2");
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < FF_BIG; i++)
+            vals[k][i] = (float)(i % 977) * 0.5f - (float)k * 3.0f;
+    for (uint64_t key = 1; key <= 3; key++) {
+        uint64_t count = key == 2 ? 3 : FF_BIG;
+        header(h, T_INIT, 9, 0, key, key, count, 0, count * 4);
+        send_msg(t, w, h, key == 2 ? (const void *)zero3 : (const void *)zeros, count * 4);
+        IT_ASSERT(t, lone_answer(t, w, key, buf, sizeof buf) == 0, "INIT key %llu failed",
+                  (unsigned long long)key);
+    }
+    /* round 0: key 1 (frame 0), key 2 inline, key 3 (frame 1) */
+    size_t len = record(body, T_PUSHPULL, F_FRAME, 11, 1, FF_BIG, 0, NULL, 0);
+    le(body + 80, FF_BIG * 4, 8); /* its body_len: the frame's */
+    len += record(body + len, T_PUSHPULL, 0, 12, 2, 3, 0, small, sizeof small);
+    size_t at3 = len;
+    len += record(body + len, T_PUSHPULL, F_FRAME, 13, 3, FF_BIG, 0, NULL, 0);
+    le(body + at3 + 80, FF_BIG * 4, 8);
+    const void *frames[3] = {vals[0], vals[1], vals[1]};
+    size_t flens[3] = {FF_BIG * 4, FF_BIG * 4, FF_BIG * 4};
+    header(h, T_FUSED, 9, 0, 10, 0, 3, 0, len);
+    send_frames(t, w, h, body, len, frames, flens, 2);
+    bool got[3] = {false, false, false};
+    for (int left = 3; left > 0;) {
+        zmq_pollitem_t it = {w, 0, ZMQ_POLLIN, 0};
+        IT_ASSERT(t, zmq_poll(&it, 1, (long)(20000 * it_slow)) > 0, "no FUSED_REPLY");
+        IT_ASSERT(t, zmq_recv(w, h, HDR, 0) == HDR, "short header");
+        IT_ASSERT(t, get_le(h + 6, 2) == T_FUSED_REPLY && get_le(h + 24, 8) == 10,
+                  "expected a FUSED_REPLY to request 10, got type %d for %llu",
+                  (int)get_le(h + 6, 2), (unsigned long long)get_le(h + 24, 8));
+        int rl = zmq_recv(w, rb, sizeof rb, 0), nf = 0, more = 0;
+        size_t ml = sizeof more;
+        zmq_getsockopt(w, ZMQ_RCVMORE, &more, &ml);
+        while (more) {
+            IT_ASSERT(t, nf < 3, "more record frames than records");
+            int fl = zmq_recv(w, fb[nf], sizeof fb[nf], 0);
+            IT_ASSERT(t, fl == FF_BIG * 4, "record frame %d of %d bytes", nf, fl);
+            nf++;
+            zmq_getsockopt(w, ZMQ_RCVMORE, &more, &ml);
+        }
+        uint64_t nrec = get_le(h + 48, 8), off = 0;
+        int fi = 0;
+        for (uint64_t r = 0; r < nrec; r++) {
+            IT_ASSERT(t, off + HDR <= (uint64_t)rl, "FUSED_REPLY cut short");
+            const uint8_t *rh = rb + off;
+            uint64_t req = get_le(rh + 24, 8), blen = get_le(rh + 80, 8);
+            int st = (int)(int32_t)get_le(rh + 16, 4), fl = (int)get_le(rh + 8, 2);
+            IT_ASSERT(t, req >= 11 && req <= 13 && !got[req - 11] && st == 0,
+                      "answer record for request %llu, status %d", (unsigned long long)req, st);
+            got[req - 11] = true;
+            left--;
+            if (req == 12) {
+                IT_ASSERT(t, !(fl & F_FRAME) && blen == sizeof small,
+                          "the inline record's answer: flags %d, %llu bytes", fl,
+                          (unsigned long long)blen);
+                for (int i = 0; i < 3; i++) {
+                    float v;
+                    memcpy(&v, rh + HDR + 4 * i, 4);
+                    IT_ASSERT(t, v == small[i], "key 2 element %d: %g, expected %g", i,
+                              (double)v, (double)small[i]);
+                }
+                off += HDR + ((blen + 7) & ~(uint64_t)7);
+                continue;
+            }
+            IT_ASSERT(t, (fl & F_FRAME) && blen == FF_BIG * 4 && fi < nf,
+                      "request %llu's answer: flags %d, %llu bytes, record frame %d of %d",
+                      (unsigned long long)req, fl, (unsigned long long)blen, fi, nf);
+            const float *want = vals[req == 11 ? 0 : 1];
+            for (int i = 0; i < FF_BIG; i++) {
+                float v;
+                memcpy(&v, fb[fi] + 4 * i, 4);
+                IT_ASSERT(t, v == want[i], "request %llu element %d: %g, expected %g",
+                          (unsigned long long)req, i, (double)v, (double)want[i]);
+            }
+            fi++;
+            off += HDR;
+        }
+        IT_ASSERT(t, fi == nf && off == (uint64_t)rl,
+                  "a FUSED_REPLY with %d record frames for %d framed records, %llu of %d bytes "
+                  "read", nf, fi, (unsigned long long)off, rl);
+    }
+
+    /* refused whole: a frame missing, a frame of another size, one left over */
+    static const char *const wants[3] = {"no record frame left", "another size",
+                                         "record frames for"};
+    for (int c = 0; c < 3; c++) {
+        uint8_t text[4096];
+        size_t l2 = record(body, T_PUSHPULL, F_FRAME, 21, 1, FF_BIG, 1, NULL, 0);
+        le(body + 80, FF_BIG * 4, 8);
+        l2 += record(body + l2, T_PUSHPULL, 0, 22, 2, 3, 1, small, sizeof small);
+        size_t fl2[2] = {c == 1 ? FF_BIG * 4 - 4 : FF_BIG * 4, 8};
+        header(h, T_FUSED, 9, 0, 20 + (uint64_t)c, 0, 2, 0, l2);
+        send_frames(t, w, h, body, l2, frames, fl2, c == 0 ? 0 : c == 1 ? 1 : 2);
+        int tl = recv_msg(t, w, h, text, sizeof text - 1, 10);
+        text[tl > 0 ? tl : 0] = '\0';
+        IT_ASSERT(t, get_le(h + 6, 2) == T_ERROR && (int32_t)get_le(h + 16, 4) == KVS_EPROTO &&
+                     get_le(h + 24, 8) == 20 + (uint64_t)c,
+                  "case %d: type %d status %d request %llu (text: %s), expected an ERROR "
+                  "KVS_EPROTO", c, (int)get_le(h + 6, 2), (int)(int32_t)get_le(h + 16, 4),
+                  (unsigned long long)get_le(h + 24, 8), text);
+        IT_ASSERT(t, strstr((char *)text, wants[c]) != NULL,
+                  "case %d: refusal text '%s' does not say '%s'", c, text, wants[c]);
+    }
+    /* a lone PUSHPULL that claims its body is a record frame */
+    header(h, T_PUSHPULL, 9, 0, 30, 2, 3, 1, sizeof small);
+    le(h + 8, F_FRAME, 2);
+    send_msg(t, w, h, small, sizeof small);
+    int tl = recv_msg(t, w, h, buf, sizeof buf - 1, 10);
+    buf[tl > 0 ? tl : 0] = '\0';
+    IT_ASSERT(t, get_le(h + 6, 2) == T_ERROR && (int32_t)get_le(h + 16, 4) == KVS_EPROTO &&
+                 strstr((char *)buf, "record frame") != NULL,
+              "a lone message with the record frame flag: type %d status %d text '%s'",
+              (int)get_le(h + 6, 2), (int)(int32_t)get_le(h + 16, 4), buf);
+    /* nothing of the refused messages was handled: round 0's values stand */
+    for (uint64_t key = 1; key <= 2; key++) {
+        static float gotv[FF_BIG];
+        uint64_t count = key == 2 ? 3 : FF_BIG;
+        header(h, T_PULL, 9, 0, 40 + key, key, count, 1, 0);
+        send_msg(t, w, h, NULL, 0);
+        IT_ASSERT(t, lone_answer(t, w, 40 + key, (uint8_t *)gotv, sizeof gotv) == 0,
+                  "pull of key %llu", (unsigned long long)key);
+        for (uint64_t i = 0; i < count; i++) {
+            float want = key == 2 ? small[i] : vals[0][i];
+            IT_ASSERT(t, gotv[i] == want, "key %llu element %llu: %g after refused messages, "
+                      "expected %g", (unsigned long long)key, (unsigned long long)i,
+                      (double)gotv[i], (double)want);
+        }
+    }
+    zmq_close(w);
+    zmq_ctx_term(ctx);
+}
+
 /* ---- a round's value written into the outputs as it is summed ---- */
 
 #define WB_COUNT 600007u /* 2.4 MB: a job, summed over the reduction pool */

@@ -102,6 +102,18 @@ IT_TEST(p3_credit_2x2)
     it_expect_job_ok(t, 150);
 }
 
+/* p3 with 1 byte of credit and slices big enough to leave fused as record
+ * frames (160 and 320 KB): every flush overdraws the credit, and a lone
+ * pull (no body: no credit taken) must not stop its server's queue, which
+ * only returned credit would wake; sums stay exact */
+IT_TEST(p3_credit_tiny_2x2)
+{
+    many_env(t, "0");
+    p3_credit_env(t, "40000", "1");
+    it_start_job(t, 2, 2, p3_credit_argv);
+    it_expect_job_ok(t, 150);
+}
+
 /* Key parts of 16 KiB and more to a same-host server leave by reference,
  * many in one FUSED_REF message beside the small parts' inline records
  * (server reads and writes our memory); every value is checked by the

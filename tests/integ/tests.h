@@ -248,9 +248,11 @@
     X(job_nice_auto_busy_host_2x1, 300)                                        \
     X(server_memory_values_1x1, 120)                                           \
     X(server_fused_ref_1x1, 60)                                                \
+    X(server_fused_frames_1x1, 60)                                             \
     X(many_keys_fused_ref_1x1, 120)                                            \
     X(many_keys_fused_ref_2x2, 150)                                            \
     X(p3_credit_fused_ref_2x2, 150)                                            \
+    X(p3_credit_tiny_2x2, 150)                                                 \
     X(server_fused_ref_held_2x1, 60)                                           \
     X(cma_min_16k_1x1, 60)
 

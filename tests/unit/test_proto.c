@@ -576,7 +576,7 @@ static uint64_t rnd_field(void)
 START_TEST(test_garbage)
 {
     int ok = 0, bad = 0;
-    for (int iter = 0; iter < 20000; iter++) {
+    for (int iter = 0; iter < 30000; iter++) {
         uint8_t buf[PROTO_HDR_SIZE];
         proto_hdr out;
         for (int i = 0; i < PROTO_HDR_SIZE; i++)
@@ -585,13 +585,16 @@ START_TEST(test_garbage)
         put_le(buf + 4, 2, PROTO_VERSION);
         put_le(buf + 6, 2, rnd() % (PROTO_BASE_END + 2));
         bool cma = rnd() % 8 == 0; /* flags: by reference sometimes, else anything else */
-        /* row-sparse sometimes (it is refused on most types); a codec (compressed
-         * push) in one of four */
+        /* row-sparse sometimes (it is refused on most types), the record frame
+         * flag too (refused outside a fused body); a codec (compressed push) in
+         * one of four */
         uint64_t codec = rnd() % 4 ? ~(uint64_t)PROTO_F_CODEC : ~(uint64_t)0;
         put_le(buf + 8, 2, cma ? PROTO_F_CMA
                                : (rnd() & 0xffff &
-                                  ~(uint64_t)(PROTO_F_CMA | PROTO_F_RSP | PROTO_F_ZPULL) & codec) |
-                                     (rnd() % 8 == 0 ? PROTO_F_RSP : 0));
+                                  ~(uint64_t)(PROTO_F_CMA | PROTO_F_RSP | PROTO_F_ZPULL |
+                                              PROTO_F_FRAME) & codec) |
+                                     (rnd() % 8 == 0 ? PROTO_F_RSP : 0) |
+                                     (rnd() % 8 == 0 ? PROTO_F_FRAME : 0));
         if (rnd() % 2)
             put_le(buf + 16, 4, (uint32_t)-(int32_t)(rnd() % 20));
         put_le(buf + 40, 8, rnd_field());
@@ -624,6 +627,7 @@ START_TEST(test_garbage)
         ok++;
         /* self-consistent */
         ck_assert_msg(proto_type_known(out.type), "iter %d", iter);
+        ck_assert_msg(!(out.flags & PROTO_F_FRAME), "iter %d", iter);
         ck_assert(nframes == 1 || nframes == 2);
         ck_assert(out.body_len == (nframes == 2 ? body : 0));
         ck_assert((nframes == 2) == (out.body_len > 0));
@@ -1213,6 +1217,96 @@ START_TEST(test_fused)
 }
 END_TEST
 
+/* Records with PROTO_F_FRAME are their headers alone (their bodies travel
+ * as record frames of the message), in requests and answers; such a record
+ * by reference, with an error status or without a body is refused, its
+ * body_len is checked as any record's, and a lone message with the flag is
+ * refused. */
+START_TEST(test_fused_frames)
+{
+    uint8_t body[1024];
+    float v[3] = {1, 2, 3};
+    proto_hdr r[3], out;
+    const uint8_t *data;
+    uint64_t off = 0, len = 0;
+    r[0] = push_hdr();
+    r[0].type = PROTO_PUSHPULL;
+    r[0].flags = PROTO_F_FRAME;
+    r[0].count = r[0].total = 1u << 15;
+    r[0].body_len = 4u << 15;
+    r[1] = push_hdr();
+    r[1].count = r[1].total = 3;
+    r[1].body_len = 12;
+    r[2] = r[0];
+    r[2].key = 9;
+    ck_assert_uint_eq(proto_fused_rec_size(&r[0]), PROTO_HDR_SIZE);
+    ck_assert_uint_eq(proto_fused_rec_size(&r[1]), PROTO_HDR_SIZE + 16);
+    len += proto_fused_put(body + len, &r[0], v); /* data not read */
+    len += proto_fused_put(body + len, &r[1], v);
+    len += proto_fused_put(body + len, &r[2], NULL);
+    ck_assert_uint_eq(len, 3 * PROTO_HDR_SIZE + 16);
+    check_container(PROTO_FUSED, 3, len);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(proto_fused_next(PROTO_FUSED, 9, body, len, &off, &lim, &out, &data,
+                                          why, sizeof why), 0);
+        ck_assert_uint_eq(out.key, r[i].key);
+        ck_assert_uint_eq(out.body_len, r[i].body_len);
+        ck_assert_int_eq(!!(out.flags & PROTO_F_FRAME), i != 1);
+        ck_assert(i == 1 ? data != NULL && memcmp(data, v, sizeof v) == 0 : data == NULL);
+    }
+    ck_assert_uint_eq(off, len);
+    off = 0; /* the same records in a FUSED_REF */
+    ck_assert_int_eq(proto_fused_next(PROTO_FUSED_REF, 9, body, len, &off, &lim, &out, &data,
+                                      why, sizeof why), 0);
+    /* an answer with its value in a record frame */
+    proto_hdr a = r[0];
+    a.type = PROTO_REPLY;
+    len = proto_fused_put(body, &a, NULL);
+    off = 0;
+    ck_assert_int_eq(proto_fused_next(PROTO_FUSED_REPLY, 9, body, len, &off, &lim, &out, &data,
+                                      why, sizeof why), 0);
+    ck_assert(out.flags & PROTO_F_FRAME && data == NULL && off == PROTO_HDR_SIZE);
+    /* refused: an error answer, a descriptor, no body, a body_len that does
+     * not match the count, one past KVS_MAX_MESSAGE */
+    static const struct {
+        int outer, type, flags, status;
+        uint64_t count, body_len;
+        int rc;
+        const char *what;
+    } bad[] = {
+        {PROTO_FUSED_REPLY, PROTO_REPLY, PROTO_F_FRAME, KVS_EINVAL, 4, 16, KVS_EPROTO,
+         "error text"},
+        {PROTO_FUSED_REF, PROTO_PUSH, PROTO_F_FRAME | PROTO_F_CMA, 0, 1u << 15, PROTO_CMA_LEN,
+         KVS_EPROTO, "descriptor"},
+        {PROTO_FUSED, PROTO_PULL, PROTO_F_FRAME, 0, 4, 0, KVS_EPROTO, "no body"},
+        {PROTO_FUSED, PROTO_PUSH, PROTO_F_FRAME, 0, 4, 20, KVS_EPROTO, "need"},
+        {PROTO_FUSED, PROTO_PUSH, PROTO_F_FRAME, 0, 1ull << 40, 4ull << 40, KVS_ETOOBIG,
+         "KVS_MAX_MESSAGE"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        proto_hdr b = push_hdr();
+        b.type = (uint16_t)bad[i].type;
+        b.flags = (uint16_t)bad[i].flags;
+        b.status = bad[i].status;
+        b.count = b.total = bad[i].count;
+        b.body_len = bad[i].body_len;
+        len = proto_fused_put(body, &b, NULL);
+        ck_assert_uint_eq(len, PROTO_HDR_SIZE);
+        off = 0;
+        why[0] = '\0';
+        ck_assert_int_eq(proto_fused_next(bad[i].outer, 9, body, len, &off, &lim, &out, &data,
+                                          why, sizeof why), bad[i].rc);
+        ck_assert_msg(strstr(why, bad[i].what) != NULL, "case %zu: '%s'", i, why);
+        ck_assert_uint_eq(off, 0);
+    }
+    /* a lone message with the flag */
+    proto_hdr l = r[1];
+    l.flags = PROTO_F_FRAME;
+    expect_err(&l, 2, 12, KVS_EPROTO);
+    ck_assert(strstr(why, "record frame") != NULL);
+}
+END_TEST
+
 /* FUSED_REF: records by reference (a PROTO_CMA_LEN descriptor) beside
  * inline ones; refused inside a plain FUSED; the descriptor's size is
  * checked; FUSED_REPLY takes an answer by reference only without a body
@@ -1359,6 +1453,7 @@ Suite *proto_suite(void)
     tcase_add_test(t, test_contrib);
     tcase_add_test(t, test_fused);
     tcase_add_test(t, test_fused_ref);
+    tcase_add_test(t, test_fused_frames);
     tcase_add_test(t, test_codec_flag);
     tcase_add_test(t, test_repl_value);
     suite_add_tcase(s, t);
