@@ -447,7 +447,10 @@ void wrk_io_dispatch(kvs_store *s, wrk_req *q)
     q->fref = goes_by_ref(s, q);
     q->fframe = !q->fref && q->send && q->h.body_len >= DP_FUSE_MAX;
     uint64_t len = fused_len(q), big = big_len(q);
-    if (f->n > 0 && (f->bytes + len > s->c.fuse_bytes || f->big + big > DP_FUSE_FRAMES_MAX))
+    /* the records stay within one frame (a bigger body would be split into
+     * pieces, which the server would take for record frames) */
+    uint64_t most = s->c.fuse_bytes < DP_FRAME_MAX ? s->c.fuse_bytes : DP_FRAME_MAX;
+    if (f->n > 0 && (f->bytes + len > most || f->big + big > DP_FUSE_FRAMES_MAX))
         fuse_flush(s, q->server);
     if (f->n == f->cap) {
         size_t cap = f->cap ? 2 * f->cap : 64;

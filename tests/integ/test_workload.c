@@ -34,6 +34,21 @@ IT_TEST(many_keys_2x2)
     it_expect_job_ok(t, 150);
 }
 
+/* KVS_FUSE_BYTES far above a frame (1 GiB): 1000 keys of 3 to 15000
+ * float32 elements in one call (about 21 MB of parts under 64 KiB for the one
+ * server) leave in fused messages whose records stay within one 4 MiB frame
+ * (a bigger body would leave in pieces); sums exact */
+IT_TEST(many_keys_fuse_max_1x1)
+{
+    static const char *const argv[] = {"many", "--keys", "1000", "--counts", "3,1000,15000",
+                                       "--dtype", "f32", "--dup",
+                                       "--pushpull", "--rounds", "2", NULL};
+    many_env(t, "0");
+    it_setenv(t, "KVS_FUSE_BYTES", "1073741824");
+    it_start_job(t, 1, 1, argv);
+    it_expect_job_ok(t, 150);
+}
+
 IT_TEST(many_keys_socket_3x2)
 {
     /* the same with push then pull, every byte through the sockets */

@@ -177,6 +177,7 @@
     /* test_workload.c: many keys, huge key counts, fusion */                  \
     X(many_keys_2x2, 180)                                                      \
     X(many_keys_socket_3x2, 180)                                               \
+    X(many_keys_fuse_max_1x1, 150)                                             \
     X(huge_keys_2x2, 300)                                                      \
     X(many_keys_small_fuse_2x3, 180)                                           \
     X(many_keys_p3_2x2, 180)                                                   \

@@ -54,7 +54,8 @@ static const char *usage_text =
     "                           init, then N rounds of push+pull (or pushpull) with\n"
     "                           exact sums checked element by element; --callbacks:\n"
     "                           per-key waits through kvs_on_complete\n"
-    "  many [--keys N] [--dtype ...] [--split] [--dup] [--pushpull] [--rounds N]\n"
+    "  many [--keys N] [--counts LIST] [--dtype ...] [--split] [--dup] [--pushpull]\n"
+    "       [--rounds N]\n"
     "                           N keys of mixed sizes in one call per round, exact\n"
     "                           sums checked (huge key counts, fusion)\n"
     "  async [--rounds N]       dist_async: pushes accumulate; pull after a barrier\n"
@@ -1040,8 +1041,8 @@ static int scenario_sum(const opts *o)
 /* ---- many keys in one call ---- */
 
 /* Key i of `many`: sizes from 1 element to past the direct-copy and fusion
- * thresholds (70001 elements), with --split every 97th key split over the
- * servers; dtypes cycle through --dtype. */
+ * thresholds (70001 elements), or the --counts in turn, with --split every
+ * 97th key split over the servers; dtypes cycle through --dtype. */
 static void many_key(const opts *o, uint64_t i, keyspec *k)
 {
     static const uint64_t counts[] = {1, 2, 3, 7, 16, 33, 100, 257, 1000, 4097, 17000, 70001};
@@ -1050,6 +1051,8 @@ static void many_key(const opts *o, uint64_t i, keyspec *k)
     k->count = counts[i % (sizeof counts / sizeof counts[0])];
     if (o->nkeys > 2000) /* huge key counts: keep the round small */
         k->count = counts[i % 7];
+    if (o->ncounts > 0) /* --counts: these sizes in turn */
+        k->count = o->counts[i % (uint64_t)o->ncounts];
     if (o->split && i % 97 == 5)
         k->count = o->bound + 3 + i % 2;
 }
