@@ -251,6 +251,25 @@ static bool reserve(srv_fuser *f, srv_fuse *b, uint64_t n)
     return true;
 }
 
+/* The answer record reply joins b's collection (room reserved). */
+static void collect(srv_fuser *f, srv_fuse *b, proto_hdr *reply, const void *data)
+{
+    if (b->nout == 0)
+        b->sender = *f->node_id;
+    reply->sender = b->sender;
+    b->len += proto_fused_put(b->out + b->len, reply, data);
+    b->nout++;
+}
+
+/* No memory to collect reply: the record is answered alone, with the error. */
+static void answer_alone_nomem(srv_fuser *f, srv_fuse *b, proto_hdr *reply)
+{
+    reply->status = KVS_ENOMEM;
+    reply->flags &= (uint16_t)~PROTO_F_FRAME;
+    net_send_text(f->sock, b->ident, b->ident_len, reply,
+                  "server out of memory answering a fused request");
+}
+
 /* One more record of b answered: its answers leave on the next turn. */
 static void answered(srv_fuser *f, srv_fuse *b)
 {
@@ -277,18 +296,10 @@ void srv_fuse_answer(srv_fuser *f, proto_hdr *reply, const char *text, const voi
         reply->body_len = reply->count * kvs_dtype_size((kvs_dtype)reply->dtype);
     }
     reply->fuse = 0;
-    if (!reserve(f, b, proto_fused_rec_len(reply->body_len))) {
-        /* no memory to collect it: the record is answered alone */
-        reply->status = KVS_ENOMEM;
-        net_send_text(f->sock, b->ident, b->ident_len, reply,
-                      "server out of memory answering a fused request");
-    } else {
-        if (b->nout == 0)
-            b->sender = *f->node_id;
-        reply->sender = b->sender;
-        b->len += proto_fused_put(b->out + b->len, reply, data);
-        b->nout++;
-    }
+    if (!reserve(f, b, proto_fused_rec_len(reply->body_len)))
+        answer_alone_nomem(f, b, reply);
+    else
+        collect(f, b, reply, data);
     answered(f, b);
 }
 
@@ -309,21 +320,14 @@ void srv_fuse_answer_frame(srv_fuser *f, proto_hdr *reply, zmq_msg_t *value)
     }
     if (b->nframes == b->fcap || !reserve(f, b, PROTO_HDR_SIZE)) {
         zmq_msg_close(value);
-        reply->status = KVS_ENOMEM;
-        reply->flags &= (uint16_t)~PROTO_F_FRAME;
-        net_send_text(f->sock, b->ident, b->ident_len, reply,
-                      "server out of memory answering a fused request");
+        answer_alone_nomem(f, b, reply);
     } else {
-        if (b->nout == 0)
-            b->sender = *f->node_id;
-        reply->sender = b->sender;
         reply->flags |= PROTO_F_FRAME;
         reply->body_len = n;
-        b->len += proto_fused_put(b->out + b->len, reply, NULL);
+        collect(f, b, reply, NULL);
         zmq_msg_init(&b->frames[b->nframes]);
         zmq_msg_move(&b->frames[b->nframes++], value);
         b->fbytes += n;
-        b->nout++;
     }
     answered(f, b);
 }
