@@ -5,9 +5,20 @@
 # a program that exits non-zero fails even when its summary says 0 failed.
 # Flaky: tests of a known-flaky list that failed, then passed on a rerun
 # (tests/integ/tests.h); they are named on a line of their own at the end.
+# The failures are named again just before the summary (at most 8 lines a
+# program), so that the tail of a long log says what failed.
 set -u
 BUILD=${BUILD:-build}
-pass=0 fail=0 skip=0 flaky=0 status=0 flaky_lines=""
+pass=0 fail=0 skip=0 flaky=0 status=0 flaky_lines="" fail_lines=""
+note_fail() {
+    fail_lines="$fail_lines
+  $1"
+}
+# failed NAME OUT: keep the lines of OUT that name a failure
+failed() {
+    fail_lines="$fail_lines
+$(grep -E '^(not ok|FAIL)|:[FE]:' "$2" | head -n 8 | cut -c1-200 | sed "s/^/  $1: /")"
+}
 run() {
     name=$1; shift
     out="$BUILD/test-$name.out"
@@ -18,6 +29,7 @@ run() {
     line=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed" "$out" | tail -n 1)
     if [ -z "$line" ]; then
         echo "$name: runner ended without a summary line (exit $rc)"
+        note_fail "$name: ended without a summary line (exit $rc)"
         fail=$((fail+1)); status=1; return
     fi
     p=$(echo "$line" | sed -E 's/^[a-z-]+: ([0-9]+) passed.*/\1/')
@@ -29,11 +41,16 @@ run() {
         flaky_lines="$flaky_lines
 $name:$(grep -E '^# flaky' "$out" | sed 's/^# flaky[^:]*://' | tr '\n' ' ')"
     fi
-    [ "$f" -ne 0 ] && status=1
+    [ "$f" -ne 0 ] && { status=1; failed "$name" "$out"; }
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
         echo "$name: exited $rc although its summary says 0 failed"
+        note_fail "$name: exited $rc although its summary says 0 failed"
         fail=$((fail+1)); status=1
     fi
+}
+summary_failed() {
+    [ -n "$fail_lines" ] && echo "failed:$fail_lines"
+    return 0
 }
 # --long (make test-long): only the long tests, at the sizes the issues'
 # targets name: the integration tests that skip without KVS_INTEG_LONG=1
@@ -43,6 +60,7 @@ if [ "${1:-}" = "--long" ]; then
     export CK_DEFAULT_TIMEOUT=${CK_DEFAULT_TIMEOUT:-60}
     KVS_INTEG_LONG=1 run integ "$BUILD/test-integ" '*_long_*'
     run netns bash tests/netns/test-netns.sh --long
+    summary_failed
     echo "total: $pass passed, $fail failed, $skip skipped (long)"
     exit $status
 fi
@@ -71,9 +89,10 @@ if [ "${KVS_TEST_SANITIZED:-0}" = 1 ]; then
         if "$BUILD/fuzz/$1" -n 20000 "$2"; then
             echo "fuzz-$1: 1 passed, 0 failed"; pass=$((pass+1))
         else
-            echo "fuzz-$1: 0 passed, 1 failed"; fail=$((fail+1)); status=1
+            echo "fuzz-$1: 0 passed, 1 failed"; note_fail "fuzz-$1: its corpus or random inputs failed"; fail=$((fail+1)); status=1
         fi
     done
+    summary_failed
     echo "total: $pass passed, $fail failed, $skip skipped (sanitized)"
     exit $status
 fi
@@ -98,7 +117,7 @@ if [ -x "$BUILD/fuzz/run-corpus" ]; then
     if "$BUILD/fuzz/run-corpus" -n 200000 tests/fuzz/corpus; then
         echo "fuzz: 1 passed, 0 failed"; pass=$((pass+1))
     else
-        echo "fuzz: 0 passed, 1 failed"; fail=$((fail+1)); status=1
+        echo "fuzz: 0 passed, 1 failed"; note_fail "fuzz: its corpus or random inputs failed"; fail=$((fail+1)); status=1
     fi
 fi
 # the metrics responder's HTTP parser: corpus plus 200k random inputs
@@ -106,7 +125,7 @@ if [ -x "$BUILD/fuzz/run-http" ]; then
     if "$BUILD/fuzz/run-http" -n 200000 tests/fuzz/http-corpus; then
         echo "fuzz-http: 1 passed, 0 failed"; pass=$((pass+1))
     else
-        echo "fuzz-http: 0 passed, 1 failed"; fail=$((fail+1)); status=1
+        echo "fuzz-http: 0 passed, 1 failed"; note_fail "fuzz-http: its corpus or random inputs failed"; fail=$((fail+1)); status=1
     fi
 fi
 # the scheduler's and the server's dispatch, in-process: corpus plus 5000
@@ -116,7 +135,7 @@ for t in sched server; do
     if "$BUILD/fuzz/replay-$t" -n 5000 "tests/fuzz/$t-corpus"; then
         echo "fuzz-$t: 1 passed, 0 failed"; pass=$((pass+1))
     else
-        echo "fuzz-$t: 0 passed, 1 failed"; fail=$((fail+1)); status=1
+        echo "fuzz-$t: 0 passed, 1 failed"; note_fail "fuzz-$t: its corpus or random inputs failed"; fail=$((fail+1)); status=1
     fi
 done
 [ -x "$BUILD/tests/kvs-opsworker" ] && run ops bash tests/ops/test-ops.sh
@@ -125,6 +144,7 @@ run deploy bash tests/ops/test-deploy.sh
 # the GPU check's own logic on simulated devices (a GPU machine runs
 # tests/gpu/run.sh itself)
 [ -x "$BUILD/tests/kvs-gpucheck" ] && run gpu sh tests/gpu/run.sh --sim 2 --quick
+summary_failed
 if [ "$flaky" -ne 0 ]; then
     echo "flaky: $flaky known-flaky test(s) failed once and passed on rerun:$flaky_lines"
     echo "total: $pass passed, $fail failed, $skip skipped, $flaky flaky"
