@@ -526,6 +526,7 @@ case_groups() { # name "L..." S [KVS_LOCAL_AGG]
             if (( agg && LS[h] > 1 )); then
                 grep -q "summing locally" "$DIR/w$w.log" || note "w$w did not sum in its group"
             fi
+            [[ -s $DIR/bytes-$w && -s $DIR/init-bytes-$w ]] || note "w$w wrote no byte counts"
             r=$(awk 'NR==FNR { a += $1 + $2; next } { b += $1 + $2 } END { printf "%.0f", a - b }' \
                 "$DIR/bytes-$w" "$DIR/init-bytes-$w" 2>/dev/null)
             bytes=$((bytes + ${r:-0}))
