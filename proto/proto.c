@@ -260,6 +260,11 @@ static int decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
     return 0;
 }
 
+uint64_t proto_peek_req_id(const void *hdr, size_t hdr_len)
+{
+    return hdr_len == PROTO_HDR_SIZE ? le_get64((const uint8_t *)hdr + 24) : 0;
+}
+
 int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
                  const proto_limits *lim, proto_hdr *out, char *why, size_t whylen)
 {

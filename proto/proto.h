@@ -260,6 +260,12 @@ void proto_encode(const proto_hdr *h, uint8_t out[PROTO_HDR_SIZE]);
 int proto_decode(const void *hdr, size_t hdr_len, int nframes, size_t body_len,
                  const proto_limits *lim, proto_hdr *out, char *why, size_t whylen);
 
+/* The req_id of a header frame that proto_decode may have refused: read
+ * where a header keeps it when hdr_len is PROTO_HDR_SIZE, else 0 (no
+ * request).  An ERROR that echoes it lets the sender fail that request
+ * rather than wait for it. */
+uint64_t proto_peek_req_id(const void *hdr, size_t hdr_len);
+
 /* ---- fused bodies (PROTO_FUSED, PROTO_FUSED_REF, PROTO_FUSED_REPLY) ----
  * A body is `count` records back to back; a record is a PROTO_HDR_SIZE
  * header (the same layout as a message header; its body_len says how many

@@ -576,6 +576,8 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
         if (!net_guard_refused(s->guard, net_msg_fd(m), ident, ident_len))
             return; /* not (yet) a node of the job: no answer, the connection shut */
         proto_hdr e = {.type = PROTO_ERROR, .status = rc, .sender = s->node_id};
+        if (m->nframes > 1) /* its request fails, rather than waits */
+            e.req_id = proto_peek_req_id(zmq_msg_data(&m->frames[1]), zmq_msg_size(&m->frames[1]));
         net_send_text(s->data, ident, ident_len, &e, why);
         return;
     }

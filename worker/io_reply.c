@@ -63,6 +63,16 @@ static void on_reply(kvs_store *s, const proto_hdr *hp, const char *body)
         wrk_io_batch_fail(s, h.req_id, st, text);
         return;
     }
+    if (q == NULL && h.type == PROTO_ERROR && h.req_id == 0) {
+        /* a message of ours refused before it could name its request (its
+         * header frame was not a header): some request of ours will never
+         * be answered, so nothing waits for it */
+        char text[PROTO_ERRTEXT_MAX + 96];
+        snprintf(text, sizeof text, "server %d refused a message it could not match to a request: "
+                 "%.*s", (h.sender - 8) / 2, (int)h.body_len, body ? body : "");
+        wrk_io_fail_all(s, h.status ? h.status : KVS_EPROTO, text);
+        return;
+    }
     if (q == NULL) {
         if (h.type != PROTO_ERROR)
             LOG(LOG_INFO, s->who, "net", "dropped a %s for unknown request %llu",

@@ -1454,3 +1454,59 @@ IT_TEST(server_memory_values_1x1)
     free(vals);
     free(got);
 }
+
+/* A refused message is answered with an ERROR that names its request when
+ * its header frame has a header's size (bad magic, bad type: the worker
+ * fails that request rather than waits for it), and req_id 0 when it does
+ * not; the worker's connection keeps serving its good requests. */
+IT_TEST(server_refusal_names_request_1x1)
+{
+    enum { T_ERROR = 16 };
+    uint8_t h[HDR], body[4096];
+    float v = 2.5f, got = 0;
+    it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_start_scheduler(t, 1, 1, NULL);
+    int port = start_server_port(t);
+    void *ctx = zmq_ctx_new();
+    void *w0 = client(t, ctx, port, "w9-0000000000000009");
+    header(h, T_INIT, 9, 0, 1, 7, 1, 0, 4);
+    send_msg(t, w0, h, &v, 4);
+    recv_msg(t, w0, h, body, sizeof body, 10);
+    IT_ASSERT(t, get_le(h + 6, 2) == T_REPLY && get_le(h + 16, 4) == 0,
+              "init: type %d status %d", (int)get_le(h + 6, 2), (int)(int32_t)get_le(h + 16, 4));
+    struct {
+        const char *what;
+        int magic, type, hdr_len;
+        uint64_t req, want_req;
+    } bad[] = {
+        {"bad magic", 0x12345678, T_PULL, HDR, 4242, 4242},
+        {"unknown type", 0x3153564B, 999, HDR, 4243, 4243},
+        {"a header frame of 10 bytes", 0x3153564B, T_PULL, 10, 4244, 0},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        header(h, T_PULL, 9, 0, bad[i].req, 7, 1, 0, 0);
+        le(h, (uint64_t)(uint32_t)bad[i].magic, 4);
+        le(h + 6, (uint64_t)bad[i].type, 2);
+        IT_ASSERT(t, zmq_send(w0, h, (size_t)bad[i].hdr_len, 0) == bad[i].hdr_len, "send: %s",
+                  zmq_strerror(zmq_errno()));
+        int n = recv_msg(t, w0, h, body, sizeof body - 1, 10);
+        body[n < 0 ? 0 : n] = '\0';
+        IT_ASSERT(t, get_le(h + 6, 2) == T_ERROR && (int32_t)get_le(h + 16, 4) == KVS_EPROTO &&
+                         get_le(h + 24, 8) == bad[i].want_req,
+                  "%s: type %d status %d request %llu (expected ERROR, KVS_EPROTO, request %llu)",
+                  bad[i].what, (int)get_le(h + 6, 2), (int)(int32_t)get_le(h + 16, 4),
+                  (unsigned long long)get_le(h + 24, 8), (unsigned long long)bad[i].want_req);
+        IT_ASSERT(t, n > 0, "%s: an ERROR without a reason", bad[i].what);
+        /* the connection still serves: a good pull of key 7 */
+        header(h, T_PULL, 9, 0, 5000 + i, 7, 1, 0, 0);
+        send_msg(t, w0, h, NULL, 0);
+        n = recv_msg(t, w0, h, (uint8_t *)&got, sizeof got, 10);
+        IT_ASSERT(t, get_le(h + 6, 2) == T_REPLY && get_le(h + 16, 4) == 0 &&
+                         get_le(h + 24, 8) == 5000 + i && n == 4 && got == v,
+                  "after %s: pull answered type %d status %d request %llu, %d bytes, %g",
+                  bad[i].what, (int)get_le(h + 6, 2), (int)(int32_t)get_le(h + 16, 4),
+                  (unsigned long long)get_le(h + 24, 8), n, (double)got);
+    }
+    zmq_close(w0);
+    zmq_ctx_term(ctx);
+}
