@@ -63,10 +63,14 @@ static void on_reply(kvs_store *s, const proto_hdr *hp, const char *body)
         wrk_io_batch_fail(s, h.req_id, st, text);
         return;
     }
-    if (q == NULL && h.type == PROTO_ERROR && h.req_id == 0) {
-        /* a message of ours refused before it could name its request (its
-         * header frame was not a header): some request of ours will never
-         * be answered, so nothing waits for it */
+    if (q == NULL && h.type == PROTO_ERROR && h.req_id == 0 &&
+        (h.status == 0 || h.status == KVS_EPROTO || h.status == KVS_ETOOBIG)) {
+        /* a malformed message of ours, refused before it could name its
+         * request (its header frame was not a header): some request of ours
+         * will never be answered, so nothing waits for it.  (A refused
+         * ANNOUNCE, which has no request, names none either: a worker not
+         * yet in the servers' membership epoch, or whose slot is bound to
+         * another connection, keeps going.) */
         char text[PROTO_ERRTEXT_MAX + 96];
         snprintf(text, sizeof text, "server %d refused a message it could not match to a request: "
                  "%.*s", (h.sender - 8) / 2, (int)h.body_len, body ? body : "");
