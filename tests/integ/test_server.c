@@ -1510,3 +1510,89 @@ IT_TEST(server_refusal_names_request_1x1)
     zmq_close(w0);
     zmq_ctx_term(ctx);
 }
+
+/* A worker whose request a server refuses without naming it (an ERROR with
+ * req_id 0 and KVS_EPROTO: what a server answers a message whose header
+ * frame is not a header) fails its call at once with that error, rather
+ * than wait forever.  This process stands in for the server: it registers
+ * with the real scheduler and answers the worker's first data request so. */
+IT_TEST(worker_unmatched_refusal_1x1)
+{
+    enum { T_REGISTER = 1, T_ERROR = 16, T_ANNOUNCE = 35 };
+    char ep[128], body[256];
+    uint8_t h[HDR];
+    size_t len = sizeof ep;
+    int linger = 0;
+    it_setenv(t, "KVS_START_TIMEOUT", "30");
+    it_setenv(t, "PS_HEARTBEAT_TIMEOUT", "120");
+    it_setenv(t, "KVS_CMA", "0");
+    it_start_scheduler(t, 1, 1, NULL);
+    void *ctx = zmq_ctx_new();
+    void *data = zmq_socket(ctx, ZMQ_ROUTER), *link = zmq_socket(ctx, ZMQ_DEALER);
+    IT_ASSERT(t, data && link, "zmq_socket: %s", zmq_strerror(zmq_errno()));
+    zmq_setsockopt(data, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(link, ZMQ_LINGER, &linger, sizeof linger);
+    IT_ASSERT(t, zmq_bind(data, "tcp://127.0.0.1:*") == 0, "bind: %s", zmq_strerror(zmq_errno()));
+    zmq_getsockopt(data, ZMQ_LAST_ENDPOINT, ep, &len);
+    snprintf(body, sizeof body, "server-%d-00112233aabbccdd", (int)getpid());
+    zmq_setsockopt(link, ZMQ_ROUTING_ID, body, strlen(body));
+    snprintf(body, sizeof body, "tcp://127.0.0.1:%d", t->port);
+    IT_ASSERT(t, zmq_connect(link, body) == 0, "connect: %s", zmq_strerror(zmq_errno()));
+    snprintf(body, sizeof body, "role=server endpoint=%s rank=0 host=127.0.0.1 servers=1 workers=1",
+             ep);
+    header(h, T_REGISTER, 0, 0, 0, 0, 0, 0, strlen(body));
+    send_msg(t, link, h, body, strlen(body));
+    int w = it_start_worker(t, 0, (const char *const[]){"sum", "--counts", "100", "--rounds", "1",
+                                                         NULL},
+                            NULL);
+    int refused = 0;
+    double end = it_now() + 30 * it_slow;
+    while (!it_wait(t, w, 0) && it_now() < end) {
+        zmq_pollitem_t it[2] = {{data, 0, ZMQ_POLLIN, 0}, {link, 0, ZMQ_POLLIN, 0}};
+        if (zmq_poll(it, 2, 50) <= 0)
+            continue;
+        if (it[1].revents & ZMQ_POLLIN) { /* the scheduler's: read and let go */
+            zmq_msg_t m;
+            zmq_msg_init(&m);
+            while (zmq_msg_recv(&m, link, ZMQ_DONTWAIT) >= 0)
+                ;
+            zmq_msg_close(&m);
+        }
+        if (!(it[0].revents & ZMQ_POLLIN))
+            continue;
+        uint8_t ident[256], req[HDR];
+        int il = zmq_recv(data, ident, sizeof ident, 0), more = 0, type = -1;
+        size_t ml = sizeof more;
+        zmq_getsockopt(data, ZMQ_RCVMORE, &more, &ml);
+        while (more) { /* the header, then whatever follows */
+            zmq_msg_t m;
+            zmq_msg_init(&m);
+            zmq_msg_recv(&m, data, 0);
+            if (type < 0 && zmq_msg_size(&m) == HDR) {
+                memcpy(req, zmq_msg_data(&m), HDR);
+                type = (int)get_le(req + 6, 2);
+            }
+            more = zmq_msg_more(&m);
+            zmq_msg_close(&m);
+        }
+        if (il <= 0 || type < 0 || type == T_ANNOUNCE)
+            continue;
+        const char *text = "a header frame of 10 bytes (expected 88)";
+        header(h, T_ERROR, 8, 0, 0, 0, 0, 0, strlen(text));
+        le(h + 16, (uint64_t)(uint32_t)KVS_EPROTO, 4);
+        zmq_send(data, ident, (size_t)il, ZMQ_SNDMORE);
+        send_msg(t, data, h, text, strlen(text));
+        refused++;
+    }
+    zmq_close(data);
+    zmq_close(link);
+    zmq_ctx_term(ctx);
+    IT_ASSERT(t, it_wait(t, w, 0), "the worker still waits %.0f s after a refusal it cannot "
+              "match (%d refused)", 30 * it_slow, refused);
+    IT_ASSERT(t, refused >= 1, "the worker sent no data request");
+    IT_ASSERT(t, !it_exited_with(t, w, 0), "the worker exited 0 after its request was refused");
+    IT_ASSERT(t, it_log_has(t, w, "KVS_EPROTO", 0) &&
+                     it_log_has(t, w, "server 0 refused a message it could not match to a "
+                                "request: a header frame of 10 bytes", 0),
+              "the worker's log does not name the refusal");
+}

@@ -251,6 +251,7 @@
     X(server_fused_ref_1x1, 60)                                                \
     X(server_fused_frames_1x1, 60)                                             \
     X(server_refusal_names_request_1x1, 60)                                    \
+    X(worker_unmatched_refusal_1x1, 60)                                        \
     X(many_keys_fused_ref_1x1, 120)                                            \
     X(many_keys_fused_ref_2x2, 150)                                            \
     X(p3_credit_fused_ref_2x2, 150)                                            \
