@@ -1461,7 +1461,6 @@ IT_TEST(server_memory_values_1x1)
  * not; the worker's connection keeps serving its good requests. */
 IT_TEST(server_refusal_names_request_1x1)
 {
-    enum { T_ERROR = 16 };
     uint8_t h[HDR], body[4096];
     float v = 2.5f, got = 0;
     it_setenv(t, "KVS_START_TIMEOUT", "30");
@@ -1518,7 +1517,7 @@ IT_TEST(server_refusal_names_request_1x1)
  * with the real scheduler and answers the worker's first data request so. */
 IT_TEST(worker_unmatched_refusal_1x1)
 {
-    enum { T_REGISTER = 1, T_ERROR = 16, T_ANNOUNCE = 35 };
+    enum { T_REGISTER = 1, T_ANNOUNCE = 35 };
     char ep[128], body[256];
     uint8_t h[HDR];
     size_t len = sizeof ep;
