@@ -48,6 +48,16 @@ $name:$(grep -E '^# flaky' "$out" | sed 's/^# flaky[^:]*://' | tr '\n' ' ')"
         fail=$((fail+1)); status=1
     fi
 }
+# fuzz NAME CMD...: a corpus replay plus random inputs, one check (exit 0)
+fuzz() {
+    fname=$1; shift
+    if "$@"; then
+        echo "$fname: 1 passed, 0 failed"; pass=$((pass+1))
+    else
+        echo "$fname: 0 passed, 1 failed"; fail=$((fail+1)); status=1
+        note_fail "$fname: its corpus or random inputs failed"
+    fi
+}
 summary_failed() {
     [ -n "$fail_lines" ] && echo "failed:$fail_lines"
     return 0
@@ -86,11 +96,7 @@ if [ "${KVS_TEST_SANITIZED:-0}" = 1 ]; then
     for f in "run-corpus tests/fuzz/corpus" "run-http tests/fuzz/http-corpus"; do
         set -- $f
         [ -x "$BUILD/fuzz/$1" ] || continue
-        if "$BUILD/fuzz/$1" -n 20000 "$2"; then
-            echo "fuzz-$1: 1 passed, 0 failed"; pass=$((pass+1))
-        else
-            echo "fuzz-$1: 0 passed, 1 failed"; note_fail "fuzz-$1: its corpus or random inputs failed"; fail=$((fail+1)); status=1
-        fi
+        fuzz "fuzz-$1" "$BUILD/fuzz/$1" -n 20000 "$2"
     done
     summary_failed
     echo "total: $pass passed, $fail failed, $skip skipped (sanitized)"
@@ -113,30 +119,14 @@ run linkmap python3 tests/symbols/check-linkmap.py "$BUILD"
 # every relative link in the Markdown files resolves (files and #headings)
 run docs sh tests/docs/check-links.sh
 # the proto fuzz corpus plus 200k random inputs: one check
-if [ -x "$BUILD/fuzz/run-corpus" ]; then
-    if "$BUILD/fuzz/run-corpus" -n 200000 tests/fuzz/corpus; then
-        echo "fuzz: 1 passed, 0 failed"; pass=$((pass+1))
-    else
-        echo "fuzz: 0 passed, 1 failed"; note_fail "fuzz: its corpus or random inputs failed"; fail=$((fail+1)); status=1
-    fi
-fi
+[ -x "$BUILD/fuzz/run-corpus" ] && fuzz fuzz "$BUILD/fuzz/run-corpus" -n 200000 tests/fuzz/corpus
 # the metrics responder's HTTP parser: corpus plus 200k random inputs
-if [ -x "$BUILD/fuzz/run-http" ]; then
-    if "$BUILD/fuzz/run-http" -n 200000 tests/fuzz/http-corpus; then
-        echo "fuzz-http: 1 passed, 0 failed"; pass=$((pass+1))
-    else
-        echo "fuzz-http: 0 passed, 1 failed"; note_fail "fuzz-http: its corpus or random inputs failed"; fail=$((fail+1)); status=1
-    fi
-fi
+[ -x "$BUILD/fuzz/run-http" ] && fuzz fuzz-http "$BUILD/fuzz/run-http" -n 200000 tests/fuzz/http-corpus
 # the scheduler's and the server's dispatch, in-process: corpus plus 5000
 # random inputs each (one real scheduler / server per input)
 for t in sched server; do
     [ -x "$BUILD/fuzz/replay-$t" ] || continue
-    if "$BUILD/fuzz/replay-$t" -n 5000 "tests/fuzz/$t-corpus"; then
-        echo "fuzz-$t: 1 passed, 0 failed"; pass=$((pass+1))
-    else
-        echo "fuzz-$t: 0 passed, 1 failed"; note_fail "fuzz-$t: its corpus or random inputs failed"; fail=$((fail+1)); status=1
-    fi
+    fuzz "fuzz-$t" "$BUILD/fuzz/replay-$t" -n 5000 "tests/fuzz/$t-corpus"
 done
 [ -x "$BUILD/tests/kvs-opsworker" ] && run ops bash tests/ops/test-ops.sh
 run install bash tests/ops/test-install.sh
