@@ -470,12 +470,12 @@ static void fmt_hexbytes(char *out, const uint8_t *b, size_t n)
 }
 
 int proto_node_local_fmt(char *buf, size_t len, int group, int lrank, int lsize,
-                         const proto_local *l)
+                         const proto_local *l, int direct)
 {
     char nh[2 * PROTO_NONCE_LEN + 1];
     fmt_hexbytes(nh, l->nonce, PROTO_NONCE_LEN);
-    return snprintf(buf, len, " %d %d %d %d %llx %s", group, lrank, lsize, l->pid,
-                    (unsigned long long)l->nonce_addr, nh);
+    return snprintf(buf, len, " %d %d %d %d %llx %s %d", group, lrank, lsize, l->pid,
+                    (unsigned long long)l->nonce_addr, nh, direct ? 1 : 0);
 }
 
 int proto_register_local(const char *body, size_t len, proto_local *out)
@@ -487,6 +487,7 @@ int proto_register_local(const char *body, size_t len, proto_local *out)
     memset(out, 0, sizeof *out);
     out->lrank = out->lsize = -1;
     out->agg_min = -1;
+    out->cma = -1;
     for (;;) {
         while (p < end && *p == '\n')
             p++;
@@ -510,6 +511,8 @@ int proto_register_local(const char *body, size_t len, proto_local *out)
             out->agg_min = v;
         } else if (!strcmp(tok, "aggmin=auto")) {
             out->agg_min = PROTO_AGG_MIN_AUTO;
+        } else if (!strncmp(tok, "cma=", 4) && parse_int(tok + 4, 0, 1, &v)) {
+            out->cma = (int)v;
         } else if (!strncmp(tok, "nonce_addr=", 11) && parse_hex64(tok + 11, &out->nonce_addr)) {
             got |= 32;
         } else if (!strncmp(tok, "nonce=", 6) &&
@@ -518,6 +521,27 @@ int proto_register_local(const char *body, size_t len, proto_local *out)
         }
     }
     return got == 127 ? 0 : -1;
+}
+
+int proto_register_host(const char *body, size_t len, uint64_t *pidns, int *cma)
+{
+    const char *p = body, *end = body + len;
+    char tok[300];
+    long v;
+    int got = 0;
+    for (;;) {
+        while (p < end && *p == '\n')
+            p++;
+        if (!next_token(&p, end, tok, sizeof tok))
+            break;
+        if (!strncmp(tok, "pidns=", 6) && parse_hex64(tok + 6, pidns)) {
+            got |= 1;
+        } else if (!strncmp(tok, "cma=", 4) && parse_int(tok + 4, 0, 1, &v)) {
+            *cma = (int)v;
+            got |= 2;
+        }
+    }
+    return got == 3 ? 0 : -1;
 }
 
 static int parse_role(const char *s)
@@ -555,6 +579,7 @@ int proto_parse_nodes(const char *body, size_t len, proto_node *nodes, int max, 
         nodes[n].pid = 0;
         nodes[n].nonce_addr = 0;
         memset(nodes[n].nonce, 0, sizeof nodes[n].nonce);
+        nodes[n].direct = 0;
         if (next_token(&p, eol, tok, sizeof tok)) {
             long g, r, l, pid;
             char a[32], nh[64];
@@ -571,6 +596,13 @@ int proto_parse_nodes(const char *body, size_t len, proto_node *nodes, int max, 
             nodes[n].lrank = (int)r;
             nodes[n].lsize = (int)l;
             nodes[n].pid = (int)pid;
+            if (next_token(&p, eol, tok, sizeof tok)) {
+                long d;
+                if (!parse_int(tok, 0, 1, &d))
+                    return err_why(why, whylen, KVS_EPROTO, "node table line %d: bad direct "
+                                   "field", n + 1);
+                nodes[n].direct = (int)d;
+            }
         }
         if (next_token(&p, eol, tok, sizeof tok))
             return err_why(why, whylen, KVS_EPROTO, "node table line %d: extra fields", n + 1);

@@ -333,17 +333,22 @@ typedef struct proto_node {
     /* workers: "<group> <lrank> <lsize> <pid> <nonce_addr> <nonce>" follow the
      * endpoint (all or none; none: group -1, a group of one): the worker's
      * local group (an id its members share), its rank in it and the group's
-     * size, and what proves that a process is that worker (proto_local) */
+     * size, and what proves that a process is that worker (proto_local);
+     * then optionally "<direct>", 0 or 1 (absent: 0): 1 when every member and
+     * every server of the job registered with the group's host and pid
+     * namespace and direct copies on (the servers read the group's memory
+     * themselves) */
     int group, lrank, lsize, pid;
     uint64_t nonce_addr;
     uint8_t nonce[PROTO_NONCE_LEN];
+    int direct;
 } proto_node;
 
 #define PROTO_AGG_MIN_AUTO (-2)
 
 /* What a worker tells the scheduler about its host in its REGISTER body
  * ("pidns=N pid=P lrank=R lsize=L agg=A nonce_addr=X nonce=HEX", and
- * optionally "aggmin=B" or "aggmin=auto"): the
+ * optionally "aggmin=B" or "aggmin=auto", and "cma=C"): the
  * scheduler forms local groups from it (server/..., DESIGN "Host identity"),
  * and the members of a group read each other's memory after checking that
  * reading nonce_addr in pid gives nonce (the ownership proof). */
@@ -355,6 +360,8 @@ typedef struct proto_local {
     int agg;            /* KVS_LOCAL_AGG in effect: 0 or 1 */
     int64_t agg_min;    /* KVS_LOCAL_AGG_MIN as given; PROTO_AGG_MIN_AUTO: not given
                          * (its default, by layout); -1: not sent */
+    int cma;            /* direct copies in effect (KVS_CMA=1, no replicas): 0 or 1;
+                         * -1: not sent */
     uint64_t nonce_addr;
     uint8_t nonce[PROTO_NONCE_LEN];
 } proto_local;
@@ -363,10 +370,15 @@ typedef struct proto_local {
  * missing or malformed (a worker of an older build: it stays alone). */
 int proto_register_local(const char *body, size_t len, proto_local *out);
 
+/* What a server tells the scheduler about its host in its REGISTER body:
+ * "pidns=N cma=C" (C: direct copies in effect, 0 or 1).  Returns 0 with
+ * both set, or -1 when either is missing or malformed. */
+int proto_register_host(const char *body, size_t len, uint64_t *pidns, int *cma);
+
 /* Write a worker's node table fields (after its endpoint) into buf: " G R L P
- * X HEX".  Returns what snprintf returns. */
+ * X HEX D" (D: direct, 0 or 1).  Returns what snprintf returns. */
 int proto_node_local_fmt(char *buf, size_t len, int group, int lrank, int lsize,
-                         const proto_local *l);
+                         const proto_local *l, int direct);
 
 /* Parse a node table body of len bytes into at most max entries.
  * Returns the number of entries (>= 0) or KVS_EPROTO with why. */

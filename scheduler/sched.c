@@ -46,6 +46,11 @@ typedef struct sched_node {
     bool have_local;
     proto_local local;
     int group, lrank, lsize; /* its local group (start_job) */
+    /* servers: what it said about its host (proto_register_host); have_host
+     * false: it said nothing */
+    bool have_host;
+    uint64_t pidns;
+    int cma;
     /* KVS_ELASTIC (docs/design.md "Elastic workers"): a worker that
      * registered while the job ran and waits for the epoch that admits it;
      * the epoch whose announcement named it (0: none yet) */
@@ -407,6 +412,28 @@ static int form_groups(sched *s, char *why, size_t whylen)
     return rc;
 }
 
+/* Whether w's local group is read by every server directly: every member
+ * and every server of the job registered from the group's host and pid
+ * namespace with direct copies in effect.  The group then saves no copy (the
+ * servers read and write each member's memory as the group would), and its
+ * members take that into KVS_LOCAL_AGG_MIN's default (worker/group.c). */
+static bool group_direct(const sched *s, const sched_node *w)
+{
+    if (!w->have_local || w->group < 0)
+        return false;
+    for (int i = 0; i < s->nnodes; i++) {
+        const sched_node *n = &s->nodes[i];
+        if (n->role == CFG_ROLE_WORKER && n->group == w->group &&
+            (!n->have_local || n->local.cma != 1))
+            return false;
+        if (n->role == CFG_ROLE_SERVER &&
+            (!n->have_host || n->cma != 1 || strcmp(n->host, w->host) != 0 ||
+             n->pidns != w->local.pidns))
+            return false;
+    }
+    return true;
+}
+
 static void start_job(sched *s)
 {
     size_t cap = (size_t)s->nnodes * 320 + 1, len = 0;
@@ -436,7 +463,7 @@ static void start_job(sched *s)
                                 cfg_role_name(n->role), n->endpoint);
         if (n->role == CFG_ROLE_WORKER && n->have_local)
             len += (size_t)proto_node_local_fmt(table + len, cap - len, n->group, n->lrank,
-                                                n->lsize, &n->local);
+                                                n->lsize, &n->local, group_direct(s, n));
         len += (size_t)snprintf(table + len, cap - len, "\n");
     }
     uint64_t now = clock_ms(), job_id;
@@ -559,6 +586,8 @@ static void on_register(sched *s, const void *ident, size_t ident_len, const pro
     n->pref_rank = rank;
     n->have_local = role == CFG_ROLE_WORKER &&
                     proto_register_local(body ? body : "", h->body_len, &n->local) == 0;
+    n->have_host = role == CFG_ROLE_SERVER &&
+                   proto_register_host(body ? body : "", h->body_len, &n->pidns, &n->cma) == 0;
     (*count)++;
     LOG(LOG_INFO, WHO, "job", "registered %s at %s (%d/%d servers, %d/%d workers)",
         cfg_role_name(role), host, s->nserver_reg, s->c->num_server, s->nworker_reg,

@@ -243,6 +243,8 @@ struct kvs_store {
     bool local_agg;                /* KVS_LOCAL_AGG in effect */
     uint64_t local_agg_min;        /* KVS_LOCAL_AGG_MIN: smaller keys skip the group */
     bool local_agg_min_auto;       /* not given: its default, by layout (group.c) */
+    bool grp_host_direct;          /* that default here: host arrays skip the group (a
+                                    * group of 2 that every server reads directly) */
     int local_rank_env, local_size_env; /* as given (-1: not given) */
     uint8_t local_nonce[PROTO_NONCE_LEN]; /* the proof group members read */
     char grp_reg[400];             /* what this worker registers with */

@@ -756,3 +756,43 @@ IT_TEST(group_agg_min_host_1x3)
     IT_CHECK(t, b1 >= 0.97 * want && b1 <= 1.03 * want,
              "a group of 3 with the default floor moved %.0f bytes, expected %.0f", b1, want);
 }
+
+/* A group of 2 that is the whole job and that every server reads directly
+ * (one host, one pid namespace, direct copies on everywhere) saves no copy:
+ * by default its members send their host arrays to the servers themselves
+ * (exact sums, nothing summed locally).  A server without direct copies, or
+ * a floor given, keeps the group. */
+IT_TEST(group_host_direct_2x2)
+{
+    static const char *const argv[] = {"sum", "--counts", "300000,70000,5", "--rounds", "4",
+                                       "--pushpull", NULL};
+    static const char *const nocma[] = {"KVS_CMA=0", NULL};
+    for (int j = 0; j < 3; j++) {
+        it_ctx sub;
+        char dir[sizeof t->dir + 16];
+        sub_job(t, j, &sub, dir, sizeof dir);
+        group_env_floor(&sub, j == 2 ? "65536" : NULL);
+        it_start_scheduler(&sub, 2, 2, NULL);
+        for (int i = 0; i < 2; i++)
+            it_start_server(&sub, i, j == 1 && i == 1 ? nocma : NULL);
+        for (int i = 0; i < 2; i++)
+            it_start_worker(&sub, i, argv, NULL);
+        it_expect_job_ok(&sub, 120);
+        for (int i = 0; i < 2; i++) {
+            bool direct = it_log_has(&sub, sub.worker[i], "host arrays go to the servers "
+                                     "without the group (2 workers, and every server reads "
+                                     "them directly: KVS_LOCAL_AGG_MIN's default here)", 0);
+            IT_CHECK(t, direct == (j == 0), "job %d: worker%d %s host arrays skip the group", j,
+                     i, direct ? "says" : "does not say");
+            IT_CHECK(t, (summed_locally(&sub, i) != 0) == (j != 0), "job %d: worker%d %s", j, i,
+                     j ? "did not sum in its group" : "summed in its group");
+        }
+        if (j == 1)
+            for (int i = 0; i < 2; i++)
+                IT_CHECK(t, it_log_has(&sub, sub.worker[i], "(keys of 65536 bytes and more, "
+                                       "KVS_LOCAL_AGG_MIN's default here)", 0),
+                         "worker%d does not say that its group takes keys of 64 KiB and more",
+                         i);
+        it_ctx_fini(&sub);
+    }
+}

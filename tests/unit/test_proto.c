@@ -839,7 +839,7 @@ START_TEST(test_parse_nodes)
             l.nonce[i] = (uint8_t)(0xF0 + i);
         char line[300];
         int w = snprintf(line, sizeof line, "11 worker tcp://h:3");
-        w += proto_node_local_fmt(line + w, sizeof line - (size_t)w, 7, 2, 3, &l);
+        w += proto_node_local_fmt(line + w, sizeof line - (size_t)w, 7, 2, 3, &l, 1);
         snprintf(line + w, sizeof line - (size_t)w, "\n");
         ck_assert_int_eq(proto_parse_nodes(line, strlen(line), n, 4, why, sizeof why), 1);
         ck_assert_int_eq(n[0].group, 7);
@@ -848,6 +848,30 @@ START_TEST(test_parse_nodes)
         ck_assert_int_eq(n[0].pid, 4242);
         ck_assert(n[0].nonce_addr == 0x7ffdeadbeef0ull);
         ck_assert_mem_eq(n[0].nonce, l.nonce, PROTO_NONCE_LEN);
+        ck_assert_int_eq(n[0].direct, 1);
+        /* the direct field is optional (0 without it) */
+        const char *six = "11 worker tcp://h:3 7 2 3 4242 7ffdeadbeef0 "
+                          "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff\n";
+        ck_assert_int_eq(proto_parse_nodes(six, strlen(six), n, 4, why, sizeof why), 1);
+        ck_assert_int_eq(n[0].direct, 0);
+        ck_assert_int_eq(n[0].lsize, 3);
+
+        /* what a server registers with: its pid namespace, direct copies */
+        uint64_t pns = 0;
+        int cma = -1;
+        const char *srv = "role=server endpoint=tcp://h:4 rank=-1 host=h pidns=abc cma=1";
+        ck_assert_int_eq(proto_register_host(srv, strlen(srv), &pns, &cma), 0);
+        ck_assert(pns == 0xabc);
+        ck_assert_int_eq(cma, 1);
+        const char *srv0 = "pidns=def cma=0";
+        ck_assert_int_eq(proto_register_host(srv0, strlen(srv0), &pns, &cma), 0);
+        ck_assert(pns == 0xdef);
+        ck_assert_int_eq(cma, 0);
+        const char *srvbad[] = {"role=server endpoint=tcp://h:4", "pidns=abc", "cma=1",
+                                "pidns=abc cma=2", "pidns=xyz cma=1", "pidns=abc cma=-1"};
+        for (size_t i = 0; i < sizeof srvbad / sizeof srvbad[0]; i++)
+            ck_assert_msg(proto_register_host(srvbad[i], strlen(srvbad[i]), &pns, &cma) == -1,
+                          "'%s' accepted", srvbad[i]);
 
         /* and what a worker registers with */
         const char *reg = "role=worker endpoint=- rank=-1 host=h pidns=abc pid=4242 lrank=1 "
@@ -875,6 +899,16 @@ START_TEST(test_parse_nodes)
         ck_assert_int_eq(got.lsize, -1);
         ck_assert_int_eq(got.agg, 0);
         ck_assert_int_eq(got.agg_min, -1); /* not sent */
+        ck_assert_int_eq(got.cma, -1);     /* not sent */
+        const char *cmas[][2] = {{"cma=1", "1"}, {"cma=0", "0"}, {"cma=2", "-1"},
+                                 {"cma=", "-1"}, {"cma=yes", "-1"}};
+        for (size_t i = 0; i < sizeof cmas / sizeof cmas[0]; i++) {
+            char body[256];
+            snprintf(body, sizeof body, "pidns=abc pid=9 lrank=-1 lsize=-1 agg=1 %s "
+                     "nonce_addr=1 nonce=f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff", cmas[i][0]);
+            ck_assert_int_eq(proto_register_local(body, strlen(body), &got), 0);
+            ck_assert_int_eq(got.cma, atoi(cmas[i][1]));
+        }
         /* KVS_LOCAL_AGG_MIN given, not given (auto), and bad values (ignored) */
         const char *floors[][2] = {{"aggmin=4096", "4096"}, {"aggmin=0", "0"},
                                    {"aggmin=auto", "-2"},   {"aggmin=-2", "-1"},
@@ -927,6 +961,10 @@ START_TEST(test_parse_nodes)
          "bad local group fields"}, /* servers have no group */
         {"8 server tcp://a:1\n9 worker tcp://b:2 x\n", "line 2: bad local group fields"},
         {"9 worker tcp://b:2 0 0 1 5 7fff 000102030405060708090a0b0c0d0e0f x\n",
+         "bad direct field"},
+        {"9 worker tcp://b:2 0 0 1 5 7fff 000102030405060708090a0b0c0d0e0f 2\n",
+         "bad direct field"},
+        {"9 worker tcp://b:2 0 0 1 5 7fff 000102030405060708090a0b0c0d0e0f 1 x\n",
          "extra fields"},
         {"9 worker tcp://b:2 0 1 1 5 7fff 000102030405060708090a0b0c0d0e0f\n",
          "bad local group fields"}, /* local rank >= size */
