@@ -152,8 +152,10 @@ int wrk_grp_table(kvs_store *s, const proto_node *nodes, int n, uint64_t job_id,
     s->local_group = me->group;
     if (s->local_agg_min_auto) /* every member reads the same table: the same floor */
         s->local_agg_min = found == workers ? GRP_AGG_MIN_HOST : GRP_AGG_MIN;
-    /* (every member reads the same direct field and size: the same choice) */
-    s->grp_host_direct = s->local_agg_min_auto && me->direct && me->lsize == 2;
+    /* (every member reads the same direct field and size: the same choice;
+     * dist_sync only: a dist_async store that asked for the group wants one
+     * update per host, and the sum of 2 is the same either way) */
+    s->grp_host_direct = s->local_agg_min_auto && me->direct && me->lsize == 2 && !s->async;
     return 0;
 }
 
