@@ -1,13 +1,20 @@
-/* addr.c - endpoints and port files. */
+/* addr.c - endpoints, port files and what identifies this process's host. */
 #include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
 
 #include "net/net.h"
+
+uint64_t net_pidns(void)
+{
+    struct stat st;
+    return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
 
 int net_check_host(const char *host, const char *what, char *why, size_t whylen)
 {

@@ -156,6 +156,11 @@ int net_bound_port(void *zsock, char *endpoint, size_t len);
  * "cannot resolve <what>='host': <reason>" in why.  Blocks for the lookup. */
 int net_check_host(const char *host, const char *what, char *why, size_t whylen);
 
+/* The pid namespace this process runs in (the inode of /proc/self/ns/pid;
+ * 0 when unknown): with the registered address, a node's host identity
+ * (docs/design.md "Host identity"). */
+uint64_t net_pidns(void);
+
 /* Write "port\n" to path atomically (temp file + rename).  0 or -errno. */
 int net_write_port_file(const char *path, int port);
 

@@ -412,26 +412,42 @@ static int form_groups(sched *s, char *why, size_t whylen)
     return rc;
 }
 
-/* Whether w's local group is read by every server directly: every member
- * and every server of the job registered from the group's host and pid
- * namespace with direct copies in effect.  The group then saves no copy (the
- * servers read and write each member's memory as the group would), and its
- * members take that into KVS_LOCAL_AGG_MIN's default (worker/group.c). */
-static bool group_direct(const sched *s, const sched_node *w)
+/* Per local group (start_job's form_groups), 1 when every server reads it
+ * directly: every member and every server of the job registered from the
+ * same host and pid namespace with direct copies in effect.  The group then
+ * saves no copy (the servers read and write each member's memory as the
+ * group would), and its members take that into KVS_LOCAL_AGG_MIN's default
+ * (worker/group.c).  Returns a calloc'd array of ngroups (*ngroups: how
+ * many), or NULL (none, or out of memory: no group is marked). */
+static uint8_t *groups_direct(const sched *s, int *ngroups)
 {
-    if (!w->have_local || w->group < 0)
-        return false;
+    const sched_node *srv = NULL; /* the servers' host, while they share one */
+    bool shared = true;
+    int ng = 0;
     for (int i = 0; i < s->nnodes; i++) {
         const sched_node *n = &s->nodes[i];
-        if (n->role == CFG_ROLE_WORKER && n->group == w->group &&
-            (!n->have_local || n->local.cma != 1))
-            return false;
-        if (n->role == CFG_ROLE_SERVER &&
-            (!n->have_host || n->cma != 1 || strcmp(n->host, w->host) != 0 ||
-             n->pidns != w->local.pidns))
-            return false;
+        if (n->role == CFG_ROLE_WORKER && n->group >= ng)
+            ng = n->group + 1;
+        if (n->role != CFG_ROLE_SERVER)
+            continue;
+        if (!n->have_host || n->cma != 1 ||
+            (srv && (strcmp(n->host, srv->host) != 0 || n->pidns != srv->pidns)))
+            shared = false;
+        srv = n;
     }
-    return true;
+    *ngroups = ng;
+    uint8_t *direct = ng > 0 && shared && srv ? malloc((size_t)ng) : NULL;
+    if (direct == NULL)
+        return NULL;
+    memset(direct, 1, (size_t)ng);
+    for (int i = 0; i < s->nnodes; i++) {
+        const sched_node *n = &s->nodes[i];
+        if (n->role == CFG_ROLE_WORKER && n->group >= 0 &&
+            (!n->have_local || n->local.cma != 1 || strcmp(n->host, srv->host) != 0 ||
+             n->local.pidns != srv->pidns))
+            direct[n->group] = 0;
+    }
+    return direct;
 }
 
 static void start_job(sched *s)
@@ -457,15 +473,19 @@ static void start_job(sched *s)
         return;
     }
     table[0] = '\0';
+    int ngroups = 0;
+    uint8_t *direct = groups_direct(s, &ngroups);
     for (int i = 0; i < s->nnodes; i++) {
         sched_node *n = &s->nodes[i];
         len += (size_t)snprintf(table + len, cap - len, "%d %s %s", n->id,
                                 cfg_role_name(n->role), n->endpoint);
         if (n->role == CFG_ROLE_WORKER && n->have_local)
-            len += (size_t)proto_node_local_fmt(table + len, cap - len, n->group, n->lrank,
-                                                n->lsize, &n->local, group_direct(s, n));
+            len += (size_t)proto_node_local_fmt(
+                table + len, cap - len, n->group, n->lrank, n->lsize, &n->local,
+                direct && n->group >= 0 && n->group < ngroups && direct[n->group]);
         len += (size_t)snprintf(table + len, cap - len, "\n");
     }
+    free(direct);
     uint64_t now = clock_ms(), job_id;
     /* a random id of this job (servers tag their automatic checkpoints with it) */
     if (getrandom(&job_id, sizeof job_id, 0) != (ssize_t)sizeof job_id)

@@ -4,7 +4,6 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -968,10 +967,8 @@ int srv_run(const cfg *c)
     net_link_cbs cbs = {on_sched_msg, on_link_fail};
     /* our host, for the scheduler's view of which local groups this server
      * reads directly (proto_register_host) */
-    struct stat st;
     char hostinfo[64];
-    snprintf(hostinfo, sizeof hostinfo, "pidns=%llx cma=%d",
-             stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long long)st.st_ino : 0ull,
+    snprintf(hostinfo, sizeof hostinfo, "pidns=%llx cma=%d", (unsigned long long)net_pidns(),
              c->cma && c->replicas == 0);
     if (net_link_new(&s->loop, zctx, c, CFG_ROLE_SERVER, host, s->endpoint, c->server_id,
                      hostinfo, s->who, &cbs, s, &s->link) != 0)

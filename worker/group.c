@@ -73,7 +73,6 @@ int wrk_grp_config(kvs_store *s, char *err, size_t errlen)
 {
     int rank = -1, size = -1;
     bool agg;
-    struct stat st;
     s->local_rank = 0;
     s->local_size = 1;
     s->local_group = -1;
@@ -101,7 +100,7 @@ int wrk_grp_config(kvs_store *s, char *err, size_t errlen)
     char nh[2 * PROTO_NONCE_LEN + 1];
     for (int i = 0; i < PROTO_NONCE_LEN; i++)
         snprintf(nh + 2 * i, 3, "%02x", s->local_nonce[i]);
-    uint64_t pidns = stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+    uint64_t pidns = net_pidns();
     snprintf(s->grp_reg, sizeof s->grp_reg,
              "pidns=%llx pid=%d lrank=%d lsize=%d agg=%d aggmin=%s nonce_addr=%llx "
              "nonce=%s cma=%d", (unsigned long long)pidns, (int)getpid(), rank, size,
