@@ -470,12 +470,12 @@ static void fmt_hexbytes(char *out, const uint8_t *b, size_t n)
 }
 
 int proto_node_local_fmt(char *buf, size_t len, int group, int lrank, int lsize,
-                         const proto_local *l, int direct)
+                         const proto_local *l, int servers)
 {
     char nh[2 * PROTO_NONCE_LEN + 1];
     fmt_hexbytes(nh, l->nonce, PROTO_NONCE_LEN);
     return snprintf(buf, len, " %d %d %d %d %llx %s %d", group, lrank, lsize, l->pid,
-                    (unsigned long long)l->nonce_addr, nh, direct ? 1 : 0);
+                    (unsigned long long)l->nonce_addr, nh, servers);
 }
 
 int proto_register_local(const char *body, size_t len, proto_local *out)
@@ -579,7 +579,7 @@ int proto_parse_nodes(const char *body, size_t len, proto_node *nodes, int max, 
         nodes[n].pid = 0;
         nodes[n].nonce_addr = 0;
         memset(nodes[n].nonce, 0, sizeof nodes[n].nonce);
-        nodes[n].direct = 0;
+        nodes[n].servers = PROTO_SERVERS_AWAY;
         if (next_token(&p, eol, tok, sizeof tok)) {
             long g, r, l, pid;
             char a[32], nh[64];
@@ -597,11 +597,11 @@ int proto_parse_nodes(const char *body, size_t len, proto_node *nodes, int max, 
             nodes[n].lsize = (int)l;
             nodes[n].pid = (int)pid;
             if (next_token(&p, eol, tok, sizeof tok)) {
-                long d;
-                if (!parse_int(tok, 0, 1, &d))
-                    return err_why(why, whylen, KVS_EPROTO, "node table line %d: bad direct "
+                long v;
+                if (!parse_int(tok, PROTO_SERVERS_AWAY, PROTO_SERVERS_DIRECT, &v))
+                    return err_why(why, whylen, KVS_EPROTO, "node table line %d: bad servers "
                                    "field", n + 1);
-                nodes[n].direct = (int)d;
+                nodes[n].servers = (int)v;
             }
         }
         if (next_token(&p, eol, tok, sizeof tok))

@@ -334,15 +334,19 @@ typedef struct proto_node {
      * endpoint (all or none; none: group -1, a group of one): the worker's
      * local group (an id its members share), its rank in it and the group's
      * size, and what proves that a process is that worker (proto_local);
-     * then optionally "<direct>", 0 or 1 (absent: 0): 1 when every member and
-     * every server of the job registered with the group's host and pid
-     * namespace and direct copies on (the servers read the group's memory
-     * themselves) */
+     * then optionally "<servers>" (absent: PROTO_SERVERS_AWAY): where the
+     * job's servers are from the group's point of view */
     int group, lrank, lsize, pid;
     uint64_t nonce_addr;
     uint8_t nonce[PROTO_NONCE_LEN];
-    int direct;
+    int servers;
 } proto_node;
+
+/* proto_node.servers: some server registered from another address than the
+ * group's; every server registered from the group's address; and from its
+ * pid namespace too, with direct copies in effect in every member and every
+ * server (the servers read and write the group's memory themselves). */
+enum { PROTO_SERVERS_AWAY = 0, PROTO_SERVERS_HERE = 1, PROTO_SERVERS_DIRECT = 2 };
 
 #define PROTO_AGG_MIN_AUTO (-2)
 
@@ -376,9 +380,9 @@ int proto_register_local(const char *body, size_t len, proto_local *out);
 int proto_register_host(const char *body, size_t len, uint64_t *pidns, int *cma);
 
 /* Write a worker's node table fields (after its endpoint) into buf: " G R L P
- * X HEX D" (D: direct, 0 or 1).  Returns what snprintf returns. */
+ * X HEX S" (S: servers, PROTO_SERVERS_*).  Returns what snprintf returns. */
 int proto_node_local_fmt(char *buf, size_t len, int group, int lrank, int lsize,
-                         const proto_local *l, int direct);
+                         const proto_local *l, int servers);
 
 /* Parse a node table body of len bytes into at most max entries.
  * Returns the number of entries (>= 0) or KVS_EPROTO with why. */

@@ -412,17 +412,18 @@ static int form_groups(sched *s, char *why, size_t whylen)
     return rc;
 }
 
-/* Per local group (start_job's form_groups), 1 when every server reads it
- * directly: every member and every server of the job registered from the
- * same host and pid namespace with direct copies in effect.  The group then
- * saves no copy (the servers read and write each member's memory as the
- * group would), and its members take that into KVS_LOCAL_AGG_MIN's default
- * (worker/group.c).  Returns a calloc'd array of ngroups (*ngroups: how
- * many), or NULL (none, or out of memory: no group is marked). */
-static uint8_t *groups_direct(const sched *s, int *ngroups)
+/* Per local group (start_job's form_groups), where the job's servers are
+ * (PROTO_SERVERS_*): every server registered from the group's address, and
+ * also from its pid namespace with direct copies in effect in every member
+ * and every server.  Its members take that into KVS_LOCAL_AGG_MIN's default
+ * (worker/group.c): a group saves network bytes only when some server is
+ * away, and no copy at all when the servers read its memory directly.
+ * Returns a malloc'd array of *ngroups, or NULL (no group, every server
+ * away from every group, or out of memory: PROTO_SERVERS_AWAY for all). */
+static uint8_t *groups_servers(const sched *s, int *ngroups)
 {
-    const sched_node *srv = NULL; /* the servers' host, while they share one */
-    bool shared = true;
+    const sched_node *srv = NULL; /* a server; all at its address while here */
+    bool here = true, direct = true;
     int ng = 0;
     for (int i = 0; i < s->nnodes; i++) {
         const sched_node *n = &s->nodes[i];
@@ -430,24 +431,28 @@ static uint8_t *groups_direct(const sched *s, int *ngroups)
             ng = n->group + 1;
         if (n->role != CFG_ROLE_SERVER)
             continue;
-        if (!n->have_host || n->cma != 1 ||
-            (srv && (strcmp(n->host, srv->host) != 0 || n->pidns != srv->pidns)))
-            shared = false;
+        if (srv && strcmp(n->host, srv->host) != 0)
+            here = false;
+        if (!n->have_host || n->cma != 1 || (srv && n->pidns != srv->pidns))
+            direct = false;
         srv = n;
     }
     *ngroups = ng;
-    uint8_t *direct = ng > 0 && shared && srv ? malloc((size_t)ng) : NULL;
-    if (direct == NULL)
+    uint8_t *where = ng > 0 && here && srv ? malloc((size_t)ng) : NULL;
+    if (where == NULL)
         return NULL;
-    memset(direct, 1, (size_t)ng);
+    memset(where, direct ? PROTO_SERVERS_DIRECT : PROTO_SERVERS_HERE, (size_t)ng);
     for (int i = 0; i < s->nnodes; i++) {
         const sched_node *n = &s->nodes[i];
-        if (n->role == CFG_ROLE_WORKER && n->group >= 0 &&
-            (!n->have_local || n->local.cma != 1 || strcmp(n->host, srv->host) != 0 ||
-             n->local.pidns != srv->pidns))
-            direct[n->group] = 0;
+        if (n->role != CFG_ROLE_WORKER || n->group < 0)
+            continue;
+        if (strcmp(n->host, srv->host) != 0)
+            where[n->group] = PROTO_SERVERS_AWAY;
+        else if (!n->have_local || n->local.cma != 1 || n->local.pidns != srv->pidns)
+            where[n->group] = where[n->group] < PROTO_SERVERS_HERE ? where[n->group]
+                                                                    : PROTO_SERVERS_HERE;
     }
-    return direct;
+    return where;
 }
 
 static void start_job(sched *s)
@@ -474,7 +479,7 @@ static void start_job(sched *s)
     }
     table[0] = '\0';
     int ngroups = 0;
-    uint8_t *direct = groups_direct(s, &ngroups);
+    uint8_t *where = groups_servers(s, &ngroups);
     for (int i = 0; i < s->nnodes; i++) {
         sched_node *n = &s->nodes[i];
         len += (size_t)snprintf(table + len, cap - len, "%d %s %s", n->id,
@@ -482,10 +487,11 @@ static void start_job(sched *s)
         if (n->role == CFG_ROLE_WORKER && n->have_local)
             len += (size_t)proto_node_local_fmt(
                 table + len, cap - len, n->group, n->lrank, n->lsize, &n->local,
-                direct && n->group >= 0 && n->group < ngroups && direct[n->group]);
+                where && n->group >= 0 && n->group < ngroups ? where[n->group]
+                                                              : PROTO_SERVERS_AWAY);
         len += (size_t)snprintf(table + len, cap - len, "\n");
     }
-    free(direct);
+    free(where);
     uint64_t now = clock_ms(), job_id;
     /* a random id of this job (servers tag their automatic checkpoints with it) */
     if (getrandom(&job_id, sizeof job_id, 0) != (ssize_t)sizeof job_id)

@@ -50,20 +50,21 @@ static int layout_pair(const char *rname, const char *sname, int *rank, int *siz
     return 0;
 }
 
-/* KVS_LOCAL_AGG_MIN's default, bytes, when the job has workers on other
- * hosts.  Meeting in the group costs a key about 9 us per round (a post, a
- * match, a cross-process read and write, a request of its own: 100k keys
- * of 64 bytes took 1.1 s through the group of a 2x2 job, 0.17 s without
- * it, bench/RESULTS.md); one more copy of a key smaller than this takes
- * less than that on a 1 Gbit link. */
+/* KVS_LOCAL_AGG_MIN's default, bytes, when the job has workers or servers
+ * on other hosts.  Meeting in the group costs a key about 9 us per round (a
+ * post, a match, a cross-process read and write, a request of its own: 100k
+ * keys of 64 bytes took 1.1 s through the group of a 2x2 job, 0.17 s
+ * without it, bench/RESULTS.md); one more copy of a key smaller than this
+ * takes less than that on a 1 Gbit link. */
 #define GRP_AGG_MIN 1024u
-/* Its default when the group is the whole job (one host): there the group
- * saves no network bytes, only the servers' sums and the local copies, and
- * on the direct-copy path a key under 64 KiB costs more through the group
- * than without it (2 and 4 workers, bench/RESULTS.md "Local groups"). */
+/* Its default when the group is the whole job, servers included (one
+ * host): there the group saves no network bytes, only the servers' sums
+ * and the local copies, and on the direct-copy path a key under 64 KiB
+ * costs more through the group than without it (2 and 4 workers,
+ * bench/RESULTS.md "Local groups"). */
 #define GRP_AGG_MIN_HOST (64u << 10)
 /* And when the group has 2 members and every server reads them directly
- * (the node table's direct field), host arrays skip the group altogether
+ * (the node table's servers field), host arrays skip the group altogether
  * (grp_host_direct): it saves no copy there, each server reading and
  * writing both members' memory as the owner would, and it adds its meeting
  * and a pass over the sum (200 keys of 4 KiB-1 MiB in a 2x2 job: 16-17.5
@@ -149,12 +150,15 @@ int wrk_grp_table(kvs_store *s, const proto_node *nodes, int n, uint64_t job_id,
     s->local_rank = me->lrank;
     s->local_size = me->lsize;
     s->local_group = me->group;
-    if (s->local_agg_min_auto) /* every member reads the same table: the same floor */
-        s->local_agg_min = found == workers ? GRP_AGG_MIN_HOST : GRP_AGG_MIN;
-    /* (every member reads the same direct field and size: the same choice;
-     * dist_sync only: a dist_async store that asked for the group wants one
-     * update per host, and the sum of 2 is the same either way) */
-    s->grp_host_direct = s->local_agg_min_auto && me->direct && me->lsize == 2 && !s->async;
+    /* every member reads the same table: the same floor, and the same
+     * choice below (dist_sync only: a dist_async store that asked for the
+     * group wants one update per host; in dist_sync the sum of 2 is the same
+     * either way) */
+    if (s->local_agg_min_auto)
+        s->local_agg_min = found == workers && me->servers != PROTO_SERVERS_AWAY
+                               ? GRP_AGG_MIN_HOST : GRP_AGG_MIN;
+    s->grp_host_direct = s->local_agg_min_auto && me->servers == PROTO_SERVERS_DIRECT &&
+                         me->lsize == 2 && !s->async;
     return 0;
 }
 

@@ -757,24 +757,27 @@ IT_TEST(group_agg_min_host_1x3)
              "a group of 3 with the default floor moved %.0f bytes, expected %.0f", b1, want);
 }
 
-/* A group of 2 that is the whole job and that every server reads directly
- * (one host, one pid namespace, direct copies on everywhere) saves no copy:
- * by default its members send their host arrays to the servers themselves
+/* KVS_LOCAL_AGG_MIN's default for a group of 2 that is the whole job
+ * follows where the servers are.  Every server reading it directly (one
+ * host, one pid namespace, direct copies on everywhere): the group saves no
+ * copy, and its members send their host arrays to the servers themselves
  * (exact sums, nothing summed locally).  A server without direct copies, or
- * a floor given, keeps the group. */
-IT_TEST(group_host_direct_2x2)
+ * a floor given: the group, 64 KiB and up.  The servers at another address
+ * (127.0.0.2): the group saves network bytes, 1 KiB and up. */
+IT_TEST(group_servers_2x2)
 {
     static const char *const argv[] = {"sum", "--counts", "300000,70000,5", "--rounds", "4",
                                        "--pushpull", NULL};
     static const char *const nocma[] = {"KVS_CMA=0", NULL};
-    for (int j = 0; j < 3; j++) {
+    static const char *const away[] = {"DMLC_NODE_HOST=127.0.0.2", NULL};
+    for (int j = 0; j < 4; j++) {
         it_ctx sub;
         char dir[sizeof t->dir + 16];
         sub_job(t, j, &sub, dir, sizeof dir);
         group_env_floor(&sub, j == 2 ? "65536" : NULL);
         it_start_scheduler(&sub, 2, 2, NULL);
         for (int i = 0; i < 2; i++)
-            it_start_server(&sub, i, j == 1 && i == 1 ? nocma : NULL);
+            it_start_server(&sub, i, j == 1 && i == 1 ? nocma : j == 3 ? away : NULL);
         for (int i = 0; i < 2; i++)
             it_start_worker(&sub, i, argv, NULL);
         it_expect_job_ok(&sub, 120);
@@ -787,12 +790,12 @@ IT_TEST(group_host_direct_2x2)
             IT_CHECK(t, (summed_locally(&sub, i) != 0) == (j != 0), "job %d: worker%d %s", j, i,
                      j ? "did not sum in its group" : "summed in its group");
         }
-        if (j == 1)
-            for (int i = 0; i < 2; i++)
-                IT_CHECK(t, it_log_has(&sub, sub.worker[i], "(keys of 65536 bytes and more, "
-                                       "KVS_LOCAL_AGG_MIN's default here)", 0),
-                         "worker%d does not say that its group takes keys of 64 KiB and more",
-                         i);
+        for (int i = 0; (j == 1 || j == 3) && i < 2; i++)
+            IT_CHECK(t, it_log_has(&sub, sub.worker[i], j == 1 ? "(keys of 65536 bytes and "
+                                   "more, KVS_LOCAL_AGG_MIN's default here)" : "(keys of 1024 "
+                                   "bytes and more, KVS_LOCAL_AGG_MIN's default here)", 0),
+                     "job %d: worker%d does not say that its group takes keys of %s and more",
+                     j, i, j == 1 ? "64 KiB" : "1 KiB");
         it_ctx_fini(&sub);
     }
 }

@@ -91,7 +91,7 @@
     X(group_agg_min_1x3, 180)                                                  \
     X(group_agg_min_pulls_1x3, 180)                                            \
     X(group_agg_min_host_1x3, 180)                                             \
-    X(group_host_direct_2x2, 180)                                              \
+    X(group_servers_2x2, 180)                                                  \
     X(group_devices_1x3, 180)                                                  \
     X(group_dist_device_1x3, 180)                                              \
     X(group_dist_device_tree_1x3, 180)                                         \

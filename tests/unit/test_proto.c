@@ -839,7 +839,8 @@ START_TEST(test_parse_nodes)
             l.nonce[i] = (uint8_t)(0xF0 + i);
         char line[300];
         int w = snprintf(line, sizeof line, "11 worker tcp://h:3");
-        w += proto_node_local_fmt(line + w, sizeof line - (size_t)w, 7, 2, 3, &l, 1);
+        w += proto_node_local_fmt(line + w, sizeof line - (size_t)w, 7, 2, 3, &l,
+                                  PROTO_SERVERS_DIRECT);
         snprintf(line + w, sizeof line - (size_t)w, "\n");
         ck_assert_int_eq(proto_parse_nodes(line, strlen(line), n, 4, why, sizeof why), 1);
         ck_assert_int_eq(n[0].group, 7);
@@ -848,12 +849,16 @@ START_TEST(test_parse_nodes)
         ck_assert_int_eq(n[0].pid, 4242);
         ck_assert(n[0].nonce_addr == 0x7ffdeadbeef0ull);
         ck_assert_mem_eq(n[0].nonce, l.nonce, PROTO_NONCE_LEN);
-        ck_assert_int_eq(n[0].direct, 1);
-        /* the direct field is optional (0 without it) */
+        ck_assert_int_eq(n[0].servers, PROTO_SERVERS_DIRECT);
+        /* the servers field is optional (away without it) */
         const char *six = "11 worker tcp://h:3 7 2 3 4242 7ffdeadbeef0 "
                           "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff\n";
         ck_assert_int_eq(proto_parse_nodes(six, strlen(six), n, 4, why, sizeof why), 1);
-        ck_assert_int_eq(n[0].direct, 0);
+        ck_assert_int_eq(n[0].servers, PROTO_SERVERS_AWAY);
+        const char *here = "11 worker tcp://h:3 7 2 3 4242 7ffdeadbeef0 "
+                           "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff 1\n";
+        ck_assert_int_eq(proto_parse_nodes(here, strlen(here), n, 4, why, sizeof why), 1);
+        ck_assert_int_eq(n[0].servers, PROTO_SERVERS_HERE);
         ck_assert_int_eq(n[0].lsize, 3);
 
         /* what a server registers with: its pid namespace, direct copies */
@@ -961,9 +966,11 @@ START_TEST(test_parse_nodes)
          "bad local group fields"}, /* servers have no group */
         {"8 server tcp://a:1\n9 worker tcp://b:2 x\n", "line 2: bad local group fields"},
         {"9 worker tcp://b:2 0 0 1 5 7fff 000102030405060708090a0b0c0d0e0f x\n",
-         "bad direct field"},
-        {"9 worker tcp://b:2 0 0 1 5 7fff 000102030405060708090a0b0c0d0e0f 2\n",
-         "bad direct field"},
+         "bad servers field"},
+        {"9 worker tcp://b:2 0 0 1 5 7fff 000102030405060708090a0b0c0d0e0f 3\n",
+         "bad servers field"},
+        {"9 worker tcp://b:2 0 0 1 5 7fff 000102030405060708090a0b0c0d0e0f -1\n",
+         "bad servers field"},
         {"9 worker tcp://b:2 0 0 1 5 7fff 000102030405060708090a0b0c0d0e0f 1 x\n",
          "extra fields"},
         {"9 worker tcp://b:2 0 1 1 5 7fff 000102030405060708090a0b0c0d0e0f\n",
