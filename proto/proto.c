@@ -418,6 +418,16 @@ static bool next_token(const char **p, const char *end, char *tok, size_t toklen
     return true;
 }
 
+/* The next token of a text of "key=value" fields on one or more lines
+ * (next_token, past any line ends).  False at the end, or at a token that is
+ * too long or holds a NUL byte. */
+static bool next_field(const char **p, const char *end, char *tok, size_t toklen)
+{
+    while (*p < end && **p == '\n')
+        (*p)++;
+    return next_token(p, end, tok, toklen);
+}
+
 static bool parse_int(const char *s, long min, long max, long *out)
 {
     char *e;
@@ -488,11 +498,7 @@ int proto_register_local(const char *body, size_t len, proto_local *out)
     out->lrank = out->lsize = -1;
     out->agg_min = -1;
     out->cma = -1;
-    for (;;) {
-        while (p < end && *p == '\n')
-            p++;
-        if (!next_token(&p, end, tok, sizeof tok))
-            break;
+    while (next_field(&p, end, tok, sizeof tok)) {
         if (!strncmp(tok, "pidns=", 6) && parse_hex64(tok + 6, &out->pidns)) {
             got |= 1;
         } else if (!strncmp(tok, "pid=", 4) && parse_int(tok + 4, 1, 1L << 31, &v)) {
@@ -529,11 +535,7 @@ int proto_register_host(const char *body, size_t len, uint64_t *pidns, int *cma)
     char tok[300];
     long v;
     int got = 0;
-    for (;;) {
-        while (p < end && *p == '\n')
-            p++;
-        if (!next_token(&p, end, tok, sizeof tok))
-            break;
+    while (next_field(&p, end, tok, sizeof tok)) {
         if (!strncmp(tok, "pidns=", 6) && parse_hex64(tok + 6, pidns)) {
             got |= 1;
         } else if (!strncmp(tok, "cma=", 4) && parse_int(tok + 4, 0, 1, &v)) {
@@ -622,11 +624,7 @@ int proto_parse_register(const char *body, size_t len, int *role, char *endpoint
     *rank = -1;
     host[0] = '\0';
     endpoint[0] = '\0';
-    for (;;) {
-        while (p < end && *p == '\n')
-            p++;
-        if (!next_token(&p, end, tok, sizeof tok))
-            break;
+    while (next_field(&p, end, tok, sizeof tok)) {
         char *eq = strchr(tok, '=');
         long v;
         if (eq == NULL)
@@ -672,11 +670,7 @@ int proto_register_job_size(const char *body, size_t len, int *servers, int *wor
     char tok[300];
     long v;
     int got = 0;
-    for (;;) {
-        while (p < end && *p == '\n')
-            p++;
-        if (!next_token(&p, end, tok, sizeof tok))
-            break;
+    while (next_field(&p, end, tok, sizeof tok)) {
         if (!strncmp(tok, "servers=", 8) && parse_int(tok + 8, 1, 1 << 16, &v)) {
             *servers = (int)v;
             got |= 1;
