@@ -905,25 +905,24 @@ START_TEST(test_parse_nodes)
         ck_assert_int_eq(got.agg, 0);
         ck_assert_int_eq(got.agg_min, -1); /* not sent */
         ck_assert_int_eq(got.cma, -1);     /* not sent */
-        const char *cmas[][2] = {{"cma=1", "1"}, {"cma=0", "0"}, {"cma=2", "-1"},
-                                 {"cma=", "-1"}, {"cma=yes", "-1"}};
-        for (size_t i = 0; i < sizeof cmas / sizeof cmas[0]; i++) {
+        /* KVS_LOCAL_AGG_MIN given, not given (auto), and bad values (ignored);
+         * direct copies on, off, and bad values (ignored: not sent) */
+        const struct {
+            const char *field;
+            long long agg_min, cma;
+        } opt[] = {{"aggmin=4096", 4096, -1},     {"aggmin=0", 0, -1},
+                   {"aggmin=auto", -2, -1},       {"aggmin=-2", -1, -1},
+                   {"aggmin=automatic", -1, -1},  {"aggmin=2147483648", -1, -1},
+                   {"cma=1", -1, 1},              {"cma=0", -1, 0},
+                   {"cma=2", -1, -1},             {"cma=", -1, -1},
+                   {"cma=yes", -1, -1}};
+        for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++) {
             char body[256];
             snprintf(body, sizeof body, "pidns=abc pid=9 lrank=-1 lsize=-1 agg=1 %s "
-                     "nonce_addr=1 nonce=f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff", cmas[i][0]);
+                     "nonce_addr=1 nonce=f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff", opt[i].field);
             ck_assert_int_eq(proto_register_local(body, strlen(body), &got), 0);
-            ck_assert_int_eq(got.cma, atoi(cmas[i][1]));
-        }
-        /* KVS_LOCAL_AGG_MIN given, not given (auto), and bad values (ignored) */
-        const char *floors[][2] = {{"aggmin=4096", "4096"}, {"aggmin=0", "0"},
-                                   {"aggmin=auto", "-2"},   {"aggmin=-2", "-1"},
-                                   {"aggmin=automatic", "-1"}, {"aggmin=2147483648", "-1"}};
-        for (size_t i = 0; i < sizeof floors / sizeof floors[0]; i++) {
-            char body[256];
-            snprintf(body, sizeof body, "pidns=abc pid=9 lrank=-1 lsize=-1 agg=1 %s "
-                     "nonce_addr=1 nonce=f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff", floors[i][0]);
-            ck_assert_int_eq(proto_register_local(body, strlen(body), &got), 0);
-            ck_assert_int_eq(got.agg_min, atoll(floors[i][1]));
+            ck_assert_int_eq(got.agg_min, opt[i].agg_min);
+            ck_assert_int_eq(got.cma, opt[i].cma);
         }
         ck_assert_int_eq(PROTO_AGG_MIN_AUTO, -2);
     }
