@@ -43,6 +43,12 @@
  * the loop, where a job would cost more than the work. */
 #define DP_OFFLOAD_MIN (64u << 10)
 
+/* The same, where the job's servers on this host are at least its CPUs
+ * (no core is left for a job to run beside the loops): parts up to 1 MiB
+ * stay on the loop, whose hand-offs to a job and back would cost more than
+ * the parallelism gives (docs/design/threads-and-priorities.md). */
+#define DP_OFFLOAD_MIN_CROWDED ((1u << 20) + 1)
+
 /* Worker: key parts smaller than this (to one server, in one wake-up of the
  * I/O thread) are fused into PROTO_FUSED messages of at most KVS_FUSE_BYTES
  * (default DP_FUSE_BYTES_DEFAULT).  Equal to DP_ZERO_COPY_MIN: a fused part

@@ -75,7 +75,7 @@ const struct red_kern *red_kern_get(int isa)
 
 /* ---- the pool ---- */
 
-static int cpus_online(void)
+int red_cpus_online(void)
 {
     cpu_set_t set;
     long n;
@@ -179,8 +179,8 @@ int red_pool_new_ex(int nthreads, uint64_t big_bound, unsigned flags, red_pool *
     if (out == NULL || nthreads < 1 || (flags & ~RED_POOL_NOCAP) != 0)
         return KVS_EINVAL;
     *out = NULL;
-    if (!(flags & RED_POOL_NOCAP) && nthreads > cpus_online())
-        nthreads = cpus_online();
+    if (!(flags & RED_POOL_NOCAP) && nthreads > red_cpus_online())
+        nthreads = red_cpus_online();
     p = calloc(1, sizeof(*p));
     if (p == NULL)
         return KVS_ENOMEM;

@@ -32,6 +32,10 @@ int red_pool_new_ex(int nthreads, uint64_t big_bound, unsigned flags, red_pool *
 /* Threads the pool really uses (after the cap), 1 for NULL. */
 int red_pool_threads(const red_pool *p);
 
+/* The CPUs this process may run on (its affinity mask; else the CPUs
+ * online; at least 1). */
+int red_cpus_online(void);
+
 /* Scheduling niceness (0..19, PRIO_IDLE = 20: SCHED_IDLE, or PRIO_AUTO = 21:
  * SCHED_IDLE under the starvation guard; Linux: per thread, common/prio.h) of the pool's helper threads, applied by each helper when it next wakes for a job (callers
  * run their share at their own niceness).  A server lowers the threads that

@@ -214,6 +214,11 @@ uint64_t srv_jobs_pending(const srv_jobs *q)
     return q ? q->pending : 0;
 }
 
+uint64_t srv_jobs_submitted(const srv_jobs *q)
+{
+    return q ? q->seq : 0;
+}
+
 void srv_jobs_stop(srv_jobs *q)
 {
     if (q == NULL || q->stopped)

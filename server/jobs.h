@@ -58,6 +58,9 @@ void srv_jobs_submit(srv_jobs *q, srv_job *j);
  * loop). */
 uint64_t srv_jobs_pending(const srv_jobs *q);
 
+/* Jobs submitted since the start (loop thread). */
+uint64_t srv_jobs_submitted(const srv_jobs *q);
+
 /* Stop: wait for the jobs that are running, then call done(j, true) for
  * every job whose done() has not run (queued or finished).  Idempotent;
  * NULL is a no-op.  The wake_fd's uv_poll handle and the guard's timer are

@@ -1,7 +1,7 @@
 /* push.h - summing a push into an entry, and the push jobs of big entries
  * (private to server/; used by store.c).
  *
- * An entry of at least DP_OFFLOAD_MIN bytes is summed (and updated, and
+ * An entry of at least the store's offload_min bytes is summed (and updated, and
  * read from a worker's memory) by a job off the loop (server/jobs.h): the
  * store fills an srv_push_job on the loop, the job runs srv_push_run on a
  * job thread, and the store's end function (store.c's push_done) takes the

@@ -302,7 +302,7 @@ static void send_reply(void *arg, const uint8_t *ident, size_t ident_len, const 
             cma_write_failed(s, ident, ident_len, &h, wrank);
             return;
         }
-        if (h.body_len < DP_OFFLOAD_MIN || s->jobs == NULL) {
+        if (h.body_len < srv_store_offload_min(&s->store) || s->jobs == NULL) {
             if (srv_cma_copy(s->pool, c, 1, value->data, req->cma_dst, h.body_len) != 0)
                 cma_write_failed(s, ident, ident_len, &h, wrank);
             else
@@ -609,9 +609,37 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
     zmq_msg_close(&joined);
 }
 
+/* The length of endpoint ep up to its port ("tcp://10.0.0.1" of
+ * "tcp://10.0.0.1:9000"; all of it without a port). */
+static size_t endpoint_host_len(const char *ep)
+{
+    const char *colon = strrchr(ep, ':');
+    return colon && colon > strstr(ep, "://") + 2 ? (size_t)(colon - ep) : strlen(ep);
+}
+
+/* Where the job's servers on this host (those of the node table serving at
+ * this server's address) are at least its CPUs, no core is left for a job
+ * to run beside the loops: parts up to 1 MiB stay on the loop
+ * (DP_OFFLOAD_MIN_CROWDED). */
+static void set_offload(srv *s, const proto_node *nodes, int n)
+{
+    size_t hl = endpoint_host_len(s->endpoint);
+    int here = 0, cpus = red_cpus_online();
+    for (int i = 0; i < n; i++)
+        if (nodes[i].role == CFG_ROLE_SERVER && endpoint_host_len(nodes[i].endpoint) == hl &&
+            strncmp(nodes[i].endpoint, s->endpoint, hl) == 0)
+            here++;
+    if (here < cpus)
+        return;
+    s->store.offload_min = DP_OFFLOAD_MIN_CROWDED;
+    LOG(LOG_INFO, s->who, "job", "%d server%s on this host's %d CPU%s: key parts up to 1 MiB "
+        "are summed on the loop", here, here == 1 ? "" : "s", cpus, cpus == 1 ? "" : "s");
+}
+
 /* The job's local groups from the node table (REGISTER_ACK): pushes that
  * stand for a whole group are checked against them (server/store.h).  A
- * table without groups leaves every worker alone. */
+ * table without groups leaves every worker alone.  Also where the sums run
+ * (set_offload). */
 static void set_groups(srv *s, const char *body, size_t len)
 {
     int nn = s->c->num_server + s->c->num_worker, nw = s->c->num_worker;
@@ -634,6 +662,8 @@ static void set_groups(srv *s, const char *body, size_t len)
         g[nw + w] = nodes[i].lsize;
         any = any || nodes[i].lsize > 1;
     }
+    if (n > 0)
+        set_offload(s, nodes, n);
     if (n < 0)
         LOG(LOG_WARN, s->who, "job", "cannot read the node table's local groups: %s",
             nodes && g ? why : "out of memory");
@@ -984,9 +1014,10 @@ int srv_run(const cfg *c)
     code = s->exit_code;
     LOG(LOG_INFO, s->who, "job", "%llu rounds, %llu bytes summed, %llu values written as "
         "summed, %llu bad messages dropped, peak memory (VmHWM) %llu KiB, %llu raises of "
-        "starved job threads", (unsigned long long)s->store.rounds_done,
+        "starved job threads, %llu jobs off the loop", (unsigned long long)s->store.rounds_done,
         (unsigned long long)s->store.bytes_summed, (unsigned long long)s->store.cma_fused,
-        (unsigned long long)s->dropped, mem_peak_kib(), (unsigned long long)prio_guard_raises());
+        (unsigned long long)s->dropped, mem_peak_kib(), (unsigned long long)prio_guard_raises(),
+        (unsigned long long)srv_jobs_submitted(s->jobs));
 out:
     srv_close(s);
     zmq_ctx_term(zctx);

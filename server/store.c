@@ -274,6 +274,11 @@ static void free_list(srv_req *r)
     }
 }
 
+uint64_t srv_store_offload_min(const srv_store *st)
+{
+    return st->offload_min ? st->offload_min : DP_OFFLOAD_MIN;
+}
+
 int srv_store_set_groups(srv_store *st, const int *group, const int *lsize)
 {
     size_t n = (size_t)st->num_workers;
@@ -861,7 +866,7 @@ static void push_done(srv_job *j, bool cancelled)
 }
 
 /* The pool for sums and updates on the loop: none while job threads exist
- * (the loop then only works on entries under DP_OFFLOAD_MIN, quicker alone
+ * (the loop then only works on entries under offload_min, quicker alone
  * than waiting for the pool that a job, at KVS_JOB_NICE, may be holding). */
 static red_pool *loop_pool(const srv_store *st)
 {
@@ -871,7 +876,7 @@ static red_pool *loop_pool(const srv_store *st)
 /* Can e's work go to a job? */
 static bool offload(const srv_store *st, const srv_entry *e)
 {
-    return st->jobs != NULL && e->bytes >= DP_OFFLOAD_MIN;
+    return st->jobs != NULL && e->bytes >= srv_store_offload_min(st);
 }
 
 /* The worker's memory behind a request by reference, still proven?  Else

@@ -6,8 +6,9 @@
  * value and the waiting requests are answered.  Pushes for later rounds wait
  * in arrival order; pulls wait for the round the worker needs.
  *
- * Entries of at least DP_OFFLOAD_MIN bytes are summed (and updated, and
- * read from a worker's memory) by jobs off the loop (server/jobs.h), one job
+ * Entries of at least offload_min bytes (DP_OFFLOAD_MIN, or
+ * DP_OFFLOAD_MIN_CROWDED on a host with no CPU to spare) are summed (and
+ * updated, and read from a worker's memory) by jobs off the loop (server/jobs.h), one job
  * per entry at a time: requests that would change an entry while its job
  * runs wait in its backlog, in arrival order, so contributions are summed
  * in the order they arrived, as when everything ran on the loop (pushes of
@@ -71,6 +72,8 @@ typedef struct srv_store {
     srv_store_hooks hooks;   /* what the store reports (server/ctl.c fills them) */
     struct srv_jobs *jobs;   /* server/jobs.h: where big entries' work runs (NULL:
                               * everything on the loop) */
+    uint64_t offload_min;    /* entries of this many bytes and more go to jobs (0:
+                              * DP_OFFLOAD_MIN) */
     struct srv_cma *cma;     /* per worker rank: its proven memory (server/cma.h), for
                               * requests by reference (NULL: none) */
     uint64_t busy;           /* entries with a job running */
@@ -119,6 +122,10 @@ void srv_store_fini(srv_store *st);
  * copied).  A push may then stand for its sender's whole group (proto.h
  * contrib).  0 or KVS_ENOMEM.  Loop thread. */
 int srv_store_set_groups(srv_store *st, const int *group, const int *lsize);
+
+/* Entries of this many bytes and more are summed by jobs (offload_min, 0:
+ * DP_OFFLOAD_MIN). */
+uint64_t srv_store_offload_min(const srv_store *st);
 
 /* Handle one validated data request from worker rank wrank with its body
  * (in; NULL or empty when it has none).  The caller asked the controller

@@ -1384,6 +1384,74 @@ IT_TEST(job_nice_auto_busy_host_2x1)
               "the guard never raised the server's job threads beside %d busy loops", ncpu);
 }
 
+/* The number a server's last line gives before " jobs off the loop", or -1. */
+static long long jobs_off_loop(const it_ctx *t, int idx)
+{
+    char *log = it_read_log(t, idx);
+    const char *at = log ? strstr(log, " jobs off the loop") : NULL;
+    long long n = -1;
+    if (at) {
+        const char *p = at;
+        while (p > log && p[-1] >= '0' && p[-1] <= '9')
+            p--;
+        if (p < at)
+            n = strtoll(p, NULL, 10);
+    }
+    free(log);
+    return n;
+}
+
+/* Where the job's servers on a host are at least its CPUs, key parts up to
+ * 1 MiB are summed on the server's loop, not by jobs (their hand-offs cost
+ * more than a busy host's cores give back); else from 64 KiB by jobs.  One
+ * server of 2 workers, keys of 280 KB, 12 KB and 20 bytes (direct copies:
+ * read, summed and written back by the server), the processes confined to
+ * ncpu of this runner's CPUs: exact sums either way (the workers check
+ * them); with 1 CPU the server says so and runs no job, with 2 it runs
+ * jobs and says nothing. */
+static void offload_job(it_ctx *t, int ncpu)
+{
+    static const char *const argv[] = {"sum", "--counts", "70000,3000,5", "--rounds", "4",
+                                       "--pushpull", NULL};
+    cpu_set_t all, few;
+    int got = 0;
+    IT_ASSERT(t, sched_getaffinity(0, sizeof all, &all) == 0, "sched_getaffinity: %s",
+              strerror(errno));
+    CPU_ZERO(&few);
+    for (size_t c = 0; c < CPU_SETSIZE && got < ncpu; c++)
+        if (CPU_ISSET(c, &all)) {
+            CPU_SET(c, &few);
+            got++;
+        }
+    if (got < ncpu)
+        it_skip(t, "this runner may use %d CPU(s), the test needs %d", got, ncpu);
+    it_setenv(t, "PS_VERBOSE", "1"); /* the server's lines */
+    IT_ASSERT(t, sched_setaffinity(0, sizeof few, &few) == 0, "sched_setaffinity: %s",
+              strerror(errno));
+    it_start_job(t, 1, 2, argv);
+    IT_ASSERT(t, sched_setaffinity(0, sizeof all, &all) == 0, "sched_setaffinity: %s",
+              strerror(errno));
+    it_expect_job_ok(t, 120);
+    int s = t->server[0];
+    bool says = it_log_has(t, s, "1 server on this host's 1 CPU: key parts up to 1 MiB are "
+                           "summed on the loop", 0);
+    long long jobs = jobs_off_loop(t, s);
+    IT_CHECK(t, says == (ncpu == 1), "with %d CPU(s) the server %s that it sums on its loop",
+             ncpu, says ? "says" : "does not say");
+    IT_CHECK(t, ncpu == 1 ? jobs == 0 : jobs >= 8, "with %d CPU(s) the server ran %lld jobs "
+             "(%s)", ncpu, jobs, ncpu == 1 ? "none expected" : "at least 8 expected");
+}
+
+IT_TEST(offload_crowded_2x1)
+{
+    offload_job(t, 1);
+}
+
+IT_TEST(offload_spare_2x1)
+{
+    offload_job(t, 2);
+}
+
 #define MV_KEYS 16
 #define MV_COUNT (1u << 20) /* float32 elements: 4 MiB per key, one chunk */
 

@@ -248,6 +248,8 @@
     X(job_nice_idle_2x1, 120)                                                  \
     X(job_nice_auto_2x1, 120)                                                  \
     X(job_nice_auto_busy_host_2x1, 300)                                        \
+    X(offload_crowded_2x1, 120)                                                \
+    X(offload_spare_2x1, 120)                                                  \
     X(server_memory_values_1x1, 120)                                           \
     X(server_fused_ref_1x1, 60)                                                \
     X(server_fused_frames_1x1, 60)                                             \
