@@ -6,12 +6,17 @@ a kvsd job's DMLC_* environment) or through PyTorch DDP with gloo (RANK,
 WORLD_SIZE, MASTER_ADDR, MASTER_PORT).  SGD with momentum; BATCH samples per
 worker and step; WARMUP steps, then STEPS timed ones.  Worker 0 prints
 
-    RESULT backend=kvsd workers=2 params=25192458 batch=32 steps=6 s=1.234 samples_per_s=311.2
+    RESULT backend=kvsd workers=2 params=25192458 batch=32 steps=6 s=1.234 samples_per_s=311.2 \
+        user_s=16.13 sys_s=3.80 minflt=320003 vcsw=1394 ivcsw=1581
+
+(the last five: its process's CPU seconds, minor page faults and voluntary
+and involuntary context switches over its whole life, getrusage)
 
     python3 bench/torch_bench.py kvsd|gloo [--batch 32] [--steps 6] [--warmup 2]
 """
 import argparse
 import os
+import resource
 import sys
 import time
 
@@ -59,8 +64,11 @@ def main():
     s = time.perf_counter() - t0
     n = sum(p.numel() for p in model.parameters())
     if rank == 0:
+        ru = resource.getrusage(resource.RUSAGE_SELF)
         print("RESULT backend=%s workers=%d params=%d batch=%d steps=%d s=%.3f samples_per_s=%.1f"
-              % (a.backend, W, n, a.batch, a.steps, s, W * a.batch * a.steps / s), flush=True)
+              " user_s=%.2f sys_s=%.2f minflt=%d vcsw=%d ivcsw=%d"
+              % (a.backend, W, n, a.batch, a.steps, s, W * a.batch * a.steps / s,
+                 ru.ru_utime, ru.ru_stime, ru.ru_minflt, ru.ru_nvcsw, ru.ru_nivcsw), flush=True)
     if a.backend == "kvsd":
         kvt.shutdown()
     else:
