@@ -44,10 +44,12 @@
 #define DP_OFFLOAD_MIN (64u << 10)
 
 /* The same, where the job's servers on this host are at least its CPUs
- * (no core is left for a job to run beside the loops): parts up to 1 MiB
+ * (no core is left for a job to run beside the loops): parts up to 256 KiB
  * stay on the loop, whose hand-offs to a job and back would cost more than
- * the parallelism gives (docs/design/threads-and-priorities.md). */
-#define DP_OFFLOAD_MIN_CROWDED ((1u << 20) + 1)
+ * the parallelism gives.  Not more: the loop sums in arrival order, so a
+ * part of high priority that arrives behind them waits for them (1 MiB
+ * delayed resnet50's first layer 5x; docs/design/data-path.md). */
+#define DP_OFFLOAD_MIN_CROWDED ((256u << 10) + 1)
 
 /* Worker: key parts smaller than this (to one server, in one wake-up of the
  * I/O thread) are fused into PROTO_FUSED messages of at most KVS_FUSE_BYTES

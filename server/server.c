@@ -619,7 +619,7 @@ static size_t endpoint_host_len(const char *ep)
 
 /* Where the job's servers on this host (those of the node table serving at
  * this server's address) are at least its CPUs, no core is left for a job
- * to run beside the loops: parts up to 1 MiB stay on the loop
+ * to run beside the loops: parts up to 256 KiB stay on the loop
  * (DP_OFFLOAD_MIN_CROWDED). */
 static void set_offload(srv *s, const proto_node *nodes, int n)
 {
@@ -632,7 +632,7 @@ static void set_offload(srv *s, const proto_node *nodes, int n)
     if (here < cpus)
         return;
     s->store.offload_min = DP_OFFLOAD_MIN_CROWDED;
-    LOG(LOG_INFO, s->who, "job", "%d server%s on this host's %d CPU%s: key parts up to 1 MiB "
+    LOG(LOG_INFO, s->who, "job", "%d server%s on this host's %d CPU%s: key parts up to 256 KiB "
         "are summed on the loop", here, here == 1 ? "" : "s", cpus, cpus == 1 ? "" : "s");
 }
 

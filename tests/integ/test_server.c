@@ -1402,17 +1402,17 @@ static long long jobs_off_loop(const it_ctx *t, int idx)
 }
 
 /* Where the job's servers on a host are at least its CPUs, key parts up to
- * 1 MiB are summed on the server's loop, not by jobs (their hand-offs cost
+ * 256 KiB are summed on the server's loop, not by jobs (their hand-offs cost
  * more than a busy host's cores give back); else from 64 KiB by jobs.  One
- * server of 2 workers, keys of 280 KB, 12 KB and 20 bytes (direct copies:
+ * server of 2 workers, keys of 240 KB, 12 KB and 20 bytes (direct copies:
  * read, summed and written back by the server), the processes confined to
  * ncpu of this runner's CPUs: exact sums either way (the workers check
  * them); with 1 CPU the server says so and runs no job, with 2 it runs
  * jobs and says nothing. */
 static void offload_job(it_ctx *t, int ncpu)
 {
-    static const char *const argv[] = {"sum", "--counts", "70000,3000,5", "--rounds", "4",
-                                       "--pushpull", NULL};
+    static const char *const argv[] = {"sum",    "--dtype",  "float32", "--counts",
+                                       "60000,3000,5", "--rounds", "4", "--pushpull", NULL};
     cpu_set_t all, few;
     int got = 0;
     IT_ASSERT(t, sched_getaffinity(0, sizeof all, &all) == 0, "sched_getaffinity: %s",
@@ -1433,7 +1433,7 @@ static void offload_job(it_ctx *t, int ncpu)
               strerror(errno));
     it_expect_job_ok(t, 120);
     int s = t->server[0];
-    bool says = it_log_has(t, s, "1 server on this host's 1 CPU: key parts up to 1 MiB are "
+    bool says = it_log_has(t, s, "1 server on this host's 1 CPU: key parts up to 256 KiB are "
                            "summed on the loop", 0);
     long long jobs = jobs_off_loop(t, s);
     IT_CHECK(t, says == (ncpu == 1), "with %d CPU(s) the server %s that it sums on its loop",
