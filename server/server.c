@@ -613,8 +613,9 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
  * "tcp://10.0.0.1:9000"; all of it without a port). */
 static size_t endpoint_host_len(const char *ep)
 {
-    const char *colon = strrchr(ep, ':');
-    return colon && colon > strstr(ep, "://") + 2 ? (size_t)(colon - ep) : strlen(ep);
+    const char *scheme = strstr(ep, "://"), *colon = strrchr(ep, ':');
+    const char *host = scheme ? scheme + 3 : ep;
+    return colon && colon >= host ? (size_t)(colon - ep) : strlen(ep);
 }
 
 /* Where the job's servers on this host (those of the node table serving at
