@@ -106,10 +106,14 @@ int srv_decomp_push(srv_entry *e, int wrank, proto_hdr *h, srv_in *in, zmq_msg_t
     bool have_msg = false;
 
     if (id != 0) {
-        const uint8_t *body = in ? one_piece(in, h->body_len, &tmp) : NULL;
+        if (in == NULL) { /* nothing to decode, and nothing to give the sum */
+            rc = err_why(why, whylen, KVS_EPROTO, "key %llu part %u: compressed push without "
+                         "a body", (unsigned long long)h->key, h->part);
+            goto out;
+        }
+        const uint8_t *body = one_piece(in, h->body_len, &tmp);
         if (body == NULL && h->body_len > 0) {
-            rc = in ? err_why(why, whylen, KVS_ENOMEM, "server out of memory")
-                    : err_why(why, whylen, KVS_EPROTO, "compressed push without a body");
+            rc = err_why(why, whylen, KVS_ENOMEM, "server out of memory");
             goto out;
         }
         if (zmq_msg_init_size(msg, h->count * sizeof(float)) != 0) {

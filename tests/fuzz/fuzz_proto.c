@@ -75,8 +75,8 @@ static void fuzz_decode(const uint8_t *p, size_t n, int nframes, size_t body)
     if (h.flags & PROTO_F_RSP) { /* row-sparse: the inside is proto_rsp_parse's */
         CHECK(h.type == PROTO_PUSH || h.type == PROTO_PUSHPULL || h.type == PROTO_PULL);
         CHECK(h.body_len >= PROTO_RSP_HDR && h.body_len <= FUZZ_MAX_MESSAGE);
-    } else if (proto_has_data(&h) && PROTO_CODEC(h.flags)) { /* a compressed push */
-        CHECK(h.type == PROTO_PUSH || h.type == PROTO_PUSHPULL);
+    } else if (proto_has_data(&h) && PROTO_CODEC(h.flags)) { /* compressed push or value */
+        CHECK(h.type == PROTO_PUSH || h.type == PROTO_PUSHPULL || h.type == PROTO_REPLY);
         CHECK(h.dtype == KVS_FLOAT32);
         CHECK((unsigned __int128)h.body_len <= (unsigned __int128)h.count * 8 + 8);
         CHECK(h.body_len <= FUZZ_MAX_MESSAGE);

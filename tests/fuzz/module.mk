@@ -49,7 +49,7 @@ HTTP_RUNNER     := $(FUZZ_DIR)/run-http
 HTTP_FUZZ_BIN   := $(FUZZ_DIR)/fuzz-http
 HTTP_CORPUS     := tests/fuzz/http-corpus
 HTTP_TARGET_SRC := tests/fuzz/fuzz_http.c net/http.c common/log.c common/config.c common/keyfile.c \
-                   common/metrics.c common/err.c
+                   common/cfgsurvive.c common/metrics.c common/err.c
 
 $(HTTP_RUNNER): $(call obj,tests/fuzz/run-http.c tests/fuzz/fuzz_http.c) $(LIBKVS_A)
 	@mkdir -p $(dir $@)
