@@ -268,9 +268,18 @@ void wrk_io_on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t
     }
     case PROTO_BARRIER_DONE:
     case PROTO_EXIT_ACK: {
-        wrk_req *q = wrk_reqmap_del(&s->reqs, h->req_id);
-        if (q)
-            wrk_op_release(s, q->op, 0, NULL);
+        /* only the request it answers: a barrier or an exit sent to the
+         * scheduler (a data request's id must not complete it unanswered) */
+        int asked = h->type == PROTO_BARRIER_DONE ? PROTO_BARRIER : PROTO_EXIT;
+        wrk_req *q = wrk_reqmap_get(&s->reqs, h->req_id);
+        if (q == NULL || q->server >= 0 || q->h.type != asked) {
+            LOG_LIMITED(LOG_WARN, s->who, "net", "ignored the scheduler's %s for request %llu: "
+                        "no %s of ours has that id", proto_type_name(h->type),
+                        (unsigned long long)h->req_id, proto_type_name(asked));
+            break;
+        }
+        wrk_reqmap_del(&s->reqs, h->req_id);
+        wrk_op_release(s, q->op, 0, NULL);
         break;
     }
     case PROTO_NODE_DEAD: {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/datapath.h"
+#include "worker/io_int.h"
 #include "worker/op.h"
 #include "worker/wrk_int.h"
 
@@ -257,6 +258,50 @@ START_TEST(test_dedupe_orders)
 }
 END_TEST
 
+START_TEST(test_sched_answers_only_their_requests)
+{
+    /* the scheduler's BARRIER_DONE and EXIT_ACK complete a barrier or an
+     * exit sent to it, never a data request in flight to a server that
+     * happens to have that id (nor one of the other kind) */
+    kvs_store *s = fake_store(1);
+    wrk_reqmap_init(&s->reqs);
+    float v[4] = {0};
+    add_key(s, 9, 4);
+    uint64_t key = 9;
+    kvs_array a = {v, 4, KVS_FLOAT32, KVS_CPU};
+    ck_assert_int_eq(wrk_submit(s, WRK_OP_PULL, 1, &key, NULL, &a, 0, NULL, NULL, NULL, NULL),
+                     0);
+    pthread_mutex_lock(&s->mu);
+    wrk_op *op = s->q_head;
+    s->q_head = s->q_tail = NULL; /* as the I/O thread takes it and sends it */
+    pthread_mutex_unlock(&s->mu);
+    wrk_req *pull = &op->reqs[0];
+    pull->server = 0;
+    pull->req_id = pull->h.req_id = 5;
+    ck_assert_int_eq(wrk_reqmap_put(&s->reqs, 5, pull), 0);
+    wrk_req barrier = {.server = -1, .req_id = 6, .h = {.type = PROTO_BARRIER, .req_id = 6}};
+    ck_assert_int_eq(wrk_reqmap_put(&s->reqs, 6, &barrier), 0);
+    proto_hdr done = {.type = PROTO_BARRIER_DONE, .sender = PROTO_SCHEDULER_ID, .req_id = 5};
+    wrk_io_on_sched_msg(s, &done, NULL, 0);
+    done.type = PROTO_EXIT_ACK;
+    wrk_io_on_sched_msg(s, &done, NULL, 0);
+    done.req_id = 6; /* an exit's answer to a barrier */
+    wrk_io_on_sched_msg(s, &done, NULL, 0);
+    ck_assert_ptr_eq(wrk_reqmap_get(&s->reqs, 5), pull);
+    ck_assert_ptr_eq(wrk_reqmap_get(&s->reqs, 6), &barrier);
+    pthread_mutex_lock(&s->mu);
+    ck_assert_int_eq(op->pending, 1); /* the pull still waits for its server */
+    ck_assert_uint_eq(((wrk_key *)hmap_get(&s->keys, 9))->busy, 1);
+    pthread_mutex_unlock(&s->mu);
+    ck_assert_ptr_eq(wrk_reqmap_del(&s->reqs, 6), &barrier);
+    ck_assert_ptr_eq(wrk_reqmap_del(&s->reqs, 5), pull);
+    wrk_req_drop(s, pull, KVS_ENET, "no connection to server 0"); /* frees op */
+    ck_assert_int_eq(wrk_wait_keys(s, false, 9), KVS_ENET);
+    wrk_reqmap_fini(&s->reqs);
+    fake_free(s);
+}
+END_TEST
+
 Suite *opengine_suite(void)
 {
     Suite *s = suite_create("opengine");
@@ -267,6 +312,7 @@ Suite *opengine_suite(void)
     tcase_add_test(t, test_fail_queued_zero_copy);
     tcase_add_test(t, test_drop_sent_and_unsent);
     tcase_add_test(t, test_dedupe_orders);
+    tcase_add_test(t, test_sched_answers_only_their_requests);
     suite_add_tcase(s, t);
     return s;
 }
