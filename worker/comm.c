@@ -212,10 +212,12 @@ static int open_locked(wrk_comm *c)
         o.topo = &c->topo;
     if ((rc = dev_open(&o, &c->L)) != 0)
         goto out;
-    if ((c->pool = wrk_pinned_new(c->L)) == NULL) {
+    wrk_pinned *pool = wrk_pinned_new(c->L);
+    if (pool == NULL) {
         rc = err_set(KVS_ENOMEM, "out of memory");
         goto out;
     }
+    atomic_store(&c->pool, pool);
     int n = dev_count(c->L);
     if (c->have_htopo && c->htopo.n != dev_backend_count(c->L)) {
         rc = err_set(KVS_ECONFIG, "KVS_TOPOLOGY has %d devices but the %s backend has %d",
