@@ -93,7 +93,8 @@ if [ "${KVS_TEST_SANITIZED:-0}" = 1 ]; then
     run integ "$BUILD/test-integ"
     run netns bash tests/netns/test-netns.sh
     [ -x "$BUILD/tests/kvs-devworker" ] && run devices bash tests/device/test-dist-device.sh
-    for f in "run-corpus tests/fuzz/corpus" "run-http tests/fuzz/http-corpus"; do
+    for f in "run-corpus tests/fuzz/corpus" "run-http tests/fuzz/http-corpus" \
+             "replay-worker tests/fuzz/worker-corpus"; do
         set -- $f
         [ -x "$BUILD/fuzz/$1" ] || continue
         fuzz "fuzz-$1" "$BUILD/fuzz/$1" -n 20000 "$2"
@@ -122,9 +123,10 @@ run docs sh tests/docs/check-links.sh
 [ -x "$BUILD/fuzz/run-corpus" ] && fuzz fuzz "$BUILD/fuzz/run-corpus" -n 200000 tests/fuzz/corpus
 # the metrics responder's HTTP parser: corpus plus 200k random inputs
 [ -x "$BUILD/fuzz/run-http" ] && fuzz fuzz-http "$BUILD/fuzz/run-http" -n 200000 tests/fuzz/http-corpus
-# the scheduler's and the server's dispatch, in-process: corpus plus 5000
-# random inputs each (one real scheduler / server per input)
-for t in sched server; do
+# the scheduler's and the server's dispatch, and a worker's handling of the
+# servers' answers, in-process: corpus plus 5000 random inputs each (one real
+# scheduler / server / store per input)
+for t in sched server worker; do
     [ -x "$BUILD/fuzz/replay-$t" ] || continue
     fuzz "fuzz-$t" "$BUILD/fuzz/replay-$t" -n 5000 "tests/fuzz/$t-corpus"
 done

@@ -66,13 +66,14 @@ fuzz-http: $(HTTP_FUZZ_BIN)
 	sh tests/fuzz/run-fuzz.sh $(HTTP_FUZZ_BIN) $(HTTP_CORPUS) $(FUZZ_SECONDS) $(FUZZ_DIR) -max_len=9000
 TEST_DEPS += $(HTTP_RUNNER)
 
-# The scheduler's and the server's dispatch, in-process (fuzz_sched.c,
-# fuzz_server.c; messages made by fuzz_msg.c): same two builds.
-#   make fuzz-sched, make fuzz-server   libFuzzer + ASan/UBSan for FUZZ_SECONDS;
-#                                       new coverage goes to tests/fuzz/sched-corpus
-#                                       and tests/fuzz/server-corpus
-#   $(BUILD)/fuzz/replay-sched, replay-server   replay the corpora + random
-#                                       inputs with $(CC) (make test)
+# The scheduler's and the server's dispatch, and a worker's handling of the
+# servers' answers, in-process (fuzz_sched.c, fuzz_server.c, fuzz_worker.c;
+# messages made by fuzz_msg.c): same two builds.
+#   make fuzz-sched, fuzz-server, fuzz-worker   libFuzzer + ASan/UBSan for
+#                                       FUZZ_SECONDS; new coverage goes to
+#                                       tests/fuzz/{sched,server,worker}-corpus
+#   $(BUILD)/fuzz/replay-sched, replay-server, replay-worker   replay the
+#                                       corpora + random inputs with $(CC) (make test)
 # `make fuzz` runs every libFuzzer target in turn, FUZZ_SECONDS each.
 FUZZ_OBJ      := $(FUZZ_DIR)/obj
 FUZZ_CFLAGS   := -std=gnu11 -g -O1 -Iinclude -I. -D_GNU_SOURCE -pthread -MMD -MP \
@@ -86,12 +87,17 @@ SERVER_FUZZ_LIB := $(filter-out server/main.c server/server.c,$(SERVER_SRC)) \
                    $(COMMON_SRC) $(PROTO_SRC) $(NET_SRC) $(TREE_SRC) $(OPTIM_SRC)
 # reduce/'s SIMD kernels use GCC's target attributes: the fuzz binary links
 # the normal build's objects (not instrumented; they are not what is fuzzed)
+WORKER_FUZZ_LIB := $(WORKER_SRC) $(DEVICE_SRC) $(COMMON_SRC) $(PROTO_SRC) $(NET_SRC) \
+                   $(TREE_SRC) $(OPTIM_SRC)
 SCHED_REPLAY    := $(FUZZ_DIR)/replay-sched
 SERVER_REPLAY   := $(FUZZ_DIR)/replay-server
+WORKER_REPLAY   := $(FUZZ_DIR)/replay-worker
 SCHED_FUZZ_BIN  := $(FUZZ_DIR)/fuzz-sched
 SERVER_FUZZ_BIN := $(FUZZ_DIR)/fuzz-server
+WORKER_FUZZ_BIN := $(FUZZ_DIR)/fuzz-worker
 SCHED_CORPUS    := tests/fuzz/sched-corpus
 SERVER_CORPUS   := tests/fuzz/server-corpus
+WORKER_CORPUS   := tests/fuzz/worker-corpus
 
 $(FUZZ_OBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -107,6 +113,11 @@ $(SERVER_REPLAY): $(call obj,tests/fuzz/replay.c tests/fuzz/fuzz_msg.c tests/fuz
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
 
+$(WORKER_REPLAY): $(call obj,tests/fuzz/replay.c tests/fuzz/fuzz_msg.c tests/fuzz/fuzz_worker.c \
+                  $(WORKER_FUZZ_LIB) $(REDUCE_SRC))
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS)
+
 $(SCHED_FUZZ_BIN): $(call fuzz_obj,tests/fuzz/fuzz_msg.c tests/fuzz/fuzz_sched.c $(SCHED_FUZZ_LIB))
 	$(FUZZ_CLANG) $(FUZZ_LDFLAGS) -o $@ $^ $(LIBS)
 
@@ -114,16 +125,22 @@ $(SERVER_FUZZ_BIN): $(call fuzz_obj,tests/fuzz/fuzz_msg.c tests/fuzz/fuzz_server
                     $(call obj,$(REDUCE_SRC))
 	$(FUZZ_CLANG) $(FUZZ_LDFLAGS) -o $@ $^ $(LIBS)
 
+$(WORKER_FUZZ_BIN): $(call fuzz_obj,tests/fuzz/fuzz_msg.c tests/fuzz/fuzz_worker.c $(WORKER_FUZZ_LIB)) \
+                    $(call obj,$(REDUCE_SRC))
+	$(FUZZ_CLANG) $(FUZZ_LDFLAGS) -o $@ $^ $(LIBS)
+
 # -rss_limit_mb: a target that grows is a finding too
 FUZZ_RUN_OPTS = -max_len=4096 -rss_limit_mb=2048 -timeout=20
-.PHONY: fuzz-sched fuzz-server
+.PHONY: fuzz-sched fuzz-server fuzz-worker
 fuzz-sched: $(SCHED_FUZZ_BIN)
 	sh tests/fuzz/run-fuzz.sh $(SCHED_FUZZ_BIN) $(SCHED_CORPUS) $(FUZZ_SECONDS) $(FUZZ_DIR) $(FUZZ_RUN_OPTS)
 fuzz-server: $(SERVER_FUZZ_BIN)
 	sh tests/fuzz/run-fuzz.sh $(SERVER_FUZZ_BIN) $(SERVER_CORPUS) $(FUZZ_SECONDS) $(FUZZ_DIR) $(FUZZ_RUN_OPTS)
+fuzz-worker: $(WORKER_FUZZ_BIN)
+	sh tests/fuzz/run-fuzz.sh $(WORKER_FUZZ_BIN) $(WORKER_CORPUS) $(FUZZ_SECONDS) $(FUZZ_DIR) $(FUZZ_RUN_OPTS)
 # every target in turn (a recursive make: one at a time even under -j);
 # one target's finding does not stop the others, but fails make fuzz
 fuzz:
-	@st=0; for t in proto http sched server; do $(MAKE) --no-print-directory fuzz-$$t || st=1; done; exit $$st
-TEST_DEPS += $(SCHED_REPLAY) $(SERVER_REPLAY)
+	@st=0; for t in proto http sched server worker; do $(MAKE) --no-print-directory fuzz-$$t || st=1; done; exit $$st
+TEST_DEPS += $(SCHED_REPLAY) $(SERVER_REPLAY) $(WORKER_REPLAY)
 -include $(shell find $(FUZZ_OBJ) -name '*.d' 2>/dev/null)
