@@ -48,6 +48,9 @@ static kvs_store *store_new(void)
     s->num_servers = FZ_SERVERS;
     s->num_workers = 1;
     s->routing = (wrk_routing){FZ_SERVERS, 64, false, 40000, DP_CHUNK_BYTES_DEFAULT};
+    s->servers = calloc(FZ_SERVERS, sizeof *s->servers); /* no connections: sends fail */
+    if (s->servers == NULL)
+        abort();
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     hmap_init(&s->keys);
@@ -74,6 +77,8 @@ static void store_free(kvs_store *s)
     uv_loop_close(&s->loop);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
+    free(s->servers);
+    free(s->owner);
     free(s);
 }
 
@@ -181,6 +186,35 @@ static void build(fz_in *in, const sent *live, size_t nlive, net_msg *m)
         fz_msg_add(m, frame[i], flen[i]);
 }
 
+/* A message from the scheduler (kind byte 6): the answer to a barrier or an
+ * exit (for a request in flight to a server, or none), a death, a promotion
+ * (the store is replicated: bit 3), the job's end, a refusal. */
+static void sched_msg(fz_in *in, kvs_store *s, const sent *live, size_t nlive)
+{
+    static const int types[] = {PROTO_BARRIER_DONE, PROTO_EXIT_ACK, PROTO_NODE_DEAD,
+                                PROTO_PROMOTE,      PROTO_SHUTDOWN, PROTO_REFUSED,
+                                PROTO_ERROR,        PROTO_EPOCH};
+    static const char *const texts[] = {"server 1 (127.0.0.1) died: killed", "0 1", "1 1",
+                                        "0 0", "bad secret"};
+    uint8_t body[FZ_BODY_MAX + 1];
+    proto_hdr h;
+    uint8_t k = fz_u8(in);
+    memset(&h, 0, sizeof h);
+    fz_hdr_fields(in, &h);
+    h.type = (uint16_t)types[(k >> 4) % 8];
+    h.sender = PROTO_SCHEDULER_ID;
+    if (nlive && (k & 8))
+        h.req_id = live[fz_u8(in) % nlive].h.req_id;
+    if (h.type == PROTO_NODE_DEAD || h.type == PROTO_PROMOTE) {
+        h.key = 8 + fz_u8(in) % 6;   /* a server or worker id, or one out of range */
+        h.round = 8 + fz_u8(in) % 6; /* PROMOTE: the heir */
+    }
+    h.status = -(int32_t)(fz_u8(in) % 20);
+    size_t len = fz_text_body(in, texts, sizeof texts / sizeof texts[0], body);
+    body[len] = '\0';
+    wrk_io_on_sched_msg(s, &h, len ? (const char *)body : NULL, len);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static bool once;
@@ -191,6 +225,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         once = true;
     }
     kvs_store *s = store_new();
+    if (fz_u8(&in) & 1) { /* replicated servers: promotions apply */
+        s->owner = calloc(FZ_SERVERS, sizeof *s->owner);
+        if (s->owner == NULL)
+            abort();
+        for (int r = 0; r < FZ_SERVERS; r++)
+            s->owner[r] = r;
+    }
     /* the keys' shapes: what the op engine checks a call against */
     uint64_t count[FZ_KEYS];
     for (int k = 0; k < FZ_KEYS; k++) {
@@ -233,6 +274,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             live[nlive++] = (sent){q->h, q->server};
         }
     for (int i = 0; i < FZ_MSGS && fz_more(&in); i++) {
+        if (in.at < in.n && in.p[in.at] % 8 == 6) {
+            sched_msg(&in, s, live, nlive);
+            continue;
+        }
         net_msg m;
         build(&in, live, nlive, &m);
         wrk_io_on_server(NULL, &m, s);
