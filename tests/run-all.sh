@@ -124,8 +124,8 @@ run docs sh tests/docs/check-links.sh
 # the metrics responder's HTTP parser: corpus plus 200k random inputs
 [ -x "$BUILD/fuzz/run-http" ] && fuzz fuzz-http "$BUILD/fuzz/run-http" -n 200000 tests/fuzz/http-corpus
 # the scheduler's and the server's dispatch, and a worker's handling of the
-# servers' answers, in-process: corpus plus 5000 random inputs each (one real
-# scheduler / server / store per input)
+# servers' answers, in-process: corpus plus 5000 random inputs each (a real
+# scheduler or server, or a store put together by hand, per input)
 for t in sched server worker; do
     [ -x "$BUILD/fuzz/replay-$t" ] || continue
     fuzz "fuzz-$t" "$BUILD/fuzz/replay-$t" -n 5000 "tests/fuzz/$t-corpus"

@@ -85,10 +85,10 @@ SCHED_FUZZ_LIB  := $(filter-out scheduler/main.c scheduler/sched.c,$(SCHED_SRC))
                    $(COMMON_SRC) $(PROTO_SRC) $(NET_SRC)
 SERVER_FUZZ_LIB := $(filter-out server/main.c server/server.c,$(SERVER_SRC)) \
                    $(COMMON_SRC) $(PROTO_SRC) $(NET_SRC) $(TREE_SRC) $(OPTIM_SRC)
-# reduce/'s SIMD kernels use GCC's target attributes: the fuzz binary links
-# the normal build's objects (not instrumented; they are not what is fuzzed)
 WORKER_FUZZ_LIB := $(WORKER_SRC) $(DEVICE_SRC) $(COMMON_SRC) $(PROTO_SRC) $(NET_SRC) \
                    $(TREE_SRC) $(OPTIM_SRC)
+# reduce/'s SIMD kernels use GCC's target attributes: the fuzz binaries link
+# the normal build's objects (not instrumented; they are not what is fuzzed)
 SCHED_REPLAY    := $(FUZZ_DIR)/replay-sched
 SERVER_REPLAY   := $(FUZZ_DIR)/replay-server
 WORKER_REPLAY   := $(FUZZ_DIR)/replay-worker
