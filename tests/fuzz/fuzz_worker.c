@@ -1,31 +1,32 @@
-/* fuzz_worker.c - fuzz target for a worker's handling of the servers'
- * answers (worker/io_reply.c: lone REPLY, ERROR, TIMING and CHALLENGE
- * messages, FUSED_REPLY records and their record frames), in-process.
+/* fuzz_worker.c - fuzz target for a worker's handling of what comes from the
+ * network: the servers' answers (worker/io_reply.c: lone REPLY, ERROR,
+ * TIMING and CHALLENGE messages, FUSED_REPLY records and their record
+ * frames) and the scheduler's messages (worker/io_hello.c), in-process.
  *
- * A store is put together by hand as the op engine's unit tests do: a job of
- * FZ_SERVERS servers whose I/O thread never runs and whose sockets do not
- * exist.  The input first submits up to FZ_OPS pushes, pulls and pushpulls
- * (keys 0..3, float32 or float16, 1 to 300 elements, so that keys above the
- * bound of 64 elements are cut into a part per server), then every request is
- * numbered and put in flight as the I/O thread would send it.  The rest of
- * the input is messages from the servers, handed to wrk_io_on_server() as
- * net.c hands them over: mostly near-valid answers to the requests in flight
- * (their key, part, count and dtype, then damaged by fz_finish), some of
- * them fused.  At the end what was not answered fails as a broken job would,
- * and every wait returns.
+ * A store is put together by hand as the op engine's unit tests do
+ * (tests/unit/fakestore.h): a job of FZ_SERVERS servers whose I/O thread
+ * never runs and whose servers have no connections.  The input first
+ * submits up to FZ_OPS pushes, pulls and pushpulls (keys 0..3, float32 or
+ * float16, 1 to 300 elements, so that keys above the bound of 64 elements
+ * are cut into a part per server), then every request is numbered and put
+ * in flight as the I/O thread would send it.  The rest of the input is
+ * messages, handed over as net.c and link.c do: mostly near-valid answers
+ * to the requests in flight (their key, part, count and dtype, then damaged
+ * by fz_finish), some of them fused, and the scheduler's (sched_msg).  At
+ * the end what was not answered fails as a broken job would, and every
+ * wait returns.
  *
- * Input: an op byte per op (bits 0-1 the kind: push, pull, pushpull, none;
- * bits 2-3 the key; bit 4 float16), a count byte; then messages, each led by
- * a kind byte (below).
+ * Input: a byte (bit 0: the servers are replicated, promotions apply); per
+ * key a u16 count and a dtype byte (bit 0: float16); an op byte per op (bits
+ * 0-1 push, pull, pushpull or none; bits 2-3 the key); then messages, each
+ * led by a kind byte (6 mod 8: from the scheduler; else build()).
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/datapath.h"
-#include "common/log.h"
 #include "tests/fuzz/fuzz_msg.h"
 #include "tests/fuzz/fuzz_target.h"
+#include "tests/unit/fakestore.h"
 #include "worker/io_int.h"
 #include "worker/op.h"
 #include "worker/wrk_int.h"
@@ -40,46 +41,13 @@ static cfg fz_cfg;
 
 static kvs_store *store_new(void)
 {
-    kvs_store *s = calloc(1, sizeof *s);
+    kvs_store *s = fake_store_new(FZ_SERVERS);
     if (s == NULL)
         abort();
-    s->kind = WRK_DIST;
     s->c = fz_cfg;
-    s->num_servers = FZ_SERVERS;
     s->num_workers = 1;
-    s->routing = (wrk_routing){FZ_SERVERS, 64, false, 40000, DP_CHUNK_BYTES_DEFAULT};
-    s->servers = calloc(FZ_SERVERS, sizeof *s->servers); /* no connections: sends fail */
-    if (s->servers == NULL)
-        abort();
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
-    hmap_init(&s->keys);
-    hmap_init(&s->busy);
-    hmap_init(&s->batches);
-    wrk_reqmap_init(&s->reqs);
-    if (uv_loop_init(&s->loop) != 0 || uv_async_init(&s->loop, &s->wake, NULL) != 0)
-        abort();
+    s->routing.bigarray_bound = 64;
     return s;
-}
-
-static void store_free(kvs_store *s)
-{
-    wrk_ops_free_all(s);
-    for (size_t i = 0; i < s->keys.cap; i++)
-        if (s->keys.used[i] == 1)
-            free(s->keys.vals[i]);
-    hmap_fini(&s->keys);
-    hmap_fini(&s->busy);
-    hmap_fini(&s->batches);
-    wrk_reqmap_fini(&s->reqs);
-    uv_close((uv_handle_t *)&s->wake, NULL);
-    uv_run(&s->loop, UV_RUN_DEFAULT);
-    uv_loop_close(&s->loop);
-    pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->cv);
-    free(s->servers);
-    free(s->owner);
-    free(s);
 }
 
 /* A request as it went out (its header, its server): answers are made from
@@ -295,7 +263,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         wrk_req_drop(s, left[i], KVS_EPEERDEAD, "the job broke");
     }
     wrk_wait_keys(s, true, 0);
-    store_free(s);
+    fake_store_free(s);
     return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/datapath.h"
+#include "tests/unit/fakestore.h"
 #include "worker/io_int.h"
 #include "worker/op.h"
 #include "worker/wrk_int.h"
@@ -90,33 +91,9 @@ END_TEST
 
 static kvs_store *fake_store(int servers)
 {
-    kvs_store *s = calloc(1, sizeof *s);
+    kvs_store *s = fake_store_new(servers);
     ck_assert_ptr_nonnull(s);
-    s->kind = WRK_DIST;
-    s->num_servers = s->num_workers = servers;
-    s->routing = (wrk_routing){servers, 1000000, false, 40000, DP_CHUNK_BYTES_DEFAULT};
-    s->c.max_message = 1ull << 30;
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
-    hmap_init(&s->keys);
-    hmap_init(&s->busy);
-    ck_assert_int_eq(uv_loop_init(&s->loop), 0);
-    ck_assert_int_eq(uv_async_init(&s->loop, &s->wake, NULL), 0);
     return s;
-}
-
-static void fake_free(kvs_store *s)
-{
-    wrk_ops_free_all(s);
-    for (size_t i = 0; i < s->keys.cap; i++)
-        if (s->keys.used[i] == 1)
-            free(s->keys.vals[i]);
-    hmap_fini(&s->keys);
-    hmap_fini(&s->busy);
-    uv_close((uv_handle_t *)&s->wake, NULL);
-    uv_run(&s->loop, UV_RUN_DEFAULT);
-    uv_loop_close(&s->loop);
-    free(s);
 }
 
 static void add_key(kvs_store *s, uint64_t key, uint64_t count)
@@ -178,7 +155,7 @@ START_TEST(test_fail_queued_zero_copy)
     /* and a later call is refused with it */
     ck_assert_int_eq(wrk_submit(s, WRK_OP_PUSH, 1, keys, vals, NULL, 0, NULL, NULL, NULL, NULL),
                      KVS_EPEERDEAD);
-    fake_free(s);
+    fake_store_free(s);
     free(big);
     free(small);
 }
@@ -208,7 +185,7 @@ START_TEST(test_drop_sent_and_unsent)
     ck_assert_uint_eq(s->nbusy, 0);
     ck_assert_uint_eq(((wrk_key *)hmap_get(&s->keys, 9))->busy, 0);
     pthread_mutex_unlock(&s->mu);
-    fake_free(s);
+    fake_store_free(s);
     free(big);
 }
 END_TEST
@@ -254,7 +231,7 @@ START_TEST(test_dedupe_orders)
     ck_assert_int_eq(wrk_submit(s, WRK_OP_PUSH, 4, mixed, bad, NULL, 0, NULL, NULL, NULL, NULL),
                      KVS_ESHAPE);
     red_pool_free(s->pool);
-    fake_free(s);
+    fake_store_free(s);
 }
 END_TEST
 
@@ -264,7 +241,6 @@ START_TEST(test_sched_answers_only_their_requests)
      * exit sent to it, never a data request in flight to a server that
      * happens to have that id (nor one of the other kind) */
     kvs_store *s = fake_store(1);
-    wrk_reqmap_init(&s->reqs);
     float v[4] = {0};
     add_key(s, 9, 4);
     uint64_t key = 9;
@@ -297,8 +273,7 @@ START_TEST(test_sched_answers_only_their_requests)
     ck_assert_ptr_eq(wrk_reqmap_del(&s->reqs, 5), pull);
     wrk_req_drop(s, pull, KVS_ENET, "no connection to server 0"); /* frees op */
     ck_assert_int_eq(wrk_wait_keys(s, false, 9), KVS_ENET);
-    wrk_reqmap_fini(&s->reqs);
-    fake_free(s);
+    fake_store_free(s);
 }
 END_TEST
 
