@@ -269,13 +269,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 void fz_seeds(fz_seed_fn add)
 {
-    /* keys of 10, 100 (2 parts), 300 (2 parts) and 1 float32 elements; a
-     * pushpull of key 1, a pull of key 0, a push of key 2; then answers */
-    static const uint8_t seeds[][48] = {
-        {10, 0, 0, 100, 0, 0, 44, 1, 0, 1, 0, 0x06, 0x01, 0x09, 3, 0, 0, 1, 1, 0, 2, 2, 0, 4, 3,
-         0, 0, 1, 0, 3, 2, 0, 1},
-        {10, 0, 0, 100, 0, 1, 44, 1, 0, 1, 0, 0x06, 0x01, 0x09, 3, 0x20, 0, 1, 0x14, 1, 0xC1, 4,
-         2, 0, 2, 1, 3, 2, 6},
+    /* in the format above: keys of 11, 101 (2 parts), 300 (2 parts) and 1
+     * elements (float32; key 1 float16 in the second, whose servers are
+     * replicated); a pushpull of key 1, a pull of key 0, a push of key 2;
+     * then answers to them, fused ones and the scheduler's */
+    static const uint8_t seeds[][40] = {
+        {0, 10, 0, 0, 100, 0, 0, 0x2B, 1, 0, 0, 0, 0, 0x06, 0x01, 0x08, 0x03,
+         0x00, 0, 0, 0x00, 1, 0, 0x04, 2, 0, 0, 1, 2, 0x01, 2, 0, 0x16, 1},
+        {1, 10, 0, 0, 100, 0, 1, 0x2B, 1, 0, 0, 0, 0, 0x06, 0x01, 0x08, 0x03,
+         0x20, 0, 0, 0xC1, 0x21, 1, 0x04, 1, 0, 2, 0x36, 0x08, 0, 0x09, 0x0A},
     };
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++)
         add(seeds[i], sizeof seeds[i]);
