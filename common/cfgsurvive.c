@@ -1,6 +1,7 @@
 /* cfgsurvive.c - the settings of jobs that survive deaths: replicated
- * servers (KVS_REPLICAS) and elastic workers (KVS_ELASTIC, KVS_MIN_WORKERS,
- * KVS_MAX_WORKERS), checked together; see cfgsurvive.h.
+ * servers (KVS_REPLICAS), elastic workers (KVS_ELASTIC, KVS_MIN_WORKERS,
+ * KVS_MAX_WORKERS) and a scheduler that may restart (KVS_SCHEDULER_GRACE),
+ * checked together; see cfgsurvive.h.
  *
  * Order: each variable's own range (cfg_load, from the table), then the
  * combinations that can never work (a bound without KVS_ELASTIC, MIN above
@@ -75,6 +76,14 @@ static int check_built(const cfg_survive *c, char *err, size_t errlen)
         snprintf(err, errlen, "KVS_REPLICAS='%d' with KVS_ELASTIC=1: replicated servers and "
                  "elastic workers together are not built in this version of kvsd; expected "
                  "one of them", c->replicas);
+        return KVS_ECONFIG;
+    }
+    if (c->sched_grace > 0 && (c->replicas > 0 || c->elastic)) {
+        snprintf(err, errlen, "KVS_SCHEDULER_GRACE='%g' with %s: a restarted scheduler cannot "
+                 "learn back the owners of replicated key ranges or an elastic membership in "
+                 "this version of kvsd; expected KVS_SCHEDULER_GRACE=0 or %s",
+                 c->sched_grace, c->replicas > 0 ? "KVS_REPLICAS=1" : "KVS_ELASTIC=1",
+                 c->replicas > 0 ? "KVS_REPLICAS=0" : "KVS_ELASTIC=0");
         return KVS_ECONFIG;
     }
     return 0;

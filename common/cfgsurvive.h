@@ -1,5 +1,6 @@
 /* cfgsurvive.h - the settings of jobs that survive deaths, checked
- * together: KVS_REPLICAS, KVS_ELASTIC, KVS_MIN_WORKERS, KVS_MAX_WORKERS.
+ * together: KVS_REPLICAS, KVS_ELASTIC, KVS_MIN_WORKERS, KVS_MAX_WORKERS,
+ * KVS_SCHEDULER_GRACE.
  *
  * Pure (no environment, no globals): cfg_load (config.c) parses each
  * variable's own range from the table, then calls cfg_check_survive with
@@ -19,6 +20,7 @@ typedef struct cfg_survive {
     int num_server;     /* DMLC_NUM_SERVER, DMLC_NUM_WORKER: used only */
     int num_worker;     /* with needs_job */
     bool p3;            /* DMLC_PS_VAN_TYPE=p3 */
+    double sched_grace; /* KVS_SCHEDULER_GRACE (s, 0: off) */
 } cfg_survive;
 
 /* 0 when the settings can work and this build honours them; otherwise

@@ -104,6 +104,7 @@
     X(KVS_ELASTIC, BOOL, elastic, false, 0, 0, NULL, "workers may leave and join while the job runs") \
     X(KVS_MIN_WORKERS, INT, min_workers, 0, 0, 1 << 16, NULL, "KVS_ELASTIC: fewest workers the job goes on with (0: DMLC_NUM_WORKER)") \
     X(KVS_MAX_WORKERS, INT, max_workers, 0, 0, 1 << 16, NULL, "KVS_ELASTIC: most workers the job admits (0: DMLC_NUM_WORKER)") \
+    X(KVS_SCHEDULER_GRACE, DBL, sched_grace_s, 0, 0, 86400, NULL, "seconds servers and workers go on without the scheduler, waiting for a restarted one (0: its death ends the job)") \
     X(KVS_TEST_CKPT_CRASH, EXT, _, 0, 0, 0, NULL, "tests only: crash point of the fault-injecting server build") \
     X(KVS_BIN_DIR, EXT, _, 0, 0, 0, NULL, "kvs-launch: where kvs-scheduler and kvs-server are") \
     X(KVS_LIBRARY, EXT, _, 0, 0, 0, NULL, "Python package: path of libkvs.so") \

@@ -509,7 +509,7 @@ int cfg_load(cfg *c, bool needs_job, char *err, size_t errlen)
     if (needs_job)
         TRY(check_job(c, err, errlen));
     cfg_survive sv = {c->replicas, c->elastic, c->min_workers, c->max_workers,
-                      c->num_server, c->num_worker, c->van == CFG_VAN_P3};
+                      c->num_server, c->num_worker, c->van == CFG_VAN_P3, c->sched_grace_s};
     TRY(cfg_check_survive(&sv, needs_job, err, errlen));
     return 0;
 }

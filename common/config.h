@@ -119,6 +119,8 @@ typedef struct cfg {
     bool elastic;                   /* KVS_ELASTIC: membership may change while running */
     int min_workers;                /* KVS_MIN_WORKERS, KVS_MAX_WORKERS: with KVS_ELASTIC, */
     int max_workers;                /* the bounds on the workers (0 = DMLC_NUM_WORKER) */
+    double sched_grace_s;           /* KVS_SCHEDULER_GRACE: how long a node goes on without
+                                     * the scheduler (0: its death ends the job) */
 } cfg;
 
 /* The variable list (cfgvars.h) as data: what cfg_load parses and cfg_log

@@ -33,6 +33,15 @@ struct net_link {
     uint64_t max_message;
     uint64_t next_note_ms; /* next "still waiting for the scheduler" line */
     char root[CFG_HOST_MAX + 32];
+    char *reg_body;    /* our REGISTER body: a rejoin sends it again */
+    uint64_t job_id;   /* from REGISTER_ACK */
+    /* KVS_SCHEDULER_GRACE: the scheduler is gone and we go on without it
+     * (orphan), since orphan_ms, at most grace_ms, waiting for a restarted
+     * one to take our rejoin */
+    uint64_t grace_ms;
+    bool orphan;
+    uint64_t orphan_ms, next_rejoin_ms;
+    char orphan_why[400];
 };
 
 static void link_fail(net_link *l, int err, const char *why)
@@ -45,6 +54,84 @@ static void link_fail(net_link *l, int err, const char *why)
 }
 
 static void on_mon(void *arg, int event, int value, const char *addr);
+static void on_timer(uv_timer_t *t);
+
+/* Our rejoin: the REGISTER body again, with who we were and what the
+ * node adds (link.h rejoin_extra). */
+static void send_rejoin(net_link *l)
+{
+    size_t cap = strlen(l->reg_body) + 4096;
+    char *body = malloc(cap);
+    if (body == NULL)
+        return; /* the next tick tries again */
+    int n = snprintf(body, cap, "%s rejoin=%d job=%llx", l->reg_body ? l->reg_body : "", l->node_id,
+                     (unsigned long long)l->job_id);
+    if (l->cbs.rejoin_extra && n > 0 && (size_t)n < cap)
+        l->cbs.rejoin_extra(l->arg, body + n, cap - (size_t)n);
+    proto_hdr h = {.type = PROTO_REGISTER};
+    net_link_send(l, &h, body);
+    free(body);
+}
+
+/* The scheduler is gone (why): with KVS_SCHEDULER_GRACE go on without it
+ * and wait for a restarted one; without, fail. */
+static void scheduler_lost(net_link *l, const char *why)
+{
+    if (l->grace_ms == 0) {
+        link_fail(l, KVS_EPEERDEAD, why);
+        return;
+    }
+    uint64_t now = clock_ms();
+    l->orphan = true;
+    l->orphan_ms = now;
+    l->next_rejoin_ms = now + l->interval_ms;
+    snprintf(l->orphan_why, sizeof l->orphan_why, "%s", why);
+    LOG(LOG_WARN, l->who, "net", "%s; going on without it for up to %.1f s "
+        "(KVS_SCHEDULER_GRACE), waiting for a scheduler restarted at %s", why,
+        (double)l->grace_ms / 1000.0, l->root);
+    /* ZeroMQ connects again by itself; what it queued meanwhile goes to the
+     * next scheduler, which drops all but a rejoin until every node is back */
+    send_rejoin(l);
+}
+
+/* Without a scheduler: rejoin now and then, and fail when the grace ends. */
+static void orphan_tick(net_link *l, uint64_t now)
+{
+    char why[1024];
+    if (now - l->orphan_ms >= l->grace_ms) {
+        snprintf(why, sizeof why, "%s, and no scheduler took us back within %.1f s "
+                 "(KVS_SCHEDULER_GRACE)", l->orphan_why, (double)l->grace_ms / 1000.0);
+        link_fail(l, KVS_EPEERDEAD, why);
+    } else if (now >= l->next_rejoin_ms) {
+        /* as often as heartbeats: a restarted scheduler gives up on a node
+         * silent for PS_HEARTBEAT_TIMEOUT; it takes the first, ignores repeats */
+        l->next_rejoin_ms = now + l->interval_ms;
+        send_rejoin(l);
+    }
+}
+
+/* The restarted scheduler's answer to our rejoin (h: REGISTER_ACK). */
+static void rejoined(net_link *l, const proto_hdr *h)
+{
+    char why[600];
+    if (h->key != (uint64_t)l->node_id || h->round != l->job_id) {
+        snprintf(why, sizeof why, "the scheduler at %s took our rejoin as node %llu of job "
+                 "%llx; we are node %d of job %llx", l->root, (unsigned long long)h->key,
+                 (unsigned long long)h->round, l->node_id, (unsigned long long)l->job_id);
+        link_fail(l, KVS_EPROTO, why);
+        return;
+    }
+    uint64_t now = clock_ms();
+    LOG(LOG_WARN, l->who, "net", "back with the scheduler restarted at %s after %.1f s "
+        "without one", l->root, (double)(now - l->orphan_ms) / 1000.0);
+    l->orphan = false;
+    l->gone_ms = 0;
+    l->last_ack_ms = now;
+    uv_timer_stop(&l->timer);
+    uv_timer_start(&l->timer, on_timer, l->interval_ms, l->interval_ms);
+    if (l->cbs.on_rejoin)
+        l->cbs.on_rejoin(l->arg);
+}
 
 static void on_link_event(void *arg, int event, int value, const char *addr)
 {
@@ -83,6 +170,10 @@ static void on_timer(uv_timer_t *t)
         }
         return;
     }
+    if (l->orphan) {
+        orphan_tick(l, now);
+        return;
+    }
     if (l->gone_ms && now - l->gone_ms >= LINK_GONE_MS) {
         uint64_t quiet = now - l->last_ack_ms;
         if (quiet + 500 >= l->timeout_ms)
@@ -91,13 +182,13 @@ static void on_timer(uv_timer_t *t)
         else
             snprintf(why, sizeof why, "the scheduler at %s closed the connection: it exited or "
                      "crashed, or the connection was reset", l->root);
-        link_fail(l, KVS_EPEERDEAD, why);
+        scheduler_lost(l, why);
         return;
     }
     if (now - l->last_ack_ms > l->timeout_ms) {
         snprintf(why, sizeof why, "scheduler at %s silent for %.1f s (PS_HEARTBEAT_TIMEOUT)",
                  l->root, (double)(now - l->last_ack_ms) / 1000.0);
-        link_fail(l, KVS_EPEERDEAD, why);
+        scheduler_lost(l, why);
         return;
     }
     proto_hdr h = {.type = PROTO_HEARTBEAT};
@@ -110,7 +201,8 @@ static void on_mon(void *arg, int event, int value, const char *addr)
     net_link *l = arg;
     (void)value;
     (void)addr;
-    if (event != ZMQ_EVENT_DISCONNECTED || !l->registered || l->failed || l->gone_ms)
+    if (event != ZMQ_EVENT_DISCONNECTED || !l->registered || l->failed || l->gone_ms ||
+        l->orphan)
         return;
     l->gone_ms = clock_ms();
     uv_timer_start(&l->timer, on_timer, LINK_GONE_MS, l->interval_ms);
@@ -133,6 +225,12 @@ static void on_recv(net_sock *s, net_msg *m, void *arg)
             proto_type_name(h.type), h.sender);
         return;
     }
+    if (h.type == PROTO_REGISTER_ACK && l->orphan) {
+        rejoined(l, &h);
+        return;
+    }
+    if (h.type == PROTO_REGISTER_ACK && !l->registered)
+        l->job_id = h.round;
     l->last_ack_ms = clock_ms();
     if (h.type == PROTO_HEARTBEAT_ACK)
         return;
@@ -162,6 +260,7 @@ int net_link_new(uv_loop_t *loop, void *zctx, const cfg *c, int role, const char
     l->timeout_ms = (uint64_t)(c->hb_timeout_s * 1000);
     l->start_timeout_ms = (uint64_t)(c->start_timeout_s * 1000);
     l->max_message = c->max_message;
+    l->grace_ms = (uint64_t)(c->sched_grace_s * 1000);
     rc = net_sock_new(loop, zctx, ZMQ_DEALER, c->water_mark, on_recv, l, &l->sock);
     if (rc) {
         free(l);
@@ -216,6 +315,7 @@ int net_link_new(uv_loop_t *loop, void *zctx, const cfg *c, int role, const char
     snprintf(body, sizeof body, "role=%s endpoint=%s rank=%d host=%s servers=%d workers=%d%s%s",
              cfg_role_name(role), endpoint, pref_rank, host, c->num_server, c->num_worker,
              extra ? " " : "", extra ? extra : "");
+    l->reg_body = strdup(body); /* NULL: a rejoin sends the fields it must have */
     proto_hdr h = {.type = PROTO_REGISTER};
     net_link_send(l, &h, body);
     *out = l;
@@ -233,7 +333,12 @@ void net_link_registered(net_link *l, int node_id)
 
 bool net_link_gone(const net_link *l)
 {
-    return l->gone_ms != 0;
+    return l->gone_ms != 0 && l->grace_ms == 0;
+}
+
+bool net_link_orphan(const net_link *l)
+{
+    return l != NULL && l->orphan;
 }
 
 int net_link_send(net_link *l, proto_hdr *h, const char *text)
@@ -253,6 +358,7 @@ void net_link_free(net_link *l)
         return;
     net_mon_free(l->mon);
     net_sock_free(l->sock);
+    free(l->reg_body);
     uv_timer_stop(&l->timer);
     uv_close((uv_handle_t *)&l->timer, on_timer_closed);
 }

@@ -1,5 +1,7 @@
 /* link.h - a node's connection to the scheduler: registration, heartbeats,
- * and detection of a dead scheduler.  Used by kvs-server and libkvs.
+ * and detection of a dead scheduler; with KVS_SCHEDULER_GRACE, the time
+ * without one and the rejoin to a restarted one (docs/guide/
+ * fault-tolerance.md).  Used by kvs-server and libkvs.
  *
  * Threads: everything on the loop's thread.
  */
@@ -21,6 +23,13 @@ typedef struct net_link_cbs {
     /* Registration did not complete in time, or the scheduler went silent
      * past the heartbeat timeout.  why names what happened. */
     void (*on_fail)(void *arg, int err, const char *why);
+    /* KVS_SCHEDULER_GRACE (both may be NULL): rejoin_extra appends the
+     * node's own fields to its rejoin (" k=v ...", at most cap bytes with
+     * the NUL: proto_rejoin); on_rejoin runs once a restarted scheduler took
+     * the node back, to send again what the old one may never have answered
+     * (barriers, exits, lamb's norms). */
+    void (*rejoin_extra)(void *arg, char *buf, size_t cap);
+    void (*on_rejoin)(void *arg);
 } net_link_cbs;
 
 /* Connect to the scheduler of c and register as role with the given
@@ -36,8 +45,15 @@ int net_link_new(uv_loop_t *loop, void *zctx, const cfg *c, int role, const char
 void net_link_registered(net_link *l, int node_id);
 
 /* The connection to the scheduler has closed; the link fails (on_fail) within
- * a moment.  Other connections closing now are a consequence, not a cause. */
+ * a moment.  Other connections closing now are a consequence, not a cause.
+ * Never true with KVS_SCHEDULER_GRACE: the job goes on, and nobody exits
+ * because the scheduler did. */
 bool net_link_gone(const net_link *l);
+
+/* KVS_SCHEDULER_GRACE: the scheduler is gone and this node goes on without
+ * it, waiting for a restarted one (messages sent now may be lost: on_rejoin
+ * sends again what matters).  NULL: false. */
+bool net_link_orphan(const net_link *l);
 
 /* Send h (sender is set here) with an optional text body. */
 int net_link_send(net_link *l, proto_hdr *h, const char *text);

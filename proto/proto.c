@@ -682,6 +682,112 @@ int proto_register_job_size(const char *body, size_t len, int *servers, int *wor
     return got == 3 ? 0 : -1;
 }
 
+/* One left= list "a-b,c,..." into left[0..n).  False when malformed. */
+static bool parse_left(const char *s, uint8_t *left, int n)
+{
+    while (*s) {
+        char *e;
+        long a, b;
+        if (*s < '0' || *s > '9')
+            return false;
+        a = strtol(s, &e, 10);
+        b = a;
+        if (*e == '-') {
+            s = e + 1;
+            if (*s < '0' || *s > '9')
+                return false;
+            b = strtol(s, &e, 10);
+        }
+        if (a < 0 || b < a || b >= n)
+            return false;
+        for (long r = a; left && r <= b; r++)
+            left[r] = 1;
+        if (*e == ',' && e[1] != '\0')
+            e++;
+        else if (*e != '\0')
+            return false;
+        s = e;
+    }
+    return true;
+}
+
+int proto_parse_rejoin(const char *body, size_t len, proto_rejoin *out, uint8_t *left,
+                       int nworkers, char *why, size_t whylen)
+{
+    const char *p = body, *end = body + len;
+    char tok[300];
+    long v;
+    uint64_t u;
+    int got = 0;
+    memset(out, 0, sizeof *out);
+    while (next_field(&p, end, tok, sizeof tok)) {
+        if (!strncmp(tok, "rejoin=", 7)) {
+            if (!parse_int(tok + 7, 8, INT32_MAX, &v)) {
+                snprintf(why, whylen, "bad rejoin: '%s' is not a node id", tok);
+                return -1;
+            }
+            out->id = (int)v;
+            got |= 1;
+        } else if (!strncmp(tok, "job=", 4)) {
+            if (!parse_hex64(tok + 4, &out->job_id)) {
+                snprintf(why, whylen, "bad rejoin: '%s' is not a job id", tok);
+                return -1;
+            }
+            got |= 2;
+        } else if (!strncmp(tok, "barriers=", 9)) {
+            char *e;
+            errno = 0;
+            u = strtoull(tok + 9, &e, 10);
+            if (tok[9] < '0' || tok[9] > '9' || *e != '\0' || errno) {
+                snprintf(why, whylen, "bad rejoin: '%s' is not a count", tok);
+                return -1;
+            }
+            out->barriers = u;
+        } else if (!strncmp(tok, "left=", 5)) {
+            if (!parse_left(tok + 5, left, nworkers)) {
+                snprintf(why, whylen, "bad rejoin: '%s' is not a list of worker ranks "
+                         "below %d", tok, nworkers);
+                return -1;
+            }
+        }
+    }
+    if (got == 0)
+        return 0;
+    if (got != 3) {
+        snprintf(why, whylen, "bad rejoin: %s missing", got & 1 ? "job=" : "rejoin=");
+        return -1;
+    }
+    return 1;
+}
+
+int proto_rejoin_left_fmt(char *buf, size_t cap, const uint8_t *left, int n)
+{
+    size_t len = 0, field = 0; /* field: where the open field's list starts */
+    if (cap == 0)
+        return -1;
+    buf[0] = '\0';
+    for (int r = 0; r < n; r++) {
+        if (!left[r])
+            continue;
+        int b = r;
+        while (b + 1 < n && left[b + 1])
+            b++;
+        char item[32];
+        int il = b > r ? snprintf(item, sizeof item, "%d-%d", r, b)
+                       : snprintf(item, sizeof item, "%d", r);
+        bool open = field > 0 && len - field + 1 + (size_t)il <= PROTO_LEFT_FIELD;
+        int w = open ? snprintf(buf + len, cap - len, ",%s", item)
+                     : snprintf(buf + len, cap - len, " left=%s", item);
+        if (w < 0 || (size_t)w >= cap - len)
+            return -1;
+        if (!open)
+            field = len + 6;
+        len += (size_t)w;
+        r = b;
+    }
+    return (int)len;
+}
+
 int proto_parse_epoch(const char *body, size_t len, uint8_t *member, int nslots, int find,
                       int *pos, char *why, size_t whylen)
 {

@@ -401,6 +401,31 @@ int proto_parse_nodes(const char *body, size_t len, proto_node *nodes, int max, 
  * malformed (an older node). */
 int proto_register_job_size(const char *body, size_t len, int *servers, int *workers);
 
+/* A node going back to a restarted scheduler (KVS_SCHEDULER_GRACE) adds to
+ * its REGISTER body "rejoin=ID job=HEX" (the node id and the job id it was
+ * given), a worker "barriers=N" (the barriers it has passed), a server
+ * "left=LIST" once or more (the ranks of the workers the scheduler said had
+ * left: "a-b,c,...", at most PROTO_LEFT_FIELD bytes a field). */
+#define PROTO_LEFT_FIELD 200
+typedef struct proto_rejoin {
+    int id;            /* node id: servers 8 + 2r, workers 9 + 2r */
+    uint64_t job_id;
+    uint64_t barriers; /* workers: barriers passed (0: none or not said) */
+} proto_rejoin;
+
+/* Parse the rejoin fields of a REGISTER body.  Returns 1 with *out set (and
+ * left[r] = 1 for every worker rank r < nworkers in a left= field, if left
+ * is not NULL), 0 when the body has no rejoin= field (a first
+ * registration), or -1 with why when a rejoin field is malformed (a rank
+ * outside [0, nworkers) included). */
+int proto_parse_rejoin(const char *body, size_t len, proto_rejoin *out, uint8_t *left,
+                       int nworkers, char *why, size_t whylen);
+
+/* Write " left=LIST" fields naming every r < n with left[r] into buf (NUL
+ * terminated; nothing when none).  Returns the length written, or -1 when
+ * buf is too small. */
+int proto_rejoin_left_fmt(char *buf, size_t cap, const uint8_t *left, int n);
+
 /* Parse a REGISTER body "role=R endpoint=E rank=N host=H".  rank -1 = none. */
 int proto_parse_register(const char *body, size_t len, int *role, char *endpoint,
                          size_t endpoint_len, int *rank, char *host, size_t host_len,

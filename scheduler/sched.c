@@ -108,6 +108,14 @@ typedef struct sched {
     sched_owners owners;  /* KVS_REPLICAS=1: who owns each key range (promote.h) */
     sched_wait *waiting;  /* joiners waiting for a free slot, oldest first */
     int nwaiting;
+    /* KVS_SCHEDULER_GRACE: this scheduler learns a running job back from
+     * its nodes' rejoins (recovering, since recover_ms) and has (recovered);
+     * the barriers the job has passed; the workers the servers said had
+     * left (num_worker bytes, NULL until a server says so) */
+    bool recovering, recovered;
+    uint64_t recover_ms;
+    uint64_t barriers_done;
+    uint8_t *left;
 } sched;
 
 static sched_node *find_node(sched *s, const void *ident, size_t len)
@@ -540,13 +548,193 @@ static void node_init(sched_node *n, const void *ident, size_t ident_len, int ro
     snprintf(n->host, sizeof n->host, "%s", host);
 }
 
+/* ---- a restarted scheduler (KVS_SCHEDULER_GRACE; docs/guide/fault-tolerance.md) ----
+ * The first REGISTER that says "rejoin=" makes this scheduler learn a
+ * running job back: each node comes back with the id and the job id it was
+ * given; the servers name the workers that had left, the workers the
+ * barriers they passed.  Once every server and every worker that had not
+ * left is back, each gets a REGISTER_ACK (its id, the job id) and the job
+ * goes on as if this scheduler had started it.  A node not back within
+ * PS_HEARTBEAT_TIMEOUT of the first is dead, and the job fails. */
+
+/* Workers back or known to have left (each rank once). */
+static int rejoin_count(const sched *s)
+{
+    int n = s->nworker_reg;
+    for (int w = 0; s->left && w < s->c->num_worker; w++) {
+        bool here = false;
+        for (int i = 0; i < s->nnodes && !here; i++)
+            here = s->nodes[i].role == CFG_ROLE_WORKER && s->nodes[i].rank == w;
+        n += s->left[w] && !here;
+    }
+    return n;
+}
+
+/* Who is not back (for the failure's text). */
+static void missing_nodes(const sched *s, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < s->c->num_server + s->c->num_worker; k++) {
+        bool server = k < s->c->num_server, here = false;
+        int rank = server ? k : k - s->c->num_server;
+        int id = server ? proto_server_id(rank) : proto_worker_id(rank);
+        for (int i = 0; i < s->nnodes && !here; i++)
+            here = s->nodes[i].id == id;
+        if (here || (!server && s->left && s->left[rank]))
+            continue;
+        int w = snprintf(buf + len, cap - len, "%s%s %d", len ? ", " : "",
+                         server ? "server" : "worker", rank);
+        if (w < 0 || (size_t)w >= cap - len) {
+            snprintf(buf + cap - 5, 5, "...");
+            return;
+        }
+        len += (size_t)w;
+    }
+}
+
+static void check_done(sched *s);
+
+/* Every node is back: answer each, and go on. */
+static void recover_done(sched *s)
+{
+    uint64_t now = clock_ms();
+    for (int w = 0; s->left && w < s->c->num_worker; w++) {
+        bool here = false;
+        for (int i = 0; i < s->nnodes; i++)
+            here |= s->nodes[i].role == CFG_ROLE_WORKER && s->nodes[i].rank == w;
+        if (here || !s->left[w])
+            continue;
+        sched_node *n = &s->nodes[s->nnodes++]; /* (room: num_worker + num_server) */
+        memset(n, 0, sizeof *n);
+        n->role = CFG_ROLE_WORKER;
+        n->rank = n->pref_rank = w;
+        n->id = proto_worker_id(w);
+        n->exited = true; /* it left before: it has nothing to say */
+        n->fd = -1;
+        snprintf(n->host, sizeof n->host, "(left)");
+        snprintf(n->endpoint, sizeof n->endpoint, "-");
+    }
+    for (int i = 0; i < s->nnodes; i++) {
+        sched_node *n = &s->nodes[i];
+        if (n->exited)
+            continue;
+        proto_hdr h = {.type = PROTO_REGISTER_ACK, .key = (uint64_t)n->id, .round = s->job_id};
+        n->last_seen = now;
+        send_to(s, n, &h, NULL);
+    }
+    s->started = true;
+    s->recovering = false;
+    s->recovered = true;
+    LOG(LOG_WARN, WHO, "job", "job %llx is back: %d servers and %d workers rejoined in %.2f s "
+        "(%d had left), %llu barriers passed", (unsigned long long)s->job_id, s->nserver_reg,
+        s->nworker_reg, (double)(now - s->recover_ms) / 1000.0,
+        rejoin_count(s) - s->nworker_reg, (unsigned long long)s->barriers_done);
+    check_done(s);
+}
+
+/* A node rejoins (rj: what it says, left: the workers a server says had
+ * left), already checked against the job's size and the secret. */
+static void take_back(sched *s, const void *ident, size_t ident_len, const proto_hdr *h,
+                      const char *body, int fd, int role, const char *endpoint,
+                      const char *host, const proto_rejoin *rj, const uint8_t *left)
+{
+    const char *rname = cfg_role_name(role);
+    char why[512];
+    int rank = role == CFG_ROLE_SERVER ? (rj->id - 8) / 2 : (rj->id - 9) / 2;
+    int count = role == CFG_ROLE_SERVER ? s->c->num_server : s->c->num_worker;
+    if (s->c->elastic || s->c->replicas > 0) {
+        refuse(s, ident, ident_len, KVS_ECONFIG, rname, host, "this scheduler runs with "
+               "KVS_ELASTIC or KVS_REPLICAS: a running job cannot come back to it");
+        return;
+    }
+    if (s->started || (s->nnodes > 0 && !s->recovering)) {
+        refuse(s, ident, ident_len, KVS_ECONFIG, rname, host, s->started ?
+               "rejoin refused: this scheduler's job is running, and it did not lose you" :
+               "rejoin refused: this scheduler is starting a new job (its nodes registered "
+               "afresh)");
+        return;
+    }
+    if (s->recovering && rj->job_id != s->job_id) {
+        snprintf(why, sizeof why, "rejoin refused: you were in job %llx, this scheduler "
+                 "takes back job %llx", (unsigned long long)rj->job_id,
+                 (unsigned long long)s->job_id);
+        refuse(s, ident, ident_len, KVS_ECONFIG, rname, host, why);
+        return;
+    }
+    if ((rj->id % 2 == 0) != (role == CFG_ROLE_SERVER) || rank >= count ||
+        ident_len > IDENT_MAX - 1) {
+        snprintf(why, sizeof why, "bad rejoin: node id %d is no %s of this job (%d servers, "
+                 "%d workers)", rj->id, rname, s->c->num_server, s->c->num_worker);
+        refuse(s, ident, ident_len, KVS_EPROTO, rname, host, why);
+        return;
+    }
+    for (int i = 0; i < s->nnodes; i++) {
+        if (s->nodes[i].id == rj->id) {
+            snprintf(why, sizeof why, "rejoin refused: node %d is already back, from %s",
+                     rj->id, s->nodes[i].host);
+            refuse(s, ident, ident_len, KVS_ECONFIG, rname, host, why);
+            return;
+        }
+    }
+    if (role == CFG_ROLE_SERVER && s->left == NULL &&
+        (s->left = calloc((size_t)s->c->num_worker, 1)) == NULL) {
+        refuse(s, ident, ident_len, KVS_ENOMEM, rname, host, "the scheduler is out of memory");
+        return;
+    }
+    if (!s->recovering) {
+        s->recovering = true;
+        s->recover_ms = clock_ms();
+        s->job_id = rj->job_id;
+        LOG(LOG_WARN, WHO, "job", "a %s of job %llx rejoins: learning the running job back "
+            "from its nodes", rname, (unsigned long long)rj->job_id);
+    }
+    sched_node *n = &s->nodes[s->nnodes++];
+    node_init(n, ident, ident_len, role, fd, endpoint, host);
+    n->pref_rank = n->rank = rank;
+    n->id = rj->id;
+    n->have_local = role == CFG_ROLE_WORKER &&
+                    proto_register_local(body ? body : "", h->body_len, &n->local) == 0;
+    n->have_host = role == CFG_ROLE_SERVER &&
+                   proto_register_host(body ? body : "", h->body_len, &n->pidns, &n->cma) == 0;
+    if (role == CFG_ROLE_SERVER) {
+        s->nserver_reg++;
+        for (int w = 0; w < s->c->num_worker; w++)
+            s->left[w] |= left[w];
+    } else {
+        s->nworker_reg++;
+        if (rj->barriers > s->barriers_done)
+            s->barriers_done = rj->barriers;
+    }
+    LOG(LOG_INFO, WHO, "job", "%s %d (node %d) at %s is back (%d/%d servers, %d/%d workers "
+        "with those that left)", rname, rank, rj->id, host, s->nserver_reg, s->c->num_server,
+        rejoin_count(s), s->c->num_worker);
+    if (s->nserver_reg == s->c->num_server && rejoin_count(s) >= s->c->num_worker)
+        recover_done(s);
+}
+
+/* A node that lost the job's scheduler comes back while the job is known to
+ * have failed (this scheduler never went away): tell it. */
+static bool answer_failed_rejoin(sched *s, sched_node *n)
+{
+    if (n == NULL || !s->started || (s->dead_count == 0 && !s->done))
+        return false;
+    proto_hdr h = {.type = PROTO_SHUTDOWN, .status = s->end_status ? s->end_status
+                                                                     : KVS_EPEERDEAD};
+    send_to(s, n, &h, s->dead_text[0] ? s->dead_text : "job failed");
+    return true;
+}
+
 static void on_register(sched *s, const void *ident, size_t ident_len, const proto_hdr *h,
                         const char *body, int fd, const char *peer)
 {
     int role, rank, js, jw;
     char endpoint[128], host[CFG_HOST_MAX], why[512];
-    if (find_node(s, ident, ident_len) != NULL || is_waiting(s, ident, ident_len))
+    sched_node *known = find_node(s, ident, ident_len);
+    if (known != NULL || is_waiting(s, ident, ident_len)) {
+        answer_failed_rejoin(s, known);
         return; /* a repeat: the ack is on its way, or it waits for a slot */
+    }
     if (proto_parse_register(body ? body : "", h->body_len, &role, endpoint, sizeof endpoint,
                              &rank, host, sizeof host, why, sizeof why) != 0) {
         char text[600];
@@ -577,6 +765,29 @@ static void on_register(sched *s, const void *ident, size_t ident_len, const pro
                  rname, host, jw, js, s->c->num_worker, s->c->num_server);
         if (!s->started)
             fail_start(s, KVS_ECONFIG, text);
+        return;
+    }
+    {
+        proto_rejoin rj;
+        uint8_t *left = calloc((size_t)s->c->num_worker, 1);
+        int rc = left ? proto_parse_rejoin(body ? body : "", h->body_len, &rj, left,
+                                           s->c->num_worker, why, sizeof why)
+                      : -1;
+        if (left == NULL)
+            snprintf(why, sizeof why, "the scheduler is out of memory");
+        if (rc != 0) {
+            if (rc < 0)
+                refuse(s, ident, ident_len, left ? KVS_EPROTO : KVS_ENOMEM, rname, host, why);
+            else
+                take_back(s, ident, ident_len, h, body, fd, role, endpoint, host, &rj, left);
+            free(left);
+            return;
+        }
+        free(left);
+    }
+    if (s->recovering) {
+        refuse(s, ident, ident_len, KVS_ECONFIG, rname, host, "job full: this scheduler "
+               "takes back a running job (its nodes rejoin); a new node cannot join it");
         return;
     }
     if (s->started && s->c->elastic && role == CFG_ROLE_WORKER && !s->done &&
@@ -642,6 +853,7 @@ static void check_barrier(sched *s)
     if (in == 0 || in < live)
         return;
     met_add(s->m_barriers, 1);
+    s->barriers_done++;
     for (int i = 0; i < s->nnodes; i++) {
         sched_node *n = &s->nodes[i];
         if (n->in_barrier) {
@@ -1120,8 +1332,8 @@ static void node_gone(sched *s, int i)
     sched_node *n = &s->nodes[i];
     {
         if (!s->started) {
-            LOG(LOG_WARN, WHO, "job", "%s at %s left before the job started; its place is free",
-                cfg_role_name(n->role), n->host);
+            LOG(LOG_WARN, WHO, "job", "%s at %s left before the job %s; its place is free",
+                cfg_role_name(n->role), n->host, s->recovering ? "was back" : "started");
             if (n->role == CFG_ROLE_SERVER)
                 s->nserver_reg--;
             else
@@ -1208,8 +1420,12 @@ static void on_recv(net_sock *sock, net_msg *m, void *arg)
     }
     sched_node *n = find_node(s, ident, ident_len);
     if (n == NULL || !s->started || h.sender != n->id) {
-        LOG_LIMITED(LOG_WARN, WHO, "net", "dropped %s from an unregistered or mismatched sender %d",
-            proto_type_name(h.type), h.sender);
+        /* (a restarted scheduler: the nodes' messages queued while it was
+         * gone come before their rejoins, and until every node is back) */
+        bool rejoining = s->recovering || (!s->started && s->nnodes == 0 && h.sender >= 8);
+        LOG_LIMITED(rejoining ? LOG_INFO : LOG_WARN, WHO, "net", "dropped %s from an "
+            "unregistered or mismatched sender %d%s", proto_type_name(h.type), h.sender,
+            rejoining ? " (a node rejoins first)" : "");
         if (n == NULL)
             net_guard_refused(s->guard, fd, ident, ident_len); /* a stranger: shut */
         return;
@@ -1232,6 +1448,12 @@ static void on_recv(net_sock *sock, net_msg *m, void *arg)
     case PROTO_BARRIER:
         if (n->role != CFG_ROLE_WORKER)
             break;
+        if (s->recovered && h.round != 0 && h.round <= s->barriers_done) {
+            /* passed before this scheduler: the answer was lost with the old one */
+            proto_hdr a = {.type = PROTO_BARRIER_DONE, .req_id = h.req_id};
+            send_to(s, n, &a, NULL);
+            break;
+        }
         n->in_barrier = true;
         n->barrier_req = h.req_id;
         check_barrier(s);
@@ -1295,6 +1517,19 @@ static void on_timer(uv_timer_t *t)
         if (now >= s->linger_until) {
             s->done = true;
             uv_stop(&s->loop);
+        }
+        return;
+    }
+    if (s->recovering) {
+        if (now - s->recover_ms >= (uint64_t)(s->c->hb_timeout_s * 1000)) {
+            char text[600], who[400];
+            missing_nodes(s, who, sizeof who);
+            snprintf(text, sizeof text, "%s did not come back to the restarted scheduler "
+                     "within %.1f s (PS_HEARTBEAT_TIMEOUT): dead while the scheduler was "
+                     "gone", who, s->c->hb_timeout_s);
+            LOG(LOG_ERROR, WHO, "job", "%s; ending the job", text);
+            snprintf(s->dead_text, sizeof s->dead_text, "%s", text);
+            finish(s, 1);
         }
         return;
     }

@@ -715,6 +715,20 @@ static void on_epoch(srv *s, const proto_hdr *h, const char *body, size_t len)
             (unsigned long long)h->round);
 }
 
+/* KVS_SCHEDULER_GRACE (net/link.h): the workers the scheduler said had
+ * left go with our rejoin, and lamb's norms in flight are sent again. */
+static void rejoin_extra(void *arg, char *buf, size_t cap)
+{
+    srv *s = arg;
+    if (s->store.left && proto_rejoin_left_fmt(buf, cap, s->store.left, s->store.num_workers) < 0)
+        buf[0] = '\0'; /* too many to say: the scheduler waits for them, then fails the job */
+}
+
+static void on_rejoin(void *arg)
+{
+    srv_store_norm_resend(&((srv *)arg)->store);
+}
+
 static void on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t len)
 {
     srv *s = arg;
@@ -995,7 +1009,7 @@ int srv_run(const cfg *c)
         LOG(LOG_ERROR, s->who, "net", "%s", err);
         goto out;
     }
-    net_link_cbs cbs = {on_sched_msg, on_link_fail};
+    net_link_cbs cbs = {on_sched_msg, on_link_fail, rejoin_extra, on_rejoin};
     /* our host, for the scheduler's view of which local groups this server
      * reads directly (proto_register_host) */
     char hostinfo[64];

@@ -657,12 +657,36 @@ static void norm_poke(srv_store *st, uint64_t key, uint64_t round, const srv_ent
     }
 }
 
+/* This part's sums of the round it waits on, to the other servers. */
+static void norm_send_part(srv_store *st, const srv_entry *e)
+{
+    char text[PROTO_NORM_TEXT_MAX];
+    if (st->norm_send == NULL)
+        return;
+    proto_hdr h = {.type = PROTO_NORM_PART, .key = e->key, .round = e->round + 1,
+                   .offset = e->offset, .count = e->count, .total = e->total,
+                   .dtype = (uint32_t)e->dtype, .part = e->part};
+    snprintf(text, sizeof text, "%a %a", e->upd->psum[0], e->upd->psum[1]);
+    st->norm_send(st->norm_arg, &h, text);
+}
+
+void srv_store_norm_resend(srv_store *st)
+{
+    for (size_t i = 0; i < st->entries.cap; i++) {
+        if (st->entries.used[i] != 1)
+            continue;
+        for (srv_entry *e = st->entries.vals[i]; e; e = e->next)
+            if (e->norm_wait)
+                norm_send_part(st, e);
+    }
+}
+
 /* The round's sums are in: record and send this part's, then wait (false)
  * or, when the other parts' came already, complete the round (true). */
 static bool norm_start(srv_store *st, srv_entry *e)
 {
     uint64_t round = e->round + 1;
-    char why[PROTO_ERRTEXT_MAX], text[PROTO_NORM_TEXT_MAX];
+    char why[PROTO_ERRTEXT_MAX];
     const double *ps = e->upd->psum;
     int rc = srv_norms_add(&st->norms, e->key, round, e->offset, e->count, ps[0], ps[1], why,
                            sizeof why);
@@ -675,13 +699,7 @@ static bool norm_start(srv_store *st, srv_entry *e)
         complete_round(st, e, rc, why);
         return true;
     }
-    if (st->norm_send) {
-        proto_hdr h = {.type = PROTO_NORM_PART, .key = e->key, .round = round,
-                       .offset = e->offset, .count = e->count, .total = e->total,
-                       .dtype = (uint32_t)e->dtype, .part = e->part};
-        snprintf(text, sizeof text, "%a %a", ps[0], ps[1]);
-        st->norm_send(st->norm_arg, &h, text);
-    }
+    norm_send_part(st, e);
     e->norm_wait = true;
     e->busy = true;
     norm_poke(st, e->key, round, e); /* other slices of the key here */

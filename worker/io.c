@@ -133,7 +133,8 @@ int wrk_io_start(kvs_store *s)
     uv_timer_init(&s->loop, &s->connect_timer);
     s->connect_timer.data = s;
     s->zctx = zmq_ctx_new();
-    net_link_cbs cbs = {wrk_io_on_sched_msg, wrk_io_on_link_fail};
+    net_link_cbs cbs = {wrk_io_on_sched_msg, wrk_io_on_link_fail, wrk_io_rejoin_extra,
+                        wrk_io_on_rejoin};
     rc = s->zctx == NULL ? KVS_ENET
                          : net_link_new(&s->loop, s->zctx, &s->c, CFG_ROLE_WORKER, s->host, "-",
                                         s->c.worker_id, s->grp_reg, s->who, &cbs, s, &s->link);

@@ -279,6 +279,8 @@ void wrk_io_on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t
             break;
         }
         wrk_reqmap_del(&s->reqs, h->req_id);
+        if (asked == PROTO_BARRIER)
+            s->barriers_passed++;
         wrk_op_release(s, q->op, 0, NULL);
         break;
     }
@@ -328,6 +330,25 @@ void wrk_io_on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t
     default:
         LOG(LOG_WARN, s->who, "net", "ignored %s from the scheduler", proto_type_name(h->type));
     }
+}
+
+void wrk_io_rejoin_extra(void *arg, char *buf, size_t cap)
+{
+    kvs_store *s = arg;
+    snprintf(buf, cap, " barriers=%llu", (unsigned long long)s->barriers_passed);
+}
+
+/* A restarted scheduler took us back: our barrier or exit in flight may
+ * never have reached the old one, or its answer never reached us; the same
+ * request again (its id, and a barrier its number) is answered once. */
+void wrk_io_on_rejoin(void *arg)
+{
+    kvs_store *s = arg;
+    size_t it = 0;
+    wrk_req *q;
+    while ((q = wrk_reqmap_next(&s->reqs, &it)) != NULL)
+        if (q->server < 0 && (q->h.type == PROTO_BARRIER || q->h.type == PROTO_EXIT))
+            net_link_send(s->link, &q->h, NULL);
 }
 
 void wrk_io_on_link_fail(void *arg, int err, const char *why)

@@ -29,6 +29,10 @@
 /* io_hello.c: the scheduler link's callbacks (net_link_cbs). */
 void wrk_io_on_sched_msg(void *arg, const proto_hdr *h, const char *body, size_t len);
 void wrk_io_on_link_fail(void *arg, int err, const char *why);
+/* KVS_SCHEDULER_GRACE (net_link_cbs): our rejoin's fields, and what a
+ * restarted scheduler must hear again once it took us back. */
+void wrk_io_rejoin_extra(void *arg, char *buf, size_t cap);
+void wrk_io_on_rejoin(void *arg);
 
 /* io_reply.c: a message from a server (a server socket's callback). */
 void wrk_io_on_server(net_sock *sock, net_msg *m, void *arg);

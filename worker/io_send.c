@@ -145,6 +145,8 @@ void wrk_io_send(kvs_store *s, wrk_req *q)
         }
         if (q->h.type == PROTO_EXIT)
             s->leaving = true; /* servers may close their connections from now on */
+        if (q->h.type == PROTO_BARRIER)
+            q->h.round = ++s->barriers_sent; /* its number: a rejoin may send it again */
         net_link_send(s->link, &q->h, NULL);
         return;
     }

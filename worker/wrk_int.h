@@ -232,6 +232,9 @@ struct kvs_store {
     bool *srv_gone;    /* per server: its connection closed after the job began to fail
                         * (wrk_io_server_gone), so nothing by reference waits for it */
     uint64_t next_req;
+    /* barriers sent to the scheduler and passed (I/O thread): a restarted
+     * scheduler learns the count (KVS_SCHEDULER_GRACE) */
+    uint64_t barriers_sent, barriers_passed;
     char host[CFG_HOST_MAX];
     struct wrk_met *met;  /* metrics (worker/metrics.c); counters atomic */
     struct wrk_trace *trace; /* KVS_TRACE timeline (worker/trace.c), or NULL */

@@ -5,7 +5,7 @@
  *   kvs-replworker train --rounds N [--mark R] [--mark2 R] [--out NAME]
  *                        [--spec SPEC] [--max-stall S] [--expect-lost 1]
  *                        [--ckpt DIR [--save-at R | --from R]] [--save-dead DIR]
- *                        [--scale N]
+ *                        [--scale N] [--barrier-every N]
  *
  * Initialises NKEYS keys (small ones that travel fused, middle ones, and
  * keys split over every server by MXNET_KVSTORE_BIGARRAY_BOUND=1000), then
@@ -29,6 +29,7 @@
  * --expect-lost 1: the job must end in a round that fails with
  * KVS_EPEERDEAD whose text says a key range "is lost" (two servers died).
  * --expect-lost 2: either that, or every round completes (exact).
+ * --barrier-every N: a kvs_barrier after every N rounds (not timed).
  * --out NAME: at the end, write every key's final value to
  * $KVS_TEST_DIR/NAME-w<rank>.  Prints the slowest round.  Exits 0 when
  * every check passed, 1 otherwise.
@@ -131,6 +132,7 @@ static int save_after_kill(kvs_store *kv, const char *dir)
 static int train(int argc, char **argv)
 {
     int rounds = 10, mark = -1, mark2 = -1, expect_lost = 0, save_at = -1, from = 0;
+    int barrier_every = 0;
     const char *ckpt = NULL, *save_dead = NULL;
     double max_stall = 0;
     const char *out = NULL, *spec = NULL;
@@ -155,6 +157,8 @@ static int train(int argc, char **argv)
             out = argv[i + 1];
         else if (!strcmp(argv[i], "--spec"))
             spec = argv[i + 1];
+        else if (!strcmp(argv[i], "--barrier-every"))
+            barrier_every = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--max-stall"))
             max_stall = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--scale") && atoi(argv[i + 1]) >= 1 &&
@@ -257,6 +261,10 @@ static int train(int argc, char **argv)
         }
         if (r == mark && save_dead)
             failures += save_after_kill(kv, save_dead);
+        if (barrier_every > 0 && (r + 1) % barrier_every == 0 && (rc = kvs_barrier(kv)) != 0) {
+            say("barrier after round %d: %s: %s", r, kvs_errname(rc), kvs_last_error());
+            failures++;
+        }
     }
     if (expect_lost == 1) {
         say("every round completed: no key range was lost");

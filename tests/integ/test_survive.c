@@ -1,6 +1,6 @@
 /*
  * test_survive.c - the settings of jobs that survive deaths (KVS_REPLICAS,
- * KVS_ELASTIC, KVS_MIN_WORKERS, KVS_MAX_WORKERS): each impossible
+ * KVS_ELASTIC, KVS_MIN_WORKERS, KVS_MAX_WORKERS, KVS_SCHEDULER_GRACE): each impossible
  * combination, and each possible one this build does not honour (replicas), stops the
  * scheduler and a server with exit 2 and fails a worker's kvs_create with
  * KVS_ECONFIG, naming the variable, the value and what is allowed.
@@ -38,6 +38,11 @@ IT_TEST(bad_survive_settings)
          {"KVS_MAX_WORKERS='1' with DMLC_NUM_WORKER=2", "[2, 65536]"}},
         {"worker", {"KVS_REPLICAS=1", "DMLC_NUM_SERVER=2", "DMLC_PS_VAN_TYPE=p3", NULL},
          {"KVS_REPLICAS='1' with DMLC_PS_VAN_TYPE=p3", "not built"}},
+        {"server", {"KVS_SCHEDULER_GRACE=30", "KVS_REPLICAS=1", "DMLC_NUM_SERVER=2", NULL},
+         {"KVS_SCHEDULER_GRACE='30' with KVS_REPLICAS=1", "KVS_SCHEDULER_GRACE=0"}},
+        {"worker", {"KVS_SCHEDULER_GRACE=5", "KVS_ELASTIC=1", NULL},
+         {"KVS_SCHEDULER_GRACE='5' with KVS_ELASTIC=1", NULL}},
+        {"server", {"KVS_SCHEDULER_GRACE=-1", NULL}, {"KVS_SCHEDULER_GRACE", NULL}},
     };
     enum { N = (int)(sizeof cases / sizeof cases[0]) };
     int idx[N];

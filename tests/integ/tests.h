@@ -149,6 +149,10 @@
     X(kill_scheduler_2x2, 60)                                                  \
     X(kill_scheduler_direct_2x2, 60)                                           \
     X(kill_scheduler_socket_2x2, 60)                                           \
+    /* test_schedback.c: a job that outlives its scheduler */                  \
+    X(sched_restart_2x2, 240)                                                  \
+    X(sched_gone_for_good_2x2, 60)                                             \
+    X(sched_restart_worker_died_2x2, 60)                                       \
     /* test_security.c: refusals, secrets, bounded memory, proofs */           \
     X(refused_registration_1x1, 60)                                            \
     X(server_enomem_1x1, 90)                                                   \

@@ -1,5 +1,5 @@
 /* test_cfgsurvive.c - common/cfgsurvive.c: KVS_REPLICAS, KVS_ELASTIC,
- * KVS_MIN_WORKERS and KVS_MAX_WORKERS through cfg_load, alone and against
+ * KVS_MIN_WORKERS, KVS_MAX_WORKERS and KVS_SCHEDULER_GRACE through cfg_load, alone and against
  * the job's sizes.  Fork mode isolates each test's environment.
  */
 #include <check.h>
@@ -165,7 +165,7 @@ START_TEST(test_not_built)
     ck_assert_int_eq(c.min_workers, 2);
     ck_assert_int_eq(c.max_workers, 8);
     cfg_survive sv = {c.replicas, c.elastic, c.min_workers, c.max_workers, c.num_server,
-                      c.num_worker, false};
+                      c.num_worker, false, 0};
     ck_assert_int_eq(cfg_check_survive(&sv, true, err, sizeof err), 0);
     sv.elastic = false;
     sv.min_workers = sv.max_workers = 0;
@@ -181,6 +181,35 @@ START_TEST(test_not_built)
 }
 END_TEST
 
+/* KVS_SCHEDULER_GRACE: its range, and refused with replicas or elastic
+ * workers (a restarted scheduler cannot learn those back). */
+START_TEST(test_scheduler_grace)
+{
+    cfg c;
+    clear_env();
+    set_job();
+    ck_assert_int_eq(load(&c, true), 0);
+    ck_assert(c.sched_grace_s == 0);
+    setenv("KVS_SCHEDULER_GRACE", "42.5", 1);
+    ck_assert_msg(load(&c, true) == 0, "%s", err);
+    ck_assert(c.sched_grace_s == 42.5);
+    const char *bad[] = {"-1", "86401", "soon", "nan", "1e9"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("KVS_SCHEDULER_GRACE", bad[i], 1);
+        load_bad(true, "KVS_SCHEDULER_GRACE", NULL, NULL);
+    }
+    setenv("KVS_SCHEDULER_GRACE", "30", 1);
+    setenv("KVS_REPLICAS", "1", 1);
+    load_bad(true, "KVS_SCHEDULER_GRACE='30' with KVS_REPLICAS=1", "KVS_REPLICAS=0", NULL);
+    load_bad(false, "KVS_SCHEDULER_GRACE='30' with KVS_REPLICAS=1", NULL, NULL);
+    unsetenv("KVS_REPLICAS");
+    setenv("KVS_ELASTIC", "1", 1);
+    load_bad(true, "KVS_SCHEDULER_GRACE='30' with KVS_ELASTIC=1", "KVS_ELASTIC=0", NULL);
+    setenv("KVS_SCHEDULER_GRACE", "0", 1);
+    ck_assert_msg(load(&c, true) == 0, "%s", err);
+}
+END_TEST
+
 Suite *cfgsurvive_suite(void)
 {
     Suite *s = suite_create("cfgsurvive");
@@ -192,6 +221,7 @@ Suite *cfgsurvive_suite(void)
     tcase_add_test(t, test_replicas_vs_servers);
     tcase_add_test(t, test_bounds_vs_workers);
     tcase_add_test(t, test_not_built);
+    tcase_add_test(t, test_scheduler_grace);
     suite_add_tcase(s, t);
     return s;
 }

@@ -81,6 +81,65 @@ static void expect_err(const proto_hdr *h, int nframes, size_t body, int err)
 /* REPL_VALUE (replicated servers): the value of count elements of a known
  * dtype inside the key, optionally followed by optimizer state; its
  * answer and the scheduler's PROMOTE are known types. */
+/* A rejoin's fields (KVS_SCHEDULER_GRACE): parsed exactly, every
+ * malformed one refused, and the left= lists written and read back. */
+START_TEST(test_rejoin_fields)
+{
+    proto_rejoin rj;
+    uint8_t left[40];
+    char why[200], buf[4096];
+    const char *plain = "role=worker endpoint=- rank=-1 host=h servers=2 workers=3";
+    ck_assert_int_eq(proto_parse_rejoin(plain, strlen(plain), &rj, left, 40, why, sizeof why), 0);
+    const char *w = "role=worker endpoint=- rank=1 host=h rejoin=11 job=cba93ba69e92a7c7 "
+                    "barriers=17";
+    memset(left, 0, sizeof left);
+    ck_assert_int_eq(proto_parse_rejoin(w, strlen(w), &rj, left, 40, why, sizeof why), 1);
+    ck_assert_int_eq(rj.id, 11);
+    ck_assert(rj.job_id == 0xcba93ba69e92a7c7ull);
+    ck_assert(rj.barriers == 17);
+    const char *s = "role=server endpoint=tcp://h:1 rank=0 rejoin=8 job=1 left=0-2,5 "
+                    "left=39";
+    ck_assert_int_eq(proto_parse_rejoin(s, strlen(s), &rj, left, 40, why, sizeof why), 1);
+    for (int r = 0; r < 40; r++)
+        ck_assert_int_eq(left[r], r <= 2 || r == 5 || r == 39);
+    ck_assert(rj.barriers == 0);
+    const char *bad[] = {"rejoin=11", "job=12", "rejoin=7 job=1", "rejoin=x job=1",
+                         "rejoin=9 job=zz", "rejoin=9 job=1 barriers=-1",
+                         "rejoin=9 job=1 barriers=1x", "rejoin=8 job=1 left=40",
+                         "rejoin=8 job=1 left=3-1", "rejoin=8 job=1 left=1,",
+                         "rejoin=8 job=1 left=-1", "rejoin=8 job=1 left=1-",
+                         "rejoin=8 job=1 left=a", "rejoin=8 job=1 left=1;2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        why[0] = '\0';
+        ck_assert_msg(proto_parse_rejoin(bad[i], strlen(bad[i]), &rj, left, 40, why,
+                                         sizeof why) == -1, "'%s' accepted", bad[i]);
+        ck_assert_msg(strstr(why, "rejoin") != NULL, "'%s': no reason: '%s'", bad[i], why);
+    }
+    /* lists written: ranges, several fields when long, and back again */
+    uint8_t many[5000] = {0}, back[5000];
+    for (int r = 0; r < 5000; r++)
+        many[r] = r % 3 == 0 || (r >= 100 && r < 200);
+    int n = proto_rejoin_left_fmt(buf, sizeof buf, many, 5000);
+    ck_assert_int_eq(n, -1); /* 1600 ranks one by one do not fit in 4 KiB */
+    static char big[65536];
+    n = proto_rejoin_left_fmt(big, sizeof big, many, 5000);
+    ck_assert_int_gt(n, 0);
+    ck_assert(strstr(big, ",96,99-199,201,") != NULL || strstr(big, "=99-199,") != NULL);
+    char body[70000];
+    snprintf(body, sizeof body, "rejoin=8 job=1%s", big);
+    memset(back, 0, sizeof back);
+    ck_assert_int_eq(proto_parse_rejoin(body, strlen(body), &rj, back, 5000, why, sizeof why), 1);
+    ck_assert_mem_eq(back, many, sizeof many);
+    for (const char *f = strstr(big, "left="); f; f = strstr(f + 1, "left=")) {
+        const char *e = strchr(f, ' ');
+        ck_assert_int_le((int)(e ? (size_t)(e - f) : strlen(f)) - 5, PROTO_LEFT_FIELD);
+    }
+    uint8_t none[4] = {0};
+    ck_assert_int_eq(proto_rejoin_left_fmt(buf, sizeof buf, none, 4), 0);
+    ck_assert_str_eq(buf, "");
+}
+END_TEST
+
 START_TEST(test_repl_value)
 {
     proto_hdr h = push_hdr();
@@ -1500,6 +1559,7 @@ Suite *proto_suite(void)
     tcase_add_test(t, test_fused_frames);
     tcase_add_test(t, test_codec_flag);
     tcase_add_test(t, test_repl_value);
+    tcase_add_test(t, test_rejoin_fields);
     suite_add_tcase(s, t);
     return s;
 }
