@@ -60,7 +60,7 @@ static void on_timer(uv_timer_t *t);
  * node adds (link.h rejoin_extra). */
 static void send_rejoin(net_link *l)
 {
-    size_t cap = strlen(l->reg_body) + 4096;
+    size_t cap = (l->reg_body ? strlen(l->reg_body) : 0) + (1u << 20); /* (a server's left=) */
     char *body = malloc(cap);
     if (body == NULL)
         return; /* the next tick tries again */
@@ -336,9 +336,11 @@ bool net_link_gone(const net_link *l)
     return l->gone_ms != 0 && l->grace_ms == 0;
 }
 
-bool net_link_orphan(const net_link *l)
+double net_link_orphan_s(const net_link *l)
 {
-    return l != NULL && l->orphan;
+    if (l == NULL || !l->orphan)
+        return -1;
+    return (double)(clock_ms() - l->orphan_ms) / 1000.0;
 }
 
 int net_link_send(net_link *l, proto_hdr *h, const char *text)

@@ -50,10 +50,11 @@ void net_link_registered(net_link *l, int node_id);
  * because the scheduler did. */
 bool net_link_gone(const net_link *l);
 
-/* KVS_SCHEDULER_GRACE: the scheduler is gone and this node goes on without
- * it, waiting for a restarted one (messages sent now may be lost: on_rejoin
- * sends again what matters).  NULL: false. */
-bool net_link_orphan(const net_link *l);
+/* KVS_SCHEDULER_GRACE: seconds since this node found the scheduler gone
+ * and went on without it, waiting for a restarted one (messages sent now
+ * may be lost: on_rejoin sends again what matters); -1 when it is not
+ * (NULL included). */
+double net_link_orphan_s(const net_link *l);
 
 /* Send h (sender is set here) with an optional text body. */
 int net_link_send(net_link *l, proto_hdr *h, const char *text);

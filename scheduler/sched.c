@@ -607,6 +607,9 @@ static void recover_done(sched *s)
             continue;
         sched_node *n = &s->nodes[s->nnodes++]; /* (room: num_worker + num_server) */
         memset(n, 0, sizeof *n);
+        /* a routing id no peer can have (ZeroMQ refuses ids that start
+         * with a zero byte), so no message ever matches it */
+        n->ident_len = 1 + (size_t)snprintf(n->ident + 1, sizeof n->ident - 1, "left-%d", w);
         n->role = CFG_ROLE_WORKER;
         n->rank = n->pref_rank = w;
         n->id = proto_worker_id(w);
@@ -614,6 +617,7 @@ static void recover_done(sched *s)
         n->fd = -1;
         snprintf(n->host, sizeof n->host, "(left)");
         snprintf(n->endpoint, sizeof n->endpoint, "-");
+        s->nworker_reg++;
     }
     for (int i = 0; i < s->nnodes; i++) {
         sched_node *n = &s->nodes[i];

@@ -36,6 +36,11 @@ static void server_lost(kvs_store *s, int r, const char *why)
     }
     snprintf(text, sizeof text, "%s lost its connection to server %d at %s: %s", s->who, r,
              s->server_ep[r], why);
+    double orphan = net_link_orphan_s(s->link);
+    if (orphan >= 0) /* every node's grace ends at about the same time */
+        snprintf(text + strlen(text), sizeof text - strlen(text), "; the scheduler has been "
+                 "gone for %.1f s: no scheduler took the job back within KVS_SCHEDULER_GRACE="
+                 "%g s, or server %d died meanwhile", orphan, s->c.sched_grace_s, r);
     proto_hdr h = {.type = PROTO_PEER_LOST, .key = (uint64_t)proto_server_id(r)};
     net_link_send(s->link, &h, why);
     if (wrk_fo_survives(s, r)) { /* replicated: the scheduler moves its keys, or fails */

@@ -115,11 +115,12 @@ static const char *const hosts[] = {"127.0.0.1", "10.0.0.2", "", "a-very-long-ho
  * how: bits 0-1 rank (-1, 0, 1, from the input), bit 2 empty endpoint, bits
  * 3-4 host, bit 5 the right job size, bit 6 a job size (maybe a lie), bit 7
  * a leading newline and an unknown field; how 0xFF: the input's own body.
- * b: bits 0-2 role, bits 3-5 port, bit 7 endpoint "-" (workers). */
+ * b: bits 0-2 role, bits 3-5 port, bit 6 a rejoin (node id, job id,
+ * barriers, workers that left: from the input), bit 7 endpoint "-". */
 static size_t register_body(fz_in *in, int sel, uint8_t *body)
 {
     uint8_t how = fz_u8(in), b = fz_u8(in);
-    char ep[160], extra[64] = "";
+    char ep[160], extra[64] = "", rejoin[128] = "";
     if (how == 0xFF) {
         size_t n = fz_u16(in) % FZ_BODY_MAX;
         fz_bytes(in, body, n);
@@ -134,9 +135,20 @@ static size_t register_body(fz_in *in, int sel, uint8_t *body)
         snprintf(extra, sizeof extra, " servers=%d workers=%d", FZ_SERVERS, FZ_WORKERS);
     else if (how & 0x40)
         snprintf(extra, sizeof extra, " servers=%d workers=%d", 1 + (b & 3), 1 + (b >> 2 & 3));
-    int len = snprintf((char *)body, FZ_BODY_MAX, "%srole=%s endpoint=%s rank=%d host=%s%s%s",
+    if (b & 0x40) {
+        static const char *const left[] = {"", " left=0", " left=1", " left=0-1", " left=2",
+                                           " left=1,0", " left=", " left=0 left=1"};
+        uint8_t r = fz_u8(in);
+        int id = r < 0xF0 ? 8 + (r & 3) : (int)fz_u32(in);
+        unsigned long long job = (r & 4) ? 0x5eedull : (unsigned long long)fz_u64(in);
+        const char *lw = left[fz_u8(in) & 7];
+        snprintf(rejoin, sizeof rejoin, " rejoin=%d job=%llx barriers=%u%s", id, job,
+                 (unsigned)(r >> 3 & 3), lw);
+    }
+    int len = snprintf((char *)body, FZ_BODY_MAX, "%srole=%s endpoint=%s rank=%d host=%s%s%s%s",
                        (how & 0x80) ? "\n" : "", roles[(b & 7) % 5], (how & 4) ? "" : ep,
-                       rank, hosts[(how >> 3) & 3], extra, (how & 0x80) ? " future=1" : "");
+                       rank, hosts[(how >> 3) & 3], extra, rejoin,
+                       (how & 0x80) ? " future=1" : "");
     return (size_t)len;
 }
 

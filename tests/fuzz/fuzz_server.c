@@ -381,7 +381,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     /* its link to a scheduler that is not there (port 1), and the
      * scheduler's answer: rank 0, as srv_run and on_sched_msg do it */
-    net_link_cbs cbs = {on_sched_msg, on_link_fail};
+    net_link_cbs cbs = {on_sched_msg, on_link_fail, NULL, NULL};
     if (net_link_new(&s->loop, fz_zctx, &fz_cfg, CFG_ROLE_SERVER, "127.0.0.1", s->endpoint,
                      fz_cfg.server_id, NULL, s->who, &cbs, s, &s->link) != 0) {
         fprintf(stderr, "fuzz_server: cannot make the link\n");

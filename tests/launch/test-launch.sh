@@ -143,6 +143,20 @@ check "--restarts 1: the second failure fails the job" \
     eval '[[ $RC == 1 ]] && err_has "restarting it (0 restart(s) left)" && err_has "job failed"'
 check "no orphans after restarts" no_orphans
 
+# --restarts with KVS_SCHEDULER_GRACE: a scheduler that fails is started
+# again on the port it had (the nodes rejoin it); the workers finish only
+# once it runs again.
+mkdir "$WORK/sc" "$WORK/scd"
+waitsc=': > "$D/started"; while [ ! -e "$D/crashed" ]; do sleep 0.05; done; sleep 0.5; : > "$FAKE_DONE_DIR/$DMLC_WORKER_ID"'
+FAKE_SCHED_CRASH_ONCE=$WORK/sc run -n 2 -s 1 --shutdown-timeout 5 --restarts 1 \
+    --env KVS_SCHEDULER_GRACE=30 --env D="$WORK/sc" --env FAKE_DONE_DIR="$WORK/scd" -- sh -c "$waitsc"
+check "--restarts 1 + KVS_SCHEDULER_GRACE: a crashed scheduler runs again on its port, the job ends 0" \
+    eval '[[ $RC == 0 ]] && err_has "scheduler failed: killed by signal 9 (SIGKILL); restarting it on port" &&
+          [[ $(sed -n "s/^\[scheduler\] scheduler up on 127.0.0.1:\([0-9]*\) .*/\1/p" "$WORK/out" | sort -u | wc -l) == 1 ]] &&
+          [[ $(grep -c "^\[scheduler\] scheduler up on" "$WORK/out") == 2 ]] && out_has "[scheduler] all workers closed; bye"'
+bad_args "--restarts w/o grace" "KVS_SCHEDULER_GRACE=SEC" -n 1 -s 1 --restarts 1 --env KVS_SCHEDULER_GRACE=0 -- true
+check "no orphans after a scheduler restart" no_orphans
+
 # Lines are never mixed: 3 workers each write 300 lines of 2000 bytes at once.
 run -n 3 -s 1 --shutdown-timeout 0.5 -- sh -c 'awk -v id="$DMLC_WORKER_ID" "BEGIN { s = sprintf(\"%2000s\", \"\"); gsub(/ /, id, s); for (i = 0; i < 300; i++) print s }"'
 check "long concurrent lines are not interleaved" \
