@@ -8,6 +8,8 @@
  *   rejoin, the workers waiting in a barrier pass it, the job completes,
  *   every round's sum is exact (checked in the workers) and the final
  *   values equal a run without the kill, byte for byte.
+ * - The same with lamb on the servers, whose split keys' norms pass the
+ *   scheduler: those rounds wait for the restarted one.
  * - Never restarted: every node fails once the grace has passed, saying so.
  * - Restarted after a worker died meanwhile: the restarted scheduler waits
  *   PS_HEARTBEAT_TIMEOUT for it, then ends the job naming it; nothing hangs.
@@ -73,6 +75,23 @@ static void restart_scheduler(it_ctx *t)
     t->sched = it_spawn(t, "scheduler2", t->sched_bin, NULL, env);
 }
 
+/* Both workers' final values (--out a, --out b) are the same bytes. */
+static void same_files(it_ctx *t, const char *a, const char *b)
+{
+    for (int w = 0; w < 2; w++) {
+        char pa[PATH_MAX + 64], pb[PATH_MAX + 64];
+        size_t la = 0, lb = 0;
+        snprintf(pa, sizeof pa, "%s/%s-w%d", t->dir, a, w);
+        snprintf(pb, sizeof pb, "%s/%s-w%d", t->dir, b, w);
+        char *da = it_slurp(pa, &la), *db = it_slurp(pb, &lb);
+        IT_ASSERT(t, da && db, "cannot read %s or %s", pa, pb);
+        IT_CHECK(t, la == lb && la > 0 && memcmp(da, db, la) == 0,
+                 "worker %d's final values differ from the run without the kill", w);
+        free(da);
+        free(db);
+    }
+}
+
 IT_TEST(sched_restart_2x2)
 {
     const char *plain[] = {"train", "--rounds", ROUNDS, "--barrier-every", "100",
@@ -110,18 +129,35 @@ IT_TEST(sched_restart_2x2)
     for (int w = 0; w < 2; w++)
         IT_CHECK(t, it_log_has(t, t->worker[w], "back with the scheduler restarted", 0),
                  "worker %d does not say it is back", w);
-    for (int w = 0; w < 2; w++) {
-        char pa[PATH_MAX + 64], pb[PATH_MAX + 64];
-        size_t la = 0, lb = 0;
-        snprintf(pa, sizeof pa, "%s/plain-w%d", t->dir, w);
-        snprintf(pb, sizeof pb, "%s/back-w%d", t->dir, w);
-        char *da = it_slurp(pa, &la), *db = it_slurp(pb, &lb);
-        IT_ASSERT(t, da && db, "cannot read %s or %s", pa, pb);
-        IT_CHECK(t, la == lb && la > 0 && memcmp(da, db, la) == 0,
-                 "worker %d's final values differ from the run without the kill", w);
-        free(da);
-        free(db);
-    }
+    same_files(t, "plain", "back");
+}
+
+/* Servers that update with lamb exchange the norms of split keys through
+ * the scheduler: its rounds wait while it is gone, and each server sends
+ * its part's norms again to the restarted one.  The final weights equal a
+ * run without the kill, byte for byte. */
+IT_TEST(sched_restart_lamb_2x2)
+{
+    const char *spec = "lamb learning_rate=0.01 wd=0.01";
+    const char *plain[] = {"train", "--rounds", "120", "--barrier-every", "50", "--spec", spec,
+                           "--out", "plain", NULL};
+    const char *back[] = {"train", "--rounds", "120", "--barrier-every", "50", "--spec", spec,
+                          "--mark", "20", "--out", "back", NULL};
+    back_env(t, "60");
+    start_2x2(t, plain);
+    it_expect_job_ok(t, 120);
+    start_2x2(t, back);
+    kill_scheduler(t);
+    for (int i = 0; i < 2; i++)
+        IT_CHECK(t, it_wait_log(t, t->server[i], "going on without it", 10),
+                 "server %d does not say it goes on without the scheduler", i);
+    restart_scheduler(t);
+    for (int w = 0; w < 2; w++)
+        it_expect_exit(t, t->worker[w], 0, 60);
+    it_expect_exit(t, t->sched, 0, 15);
+    for (int i = 0; i < 2; i++)
+        it_expect_exit(t, t->server[i], 0, 15);
+    same_files(t, "plain", "back");
 }
 
 IT_TEST(sched_gone_for_good_2x2)

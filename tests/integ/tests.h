@@ -151,6 +151,7 @@
     X(kill_scheduler_socket_2x2, 60)                                           \
     /* test_schedback.c: a job that outlives its scheduler */                  \
     X(sched_restart_2x2, 240)                                                  \
+    X(sched_restart_lamb_2x2, 240)                                             \
     X(sched_gone_for_good_2x2, 60)                                             \
     X(sched_restart_worker_died_2x2, 60)                                       \
     /* test_security.c: refusals, secrets, bounded memory, proofs */           \
