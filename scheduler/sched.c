@@ -1673,6 +1673,7 @@ static void sched_close(sched *s)
     met_reg_free(s->met);
     free(s->nodes);
     free(s->waiting);
+    free(s->left);
     sched_owners_fini(&s->owners);
 }
 
