@@ -26,7 +26,8 @@
 # (KVS_REPLICAS=1) on three such hosts: a server SIGKILLed at a random
 # round (plain sums and with a server optimizer) or a server host cut off:
 # the job completes and its final values equal those of the same job
-# without the failure.
+# without the failure.  A scheduler SIGKILLed at a random round and
+# started again on its host (KVS_SCHEDULER_GRACE): the same.
 # --long: bigger jobs and arrays (make test-long).
 #
 # Needs root, ip netns, tc and iptables; otherwise prints one SKIP line.
@@ -223,7 +224,7 @@ check_orphans() {
     local ns p left=
     for ns in "${NSES[@]}"; do
         for p in $(ip netns pids "$ns" 2>/dev/null); do
-            left+=" $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-60)[$p]"
+            left+=" $(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | cut -c1-60)[$p]"
         done
     done
     [[ -z $left ]] || note "left running:$left"
@@ -450,6 +451,11 @@ host_job() {
                 echo "DMLC_ROLE=worker DMLC_WORKER_ID=$w ${WORKER_ENV:-} run w$w $(printf '%q ' "${WORKER_CMD[@]}")"
                 w=$((w + 1))
             done
+            if (( h == 0 )) && [[ ${SCHED_RESTART:-0} == 1 ]]; then
+                # the case kills the scheduler, then asks for another on its port
+                echo 'for i in $(seq 2400); do [ -e restart-sched ] && break; sleep 0.05; done'
+                echo "[ -e restart-sched ] && DMLC_ROLE=scheduler run sched2 $(printf '%q' "$BUILD/kvs-scheduler")"
+            fi
             echo 'wait'
         } >"$sc"
         ip netns exec "${NSOF[h$h]}" unshare --pid --fork --mount-proc env -i PATH="$PATH" bash "$sc" \
@@ -581,7 +587,7 @@ repl_job() {
             ip -n "${NSOF[h$victim]}" link set eth0 down
         else
             for p in $(ip netns pids "${NSOF[h$victim]}" 2>/dev/null); do
-                [[ $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) == *kvs-server* ]] && kill -KILL "$p"
+                [[ $(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline") == *kvs-server* ]] && kill -KILL "$p"
             done
         fi
     fi
@@ -624,6 +630,80 @@ case_replica() { # name [optimizer spec [kill|cut]]
             note "worker $w's final values differ from the whole job's ($(cmp "$DIR/whole/out-w$w" "$DIR/killed/out-w$w" 2>&1 | head -n 1))"
     done
     SUMMARY="server $victim $([[ $HOW == cut ]] && echo cut off || echo killed) after round $mark of $ROUNDS${SPEC:+ ($SPEC)}: $(grep -ho 'slowest round [0-9]* took [0-9.]* s' "$DIR/killed/w0.log" | head -n 1), $(( $(ms) - t0 )) ms for both jobs"
+    check_orphans
+    finish_case
+    teardown
+}
+
+# ------------------------------------------------------------ a restarted scheduler
+# The replicated servers' layout without replicas, KVS_SCHEDULER_GRACE=30:
+# the scheduler (on h0) is SIGKILLed at a random round and, once every
+# worker says it goes on without it, a new one is started on h0 at its port.
+# Every node rejoins it across the hosts, the killed job completes (barriers
+# every 50 rounds wait for the new scheduler), every process but the killed
+# scheduler exits 0, the sums are exact every round, and the final values
+# equal the whole job's, byte for byte.
+
+# sched_job NAME MARK: one job in $DIR/NAME; MARK >= 0: kill the scheduler
+# once worker 0 passed round MARK, and restart it.
+sched_job() {
+    local name=$1 mark=$2 n p t0 names=(s0 s1 s2 w0 w1) base=$DIR limit=120
+    DIR=$base/$name
+    mkdir -p "$DIR"
+    WORKER_CMD=("$BUILD/tests/kvs-replworker" train --rounds "$ROUNDS" --mark "$mark"
+                --barrier-every 50 --out out)
+    t0=$(ms)
+    SCHED_RESTART=$(( mark >= 0 )) host_job 1 1 0
+    if (( mark >= 0 )); then
+        names+=(sched2)
+        while [[ ! -e $DIR/mark-w0 ]]; do
+            (( $(ms) - t0 < limit * 500 )) || { note "$name: worker 0 did not reach round $mark"; break; }
+            sleep 0.02
+        done
+        for p in $(ip netns pids "${NSOF[h0]}" 2>/dev/null); do
+            [[ $(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline") == *kvs-scheduler* ]] && kill -KILL "$p"
+        done
+        wait_rcs $((t0 + limit * 1000)) sched || note "$name: the scheduler did not die"
+        for n in w0 w1 s0 s1 s2; do
+            while ! grep -q "going on without it" "$DIR/$n.log" 2>/dev/null; do
+                (( $(ms) - t0 < limit * 1000 )) || { note "$name: $n does not go on without the scheduler"; break; }
+                sleep 0.05
+            done
+        done
+        : >"$DIR/restart-sched"
+    else
+        names+=(sched)
+    fi
+    wait_rcs $((t0 + limit * 1000)) "${names[@]}" || note "$name: still running after $limit s"
+    for n in "${names[@]}"; do
+        [[ $(cat "$DIR/rc-$n" 2>/dev/null) == 0 ]] ||
+            note "$name: $n exit $(cat "$DIR/rc-$n" 2>/dev/null || echo running) (expected 0)"
+    done
+    if (( mark >= 0 )); then
+        [[ $(cat "$DIR/rc-sched" 2>/dev/null) == 137 ]] || note "$name: the scheduler was not killed"
+        grep -q "3 servers and 2 workers rejoined" "$DIR/sched2.log" ||
+            note "$name: the new scheduler does not say every node rejoined"
+    fi
+    DIR=$base
+}
+
+case_sched_restart() { # name
+    local name=$1 w
+    want "$name" || return 0
+    new_case "$name"
+    net 1gbit h0 h1 h2 || { note "cannot build the namespaces"; finish_case; teardown; return; }
+    JOBENV=(DMLC_PS_ROOT_URI="${IP[h0]}" DMLC_NUM_SERVER=3 DMLC_NUM_WORKER=2 KVS_CMA=0
+            PS_HEARTBEAT_INTERVAL=0.2 PS_HEARTBEAT_TIMEOUT=2 PS_VERBOSE=1 KVS_START_TIMEOUT=30
+            MXNET_KVSTORE_BIGARRAY_BOUND=1000 KVS_SCHEDULER_GRACE=30)
+    SERVERS=3 WORKER_ENV=
+    local mark=$((10 + RANDOM % 60)) t0=$(ms)
+    sched_job whole -1
+    sched_job killed "$mark"
+    for w in 0 1; do
+        cmp -s "$DIR/whole/out-w$w" "$DIR/killed/out-w$w" ||
+            note "worker $w's final values differ from the whole job's ($(cmp "$DIR/whole/out-w$w" "$DIR/killed/out-w$w" 2>&1 | head -n 1))"
+    done
+    SUMMARY="scheduler killed after round $mark of $ROUNDS and restarted: $(grep -ho 'rejoined in [0-9.]* s' "$DIR/killed/sched2.log" | head -n 1), $(( $(ms) - t0 )) ms for both jobs"
     check_orphans
     finish_case
     teardown
@@ -693,6 +773,7 @@ command -v unshare >/dev/null 2>&1 && {
     case_replica replica_kill_3hosts
     case_replica replica_kill_optim_3hosts "adam learning_rate=0.01 wd=0.001"
     case_replica replica_cut_3hosts "" cut
+    case_sched_restart sched_restart_3hosts
 }
 echo "netns: $pass passed, $fail failed"
 (( fail == 0 ))
