@@ -599,6 +599,7 @@ static void check_done(sched *s);
 static void recover_done(sched *s)
 {
     uint64_t now = clock_ms();
+    int nleft = 0;
     for (int w = 0; s->left && w < s->c->num_worker; w++) {
         bool here = false;
         for (int i = 0; i < s->nnodes; i++)
@@ -618,6 +619,7 @@ static void recover_done(sched *s)
         snprintf(n->host, sizeof n->host, "(left)");
         snprintf(n->endpoint, sizeof n->endpoint, "-");
         s->nworker_reg++;
+        nleft++;
     }
     for (int i = 0; i < s->nnodes; i++) {
         sched_node *n = &s->nodes[i];
@@ -632,8 +634,8 @@ static void recover_done(sched *s)
     s->recovered = true;
     LOG(LOG_WARN, WHO, "job", "job %llx is back: %d servers and %d workers rejoined in %.2f s "
         "(%d had left), %llu barriers passed", (unsigned long long)s->job_id, s->nserver_reg,
-        s->nworker_reg, (double)(now - s->recover_ms) / 1000.0,
-        rejoin_count(s) - s->nworker_reg, (unsigned long long)s->barriers_done);
+        s->nworker_reg - nleft, (double)(now - s->recover_ms) / 1000.0, nleft,
+        (unsigned long long)s->barriers_done);
     check_done(s);
 }
 
