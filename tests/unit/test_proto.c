@@ -87,19 +87,19 @@ START_TEST(test_rejoin_fields)
 {
     proto_rejoin rj;
     uint8_t left[40];
-    char why[200], buf[4096];
+    char rwhy[200], buf[4096];
     const char *plain = "role=worker endpoint=- rank=-1 host=h servers=2 workers=3";
-    ck_assert_int_eq(proto_parse_rejoin(plain, strlen(plain), &rj, left, 40, why, sizeof why), 0);
+    ck_assert_int_eq(proto_parse_rejoin(plain, strlen(plain), &rj, left, 40, rwhy, sizeof rwhy), 0);
     const char *w = "role=worker endpoint=- rank=1 host=h rejoin=11 job=cba93ba69e92a7c7 "
                     "barriers=17";
     memset(left, 0, sizeof left);
-    ck_assert_int_eq(proto_parse_rejoin(w, strlen(w), &rj, left, 40, why, sizeof why), 1);
+    ck_assert_int_eq(proto_parse_rejoin(w, strlen(w), &rj, left, 40, rwhy, sizeof rwhy), 1);
     ck_assert_int_eq(rj.id, 11);
     ck_assert(rj.job_id == 0xcba93ba69e92a7c7ull);
     ck_assert(rj.barriers == 17);
     const char *s = "role=server endpoint=tcp://h:1 rank=0 rejoin=8 job=1 left=0-2,5 "
                     "left=39";
-    ck_assert_int_eq(proto_parse_rejoin(s, strlen(s), &rj, left, 40, why, sizeof why), 1);
+    ck_assert_int_eq(proto_parse_rejoin(s, strlen(s), &rj, left, 40, rwhy, sizeof rwhy), 1);
     for (int r = 0; r < 40; r++)
         ck_assert_int_eq(left[r], r <= 2 || r == 5 || r == 39);
     ck_assert(rj.barriers == 0);
@@ -110,10 +110,10 @@ START_TEST(test_rejoin_fields)
                          "rejoin=8 job=1 left=-1", "rejoin=8 job=1 left=1-",
                          "rejoin=8 job=1 left=a", "rejoin=8 job=1 left=1;2"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        why[0] = '\0';
-        ck_assert_msg(proto_parse_rejoin(bad[i], strlen(bad[i]), &rj, left, 40, why,
-                                         sizeof why) == -1, "'%s' accepted", bad[i]);
-        ck_assert_msg(strstr(why, "rejoin") != NULL, "'%s': no reason: '%s'", bad[i], why);
+        rwhy[0] = '\0';
+        ck_assert_msg(proto_parse_rejoin(bad[i], strlen(bad[i]), &rj, left, 40, rwhy,
+                                         sizeof rwhy) == -1, "'%s' accepted", bad[i]);
+        ck_assert_msg(strstr(rwhy, "rejoin") != NULL, "'%s': no reason: '%s'", bad[i], rwhy);
     }
     /* lists written: ranges, several fields when long, and back again */
     uint8_t many[5000] = {0}, back[5000];
@@ -128,7 +128,7 @@ START_TEST(test_rejoin_fields)
     char body[70000];
     snprintf(body, sizeof body, "rejoin=8 job=1%s", big);
     memset(back, 0, sizeof back);
-    ck_assert_int_eq(proto_parse_rejoin(body, strlen(body), &rj, back, 5000, why, sizeof why), 1);
+    ck_assert_int_eq(proto_parse_rejoin(body, strlen(body), &rj, back, 5000, rwhy, sizeof rwhy), 1);
     ck_assert_mem_eq(back, many, sizeof many);
     for (const char *f = strstr(big, "left="); f; f = strstr(f + 1, "left=")) {
         const char *e = strchr(f, ' ');
