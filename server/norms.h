@@ -47,9 +47,10 @@ int srv_norms_watch(srv_norms *n, uint64_t key);
 /* The key's records and waiters, NULL if not watched. */
 srv_norm_key *srv_norms_get(srv_norms *n, uint64_t key);
 
-/* Record part [offset, +count) of key's round.  0; KVS_EINVAL with why (key
- * not watched, the part already recorded for the round, too many records,
- * sums negative or not finite); KVS_ENOMEM. */
+/* Record part [offset, +count) of key's round.  0; 1 when that part is
+ * recorded already with the same sums (a part sent again: nothing changes);
+ * KVS_EINVAL with why (key not watched, the part recorded for the round with
+ * other sums, too many records, sums negative or not finite); KVS_ENOMEM. */
 int srv_norms_add(srv_norms *n, uint64_t key, uint64_t round, uint64_t offset, uint64_t count,
                   double ws, double rs, char *why, size_t whylen);
 

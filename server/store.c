@@ -657,27 +657,34 @@ static void norm_poke(srv_store *st, uint64_t key, uint64_t round, const srv_ent
     }
 }
 
-/* This part's sums of the round it waits on, to the other servers. */
-static void norm_send_part(srv_store *st, const srv_entry *e)
+/* This part's sums of a round it sent (e->norm_round[i]), to the other
+ * servers. */
+static void norm_send_part(srv_store *st, const srv_entry *e, int i)
 {
     char text[PROTO_NORM_TEXT_MAX];
-    if (st->norm_send == NULL)
+    if (st->norm_send == NULL || e->norm_round[i] == 0)
         return;
-    proto_hdr h = {.type = PROTO_NORM_PART, .key = e->key, .round = e->round + 1,
+    proto_hdr h = {.type = PROTO_NORM_PART, .key = e->key, .round = e->norm_round[i],
                    .offset = e->offset, .count = e->count, .total = e->total,
                    .dtype = (uint32_t)e->dtype, .part = e->part};
-    snprintf(text, sizeof text, "%a %a", e->upd->psum[0], e->upd->psum[1]);
+    snprintf(text, sizeof text, "%a %a", e->norm_sums[i][0], e->norm_sums[i][1]);
     st->norm_send(st->norm_arg, &h, text);
 }
 
+/* Each part's sums of the last two rounds it sent, whether or not they
+ * completed here: this server may have had every other part while another
+ * still waits for this one (lost with the old scheduler), and it may have
+ * gone one round further meanwhile (pushes of the next round), never two
+ * (that round needs the other parts' sums, sent once theirs completed). */
 void srv_store_norm_resend(srv_store *st)
 {
     for (size_t i = 0; i < st->entries.cap; i++) {
         if (st->entries.used[i] != 1)
             continue;
-        for (srv_entry *e = st->entries.vals[i]; e; e = e->next)
-            if (e->norm_wait)
-                norm_send_part(st, e);
+        for (srv_entry *e = st->entries.vals[i]; e; e = e->next) {
+            norm_send_part(st, e, 0);
+            norm_send_part(st, e, 1);
+        }
     }
 }
 
@@ -699,7 +706,12 @@ static bool norm_start(srv_store *st, srv_entry *e)
         complete_round(st, e, rc, why);
         return true;
     }
-    norm_send_part(st, e);
+    e->norm_round[0] = e->norm_round[1];
+    memcpy(e->norm_sums[0], e->norm_sums[1], sizeof e->norm_sums[0]);
+    e->norm_round[1] = round;
+    e->norm_sums[1][0] = ps[0];
+    e->norm_sums[1][1] = ps[1];
+    norm_send_part(st, e, 1);
     e->norm_wait = true;
     e->busy = true;
     norm_poke(st, e->key, round, e); /* other slices of the key here */
@@ -723,6 +735,8 @@ void srv_store_norm_in(srv_store *st, const proto_hdr *h, const char *body, size
     }
     int rc = srv_norms_add(&st->norms, h->key, h->round, h->offset, h->count, ws, rs, why,
                            sizeof why);
+    if (rc == 1)
+        return; /* a part sent again: known */
     if (rc != 0) {
         LOG_LIMITED(LOG_WARN, NULL, "store", "dropped a NORM_PART: %s",
                     rc == KVS_ENOMEM ? "server out of memory" : why);

@@ -152,9 +152,9 @@ void srv_store_worker_left(srv_store *st, int wrank);
  * text, len bytes): record it, and finish the updates it completes. */
 void srv_store_norm_in(srv_store *st, const proto_hdr *h, const char *body, size_t len);
 
-/* Send again this server's sums of every part still waiting for the other
- * parts' (a restarted scheduler may have lost them; a part recorded twice
- * is dropped by its receiver). */
+/* Send again this server's sums of every split part's last round (a
+ * restarted scheduler may have lost them; a receiver that has them already
+ * keeps them as they are). */
 void srv_store_norm_resend(srv_store *st);
 
 /* Make st elastic: epoch 1, whose members are slots [0, initial).  0 or

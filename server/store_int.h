@@ -40,6 +40,10 @@ struct srv_entry {
                                          * waits for the other parts' norms (norm_wait) */
     bool norm_wait;                     /* lamb, split key: the round's sum is in acc and
                                          * phase 1 ran; phase 2 waits for st->norms */
+    /* lamb, split key: the last two rounds whose sums this part sent ([1]
+     * the last; 0: none), and those sums */
+    uint64_t norm_round[2];
+    double norm_sums[2][2];
     srv_req *backlog, **backlog_tail;   /* inits and pushes that came while busy */
     struct srv_rsp_acc *rsp;            /* row-sparse rows of the current round (sparse.h) */
     /* gradient compression of the pushes (server/decomp.h): set by the first

@@ -36,7 +36,9 @@ START_TEST(total_in_offset_order)
      * order (2^-53 + 2^-53) + 1 would be 1 + 2^-52 */
     ck_assert(out[0] == 1.0 && out[1] == 7);
     ck_assert((tiny + tiny) + 1.0 != 1.0);
-    /* the same part twice in a round */
+    /* the same part twice in a round: the same sums are a repeat (sent again
+     * after a scheduler's restart), other sums an error */
+    ck_assert_int_eq(srv_norms_add(&n, 7, 1, 10, 10, tiny, 2, why, sizeof why), 1);
     ck_assert_int_eq(srv_norms_add(&n, 7, 1, 10, 10, 1, 1, why, sizeof why), KVS_EINVAL);
     ck_assert_ptr_nonnull(strstr(why, "twice"));
     /* sums that cannot be */
