@@ -400,6 +400,25 @@ char *it_slurp(const char *path, size_t *len)
     return buf;
 }
 
+void it_same_values(it_ctx *t, int nworkers, const char *a, const char *b)
+{
+    for (int w = 0; w < nworkers; w++) {
+        char pa[PATH_MAX + 64], pb[PATH_MAX + 64];
+        size_t la = 0, lb = 0;
+        snprintf(pa, sizeof pa, "%s/%s-w%d", t->dir, a, w);
+        snprintf(pb, sizeof pb, "%s/%s-w%d", t->dir, b, w);
+        char *da = it_slurp(pa, &la), *db = it_slurp(pb, &lb);
+        IT_ASSERT(t, da && db, "cannot read %s or %s", pa, pb);
+        IT_ASSERT(t, la == lb && la > 0, "%s has %zu bytes, %s %zu", pa, la, pb, lb);
+        size_t at = 0;
+        while (at < la && da[at] == db[at])
+            at++;
+        IT_CHECK(t, at == la, "worker %d's final values differ at byte %zu of %zu", w, at, la);
+        free(da);
+        free(db);
+    }
+}
+
 char *it_read_log(const it_ctx *t, int idx)
 {
     char *s = it_slurp(t->proc[idx].log, NULL);

@@ -177,6 +177,11 @@ void it_write_file(it_ctx *t, const char *name, const char *text);
 /* Read a whole file (malloc'd) or NULL. */
 char *it_slurp(const char *path, size_t *len);
 
+/* Files a-w<r> and b-w<r> in t's directory (the final values worker r
+ * wrote in two runs) hold the same bytes, for every r < nworkers; else the
+ * test fails naming the first byte that differs. */
+void it_same_values(it_ctx *t, int nworkers, const char *a, const char *b);
+
 /* Send sig to proc idx (if still running). */
 void it_kill(it_ctx *t, int idx, int sig);
 

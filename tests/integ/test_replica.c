@@ -122,26 +122,6 @@ static void run_job(it_ctx *t, const char *name, const char *spec, int victim, i
                  "worker %d did not log its re-sends", i);
 }
 
-/* NAME_A-w<r> and NAME_B-w<r> hold the same bytes, for both workers. */
-static void same_values(it_ctx *t, const char *a, const char *b)
-{
-    for (int w = 0; w < 2; w++) {
-        char pa[PATH_MAX + 64], pb[PATH_MAX + 64];
-        size_t la = 0, lb = 0;
-        snprintf(pa, sizeof pa, "%s/%s-w%d", t->dir, a, w);
-        snprintf(pb, sizeof pb, "%s/%s-w%d", t->dir, b, w);
-        char *da = it_slurp(pa, &la), *db = it_slurp(pb, &lb);
-        IT_ASSERT(t, da && db, "cannot read %s or %s", pa, pb);
-        IT_ASSERT(t, la == lb && la > 0, "%s has %zu bytes, %s %zu", pa, la, pb, lb);
-        size_t at = 0;
-        while (at < la && da[at] == db[at])
-            at++;
-        IT_CHECK(t, at == la, "worker %d's final values differ at byte %zu of %zu", w, at, la);
-        free(da);
-        free(db);
-    }
-}
-
 static int pick(int lo, int hi)
 {
     srand((unsigned)time(NULL) ^ (unsigned)getpid());
@@ -157,7 +137,7 @@ static void kill_one(it_ctx *t, const char *spec)
     it_info(t, "victim: server %d after round %d", victim, mark);
     run_job(t, "straight", spec, -1, 0);
     run_job(t, "killed", spec, victim, mark);
-    same_values(t, "straight", "killed");
+    it_same_values(t, 2, "straight", "killed");
 }
 
 IT_TEST(replica_kill_server_2x3)
@@ -239,7 +219,7 @@ IT_TEST(replica_kill_backup_then_owner_2x3)
     for (int i = 0; i < 2; i++)
         IT_CHECK(t, it_log_has(t, t->worker[i], want, 0), "worker %d did not log \"%s\"", i,
                  want);
-    same_values(t, "straight", "killed");
+    it_same_values(t, 2, "straight", "killed");
 }
 
 /* An owner and its backup die together: the owner's key range is lost, so
@@ -303,7 +283,7 @@ IT_TEST(replica_checkpoint_2x3)
     for (int i = 0; i < 2; i++)
         it_expect_exit(t, t->worker[i], 0, 60);
     it_expect_exit(t, t->sched, 0, 15);
-    same_values(t, "straight", "resumed");
+    it_same_values(t, 2, "straight", "resumed");
 }
 
 /* With a job secret: the owner's connection to its backup proves

@@ -75,21 +75,29 @@ static void restart_scheduler(it_ctx *t)
     t->sched = it_spawn(t, "scheduler2", t->sched_bin, NULL, env);
 }
 
-/* Both workers' final values (--out a, --out b) are the same bytes. */
-static void same_files(it_ctx *t, const char *a, const char *b)
+/* Once every node goes on without the scheduler: start it again, the job
+ * ends well, and the final values ("back") equal the run without the kill
+ * ("plain"). */
+static void restart_and_finish(it_ctx *t)
 {
-    for (int w = 0; w < 2; w++) {
-        char pa[PATH_MAX + 64], pb[PATH_MAX + 64];
-        size_t la = 0, lb = 0;
-        snprintf(pa, sizeof pa, "%s/%s-w%d", t->dir, a, w);
-        snprintf(pb, sizeof pb, "%s/%s-w%d", t->dir, b, w);
-        char *da = it_slurp(pa, &la), *db = it_slurp(pb, &lb);
-        IT_ASSERT(t, da && db, "cannot read %s or %s", pa, pb);
-        IT_CHECK(t, la == lb && la > 0 && memcmp(da, db, la) == 0,
-                 "worker %d's final values differ from the run without the kill", w);
-        free(da);
-        free(db);
-    }
+    for (int w = 0; w < 2; w++)
+        IT_CHECK(t, it_wait_log(t, t->worker[w], "going on without it", 10),
+                 "worker %d does not say it goes on without the scheduler", w);
+    for (int i = 0; i < 2; i++)
+        IT_CHECK(t, it_wait_log(t, t->server[i], "going on without it", 10),
+                 "server %d does not say it goes on without the scheduler", i);
+    restart_scheduler(t);
+    for (int w = 0; w < 2; w++)
+        it_expect_exit(t, t->worker[w], 0, 60);
+    it_expect_exit(t, t->sched, 0, 15);
+    for (int i = 0; i < 2; i++)
+        it_expect_exit(t, t->server[i], 0, 15);
+    IT_CHECK(t, it_log_has(t, t->sched, "2 servers and 2 workers rejoined", 0),
+             "the restarted scheduler does not say every node rejoined");
+    for (int w = 0; w < 2; w++)
+        IT_CHECK(t, it_log_has(t, t->worker[w], "back with the scheduler restarted", 0),
+                 "worker %d does not say it is back", w);
+    it_same_values(t, 2, "plain", "back");
 }
 
 IT_TEST(sched_restart_2x2)
@@ -112,24 +120,7 @@ IT_TEST(sched_restart_2x2)
                   "worker %d did not reach round 80 without a scheduler", w);
     }
     it_info(t, "both workers passed round 80 %.2f s after the kill", it_now() - t0);
-    for (int w = 0; w < 2; w++)
-        IT_CHECK(t, it_wait_log(t, t->worker[w], "going on without it", 10),
-                 "worker %d does not say it goes on without the scheduler", w);
-    for (int i = 0; i < 2; i++)
-        IT_CHECK(t, it_wait_log(t, t->server[i], "going on without it", 10),
-                 "server %d does not say it goes on without the scheduler", i);
-    restart_scheduler(t);
-    for (int w = 0; w < 2; w++)
-        it_expect_exit(t, t->worker[w], 0, 60);
-    it_expect_exit(t, t->sched, 0, 15);
-    for (int i = 0; i < 2; i++)
-        it_expect_exit(t, t->server[i], 0, 15);
-    IT_CHECK(t, it_log_has(t, t->sched, "2 servers and 2 workers rejoined", 0),
-             "the restarted scheduler does not say every node rejoined");
-    for (int w = 0; w < 2; w++)
-        IT_CHECK(t, it_log_has(t, t->worker[w], "back with the scheduler restarted", 0),
-                 "worker %d does not say it is back", w);
-    same_files(t, "plain", "back");
+    restart_and_finish(t);
 }
 
 /* Servers that update with lamb exchange the norms of split keys through
@@ -148,16 +139,7 @@ IT_TEST(sched_restart_lamb_2x2)
     it_expect_job_ok(t, 120);
     start_2x2(t, back);
     kill_scheduler(t);
-    for (int i = 0; i < 2; i++)
-        IT_CHECK(t, it_wait_log(t, t->server[i], "going on without it", 10),
-                 "server %d does not say it goes on without the scheduler", i);
-    restart_scheduler(t);
-    for (int w = 0; w < 2; w++)
-        it_expect_exit(t, t->worker[w], 0, 60);
-    it_expect_exit(t, t->sched, 0, 15);
-    for (int i = 0; i < 2; i++)
-        it_expect_exit(t, t->server[i], 0, 15);
-    same_files(t, "plain", "back");
+    restart_and_finish(t);
 }
 
 IT_TEST(sched_gone_for_good_2x2)
