@@ -368,6 +368,13 @@ int it_spawn(it_ctx *t, const char *name, const char *bin, const char *const *ar
 
 /* ---- files ---- */
 
+void it_use_worker(it_ctx *t, const char *name)
+{
+    char *p = strstr(t->worker_bin, "kvs-testworker");
+    if (p != NULL)
+        snprintf(p, sizeof t->worker_bin - (size_t)(p - t->worker_bin), "%s", name);
+}
+
 char *it_slurp(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");

@@ -174,6 +174,10 @@ int it_wait_file(it_ctx *t, const char *name, double timeout_s, int watch);
 /* Write text to <dir>/name atomically (temp file + rename). */
 void it_write_file(it_ctx *t, const char *name, const char *text);
 
+/* Run name (a program beside kvs-testworker, e.g. "kvs-replworker") as the
+ * worker of the processes started from now on. */
+void it_use_worker(it_ctx *t, const char *name);
+
 /* Read a whole file (malloc'd) or NULL. */
 char *it_slurp(const char *path, size_t *len);
 

@@ -17,10 +17,7 @@
 
 static void comp_env(it_ctx *t)
 {
-    if (strstr(t->worker_bin, "kvs-testworker") != NULL)
-        snprintf(t->worker_bin + strlen(t->worker_bin) - strlen("kvs-testworker"),
-                 sizeof t->worker_bin - (strlen(t->worker_bin) - strlen("kvs-testworker")),
-                 "kvs-compworker");
+    it_use_worker(t, "kvs-compworker");
     it_setenv(t, "MXNET_KVSTORE_BIGARRAY_BOUND", "1000");
     it_setenv(t, "KVS_START_TIMEOUT", "30");
     it_setenv(t, "KVS_LOCAL_AGG", "0"); /* each worker pushes (and compresses) its own */

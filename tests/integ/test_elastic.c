@@ -20,10 +20,7 @@
 
 static void elastic_env(it_ctx *t, int min, int max)
 {
-    if (strstr(t->worker_bin, "kvs-testworker") != NULL)
-        snprintf(t->worker_bin + strlen(t->worker_bin) - strlen("kvs-testworker"),
-                 sizeof t->worker_bin - (strlen(t->worker_bin) - strlen("kvs-testworker")),
-                 "kvs-elasticworker");
+    it_use_worker(t, "kvs-elasticworker");
     it_setenv(t, "KVS_ELASTIC", "1");
     it_setenv(t, "KVS_MIN_WORKERS", "%d", min);
     it_setenv(t, "KVS_MAX_WORKERS", "%d", max);

@@ -51,10 +51,7 @@ static void long_job(it_ctx *t)
 
 static void repl_env(it_ctx *t)
 {
-    if (strstr(t->worker_bin, "kvs-testworker") != NULL)
-        snprintf(t->worker_bin + strlen(t->worker_bin) - strlen("kvs-testworker"),
-                 sizeof t->worker_bin - (strlen(t->worker_bin) - strlen("kvs-testworker")),
-                 "kvs-replworker");
+    it_use_worker(t, "kvs-replworker");
     it_setenv(t, "MXNET_KVSTORE_BIGARRAY_BOUND", "1000");
     it_setenv(t, "KVS_START_TIMEOUT", "30");
     it_setenv(t, "PS_HEARTBEAT_INTERVAL", "0.2");

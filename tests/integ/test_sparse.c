@@ -13,10 +13,7 @@
 
 static void sparse_env(it_ctx *t)
 {
-    if (strstr(t->worker_bin, "kvs-testworker") != NULL)
-        snprintf(t->worker_bin + strlen(t->worker_bin) - strlen("kvs-testworker"),
-                 sizeof t->worker_bin - (strlen(t->worker_bin) - strlen("kvs-testworker")),
-                 "kvs-sparseworker");
+    it_use_worker(t, "kvs-sparseworker");
     it_setenv(t, "MXNET_KVSTORE_BIGARRAY_BOUND", "1000");
     it_setenv(t, "KVS_START_TIMEOUT", "30");
     it_setenv(t, "PS_VERBOSE", "1");
