@@ -66,9 +66,11 @@ deps deps-test:
 deps-run:
 	@sh deploy/install-deps.sh run
 
+# (the dependency file names the object both ways: a build with an absolute
+# BUILD, as the test scripts make, and a later relative one share it)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -MT $(abspath $@) -MT $(patsubst $(CURDIR)/%,%,$(abspath $@)) -c $< -o $@
 
 $(LIBKVS_A): $(LIBKVS_OBJ)
 	@mkdir -p $(dir $@)
