@@ -22,10 +22,12 @@
 # above 4 uses RATE_BIG, 250mbit, so that 2 cores can drive the links),
 # SIZE (64M), REPS (3), ITERS (5), KVS_ENV (extra VAR=VALUE for kvsd),
 # FLOWS_EXTRA (more raw TCP schedules of a push's bytes to time in each
-# repetition, from netns_flows.py: "staged rr"; each prints a line).
+# repetition, from netns_flows.py: "staged rr paced"; each prints a line),
+# PACED (1: each repetition also runs kvsd with KVS_LINK_GBPS set to the
+# link's rate, and the raw flows paced likewise; their rows join the table).
 set -u
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
-    sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
 fi
 cd "$(dirname "$0")/.." || exit 1
@@ -39,6 +41,7 @@ REPS=${REPS:-3}
 ITERS=${ITERS:-5}
 KVS_ENV=${KVS_ENV:-}
 FLOWS_EXTRA=${FLOWS_EXTRA:-}
+PACED=${PACED:-0}
 die() { echo "hosts: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (network and pid namespaces)"
 command -v ip >/dev/null 2>&1 && ip netns list >/dev/null 2>&1 || die "needs 'ip netns' (iproute2)"
@@ -47,7 +50,8 @@ unshare --help 2>&1 | grep -q -- --kill-child || die "needs unshare with --kill-
 command -v g++ >/dev/null 2>&1 && [ -f /usr/include/gloo/allreduce_ring.h ] ||
     die "needs g++ and libgloo-dev (deploy/install-deps.sh)"
 [[ $REPS =~ ^[1-9][0-9]*$ && $ITERS =~ ^[1-9][0-9]*$ ]] || die "REPS and ITERS must be positive integers"
-for m in $FLOWS_EXTRA; do [[ $m =~ ^(staged|rr)$ ]] || die "FLOWS_EXTRA: '$m' is not staged or rr"; done
+[[ $PACED == 0 || $PACED == 1 ]] || die "PACED: '$PACED' is not 0 or 1"
+for m in $FLOWS_EXTRA; do [[ $m =~ ^(staged|rr|paced)$ ]] || die "FLOWS_EXTRA: '$m' is not staged, rr or paced"; done
 for n in $NS_LIST; do [[ $n =~ ^[0-9]+$ ]] && ((n >= 2 && n <= 16)) || die "N: '$n' is not 2 to 16"; done
 [[ $SIZE =~ ^([0-9]+)([KMG]?)$ ]] || die "SIZE: '$SIZE' is not a size (64M, 4M, ...)"
 bytes=${BASH_REMATCH[1]}
@@ -146,11 +150,12 @@ wait_all() {
     return $rc
 }
 
-# kvsd_run N RUN: one job over N hosts; prints worker 0's checked rows
+# kvsd_run N RUN [VAR=VALUE...]: one job over N hosts; prints worker 0's
+# checked rows
 kvsd_run() {
     local n=$1 run=$2 i rc=0 ps=""
     local env=("DMLC_PS_ROOT_URI=10.216.0.1" DMLC_PS_ROOT_PORT=9300 "DMLC_NUM_SERVER=$n"
-               "DMLC_NUM_WORKER=$n" KVS_START_TIMEOUT=120 PS_VERBOSE=1 $KVS_ENV)
+               "DMLC_NUM_WORKER=$n" KVS_START_TIMEOUT=120 PS_VERBOSE=1 $KVS_ENV "${@:3}")
     for ((i = 0; i < n; i++)); do
         ip netns exec "$tag-h$i" unshare --pid --kill-child --mount-proc timeout 900 bash -c "$host_main" \
             "host-$i" "$i" "$run" "${env[@]}" "DMLC_NODE_HOST=10.216.0.$((i + 1))" 2>"$dir/$run-host$i.err" &
@@ -196,7 +201,7 @@ flows_run() {
     local n=$1 mode=$2 i rc=0 ps="" start
     start=$(python3 -c 'import time; print(time.time() + 2)')
     for ((i = 0; i < n; i++)); do
-        ip netns exec "$tag-h$i" timeout 120 python3 bench/netns_flows.py "$i" "$n" "$mode" "$start" \
+        LINK_BPS=$bps ip netns exec "$tag-h$i" timeout 120 python3 bench/netns_flows.py "$i" "$n" "$mode" "$start" \
             "$((bytes * (n - 1) / n))" >"$dir/flows-$mode-$i.log" 2>&1 &
         ps="$ps $!"
     done
@@ -219,7 +224,8 @@ for n in $NS_LIST; do
     bound=$(awk -v n="$n" -v b="$bytes" -v r="$bps" 'BEGIN { printf "%.1f", 2 * (n - 1) / n * b * 8 / r * 1000 }')
     echo "hosts: N=$n (network + pid namespaces, one worker + one server each, bridge, tbf $rate each way), $SIZE float32, $ITERS rounds, $REPS repetitions alternating; bound $bound ms; load $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "rep  gloo_best_ms (algo)          kvsd_pushpull_ms  push_ms  pull_ms  tcp_a2a_ms  tcp_ring_ms  load"
-    gl="" pp="" pu="" pl="" fa="" fr="" algos=""
+    gl="" pp="" pu="" pl="" fa="" fr="" algos="" qp="" qu="" ql="" fp=""
+    gbps=$(awk -v b="$bps" 'BEGIN { printf "%g", b / 1e9 }')
     for ((r = 1; r <= REPS; r++)); do
         g=$(gloo_run "$n" "n$n-r$r-gloo") || exit 1
         fa1=$(flows_run "$n" a2a) && fr1=$(flows_run "$n" ring) || exit 1
@@ -236,11 +242,27 @@ for n in $NS_LIST; do
         printf "%-4s %-28s %17s %8s %8s %11s %12s  %s\n" "$r" "$g" "$a" "$b" "$c" "$fa1" "$fr1" \
             "$(cut -d' ' -f1 /proc/loadavg)"
         gl="$gl ${g%% *}" pp="$pp $a" pu="$pu $b" pl="$pl $c" fa="$fa $fa1" fr="$fr $fr1"
+        if ((PACED)); then
+            fp1=$(flows_run "$n" paced) || exit 1
+            rows=$(kvsd_run "$n" "n$n-r$r-kvsdp" "KVS_LINK_GBPS=$gbps") || exit 1
+            a=$(awk '$3 == "pushpull" {print $5}' <<<"$rows")
+            b=$(awk '$3 == "push" {print $5}' <<<"$rows")
+            c=$(awk '$3 == "pull" {print $5}' <<<"$rows")
+            [ -n "$a" ] && [ -n "$b" ] && [ -n "$c" ] || { echo "hosts: no checked kvsd rows (paced):" >&2; echo "$rows" >&2; exit 1; }
+            printf "%-4s %-28s %17s %8s %8s %11s %12s  %s\n" "" "paced (KVS_LINK_GBPS=$gbps)" "$a" "$b" "$c" "$fp1" "" \
+                "$(cut -d' ' -f1 /proc/loadavg)"
+            qp="$qp $a" qu="$qu $b" ql="$ql $c" fp="$fp $fp1"
+        fi
         algos="$algos ${g#* }"
     done
     G=$(echo "$gl" | median) P=$(echo "$pp" | median) U=$(echo "$pu" | median) L=$(echo "$pl" | median)
     FA=$(echo "$fa" | median) FR=$(echo "$fr" | median)
+    QP=0 QU=0 QL=0 FP=0
+    if ((PACED)); then
+        QP=$(echo "$qp" | median) QU=$(echo "$qu" | median) QL=$(echo "$ql" | median) FP=$(echo "$fp" | median)
+    fi
     awk -v n="$n" -v bd="$bound" -v g="$G" -v p="$P" -v u="$U" -v l="$L" -v fa="$FA" -v fr="$FR" \
+        -v qp="$QP" -v qu="$QU" -v ql="$QL" -v fp="$FP" -v gbps="$gbps" \
         -v rate="$rate" -v reps="$REPS" 'BEGIN {
         printf "| hosts (netns, %s, 1 worker + 1 server each), %s | %d |\n", rate, ENVIRON["SIZE"], n
         printf "|---|---|\n"
@@ -250,6 +272,12 @@ for n in $NS_LIST; do
         printf "| raw TCP, a push'"'"'s bytes: every host to every other at once / a ring, efficiency | %.2f / %.2f |\n", bd / 2 / fa, bd / 2 / fr
         printf "| Gloo best allreduce, efficiency | %.2f (%.1f ms) |\n", bd / g, g
         printf "| pushpull / (push + pull) | %.2f |\n", p / (u + l)
+        if (qp > 0) {
+            printf "| kvsd paced (KVS_LINK_GBPS=%s) pushpull, efficiency | %.2f (%.1f ms) |\n", gbps, bd / qp, qp
+            printf "| kvsd paced push alone / pull alone, efficiency | %.2f / %.2f |\n", bd / 2 / qu, bd / 2 / ql
+            printf "| raw TCP, a push'"'"'s bytes every host to every other at once, paced, efficiency | %.2f |\n", bd / 2 / fp
+            printf "| paced pushpull / (push + pull) | %.2f |\n", qp / (qu + ql)
+        }
         printf "(medians of %d)\n", reps }'
     echo "gloo's best per repetition:$algos"
     cleanup

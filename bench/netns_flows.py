@@ -11,25 +11,32 @@ push and pull do), with MODE ring all to the next host (what a ring
 allreduce's step does).  Two schedules of a2a's bytes: staged, to host
 ME+1 whole, then to ME+2, ... (one flow per link while the hosts keep in
 step); rr, one thread sending 1 MiB to each host in turn (every flow held
-to the same pace).  Every host starts sending at the wall-clock time
+to the same pace); paced, a2a with each connection paced at the link's
+rate (LINK_BPS, bit/s) over the N-1 connections (SO_MAX_PACING_RATE, as
+KVS_LINK_GBPS paces kvsd's).  Every host starts sending at the wall-clock time
 START (seconds since the epoch; the namespaces share the clock) and prints
     flows: host ME MODE received_ms R sent_ms S
 R: until the last byte it receives arrived, S: until its sends returned,
 both from START.  Exit status 0 when every byte arrived."""
+import os
 import socket
 import sys
 import threading
 import time
 
+SO_MAX_PACING_RATE = getattr(socket, "SO_MAX_PACING_RATE", 47)  # Linux
 
 def main():
-    if len(sys.argv) not in (6, 7) or sys.argv[3] not in ("a2a", "ring", "staged", "rr"):
+    if len(sys.argv) not in (6, 7) or sys.argv[3] not in ("a2a", "ring", "staged", "rr", "paced"):
         sys.exit(__doc__)
     me, n, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     start, total = float(sys.argv[4]), int(sys.argv[5])
     port = int(sys.argv[6]) if len(sys.argv) == 7 else 9500
+    link_bps = int(os.environ.get("LINK_BPS", "0"))
+    if mode == "paced" and link_bps <= 0:
+        sys.exit("flows: paced needs LINK_BPS, the link's rate in bit/s")
     addr = lambda i: "10.216.0.%d" % (i + 1)
-    if mode in ("a2a", "staged", "rr"):
+    if mode in ("a2a", "staged", "rr", "paced"):
         # to host me+1 first, then me+2, ... (the order staged and rr keep)
         to = [(me + k) % n for k in range(1, n)]
         frm = [(me - k) % n for k in range(1, n)]
@@ -75,6 +82,8 @@ def main():
                 if time.time() > deadline:
                     sys.exit("flows: host %d cannot reach host %d" % (me, p))
                 time.sleep(0.05)
+        if mode == "paced":  # as KVS_LINK_GBPS paces kvsd's connections
+            s.setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, link_bps // 8 // len(to))
         conns.append(s)
     payload = memoryview(bytes(1 << 20))
 

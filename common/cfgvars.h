@@ -77,6 +77,7 @@
     X(KVS_CHUNK_BYTES, U64, chunk_bytes, DP_CHUNK_BYTES_DEFAULT, 4096, 1ull << 40, NULL, "largest data message sent (bytes)") \
     X(KVS_RSP_CHUNK_BYTES, U64, rsp_chunk_bytes, 256ull << 20, 4096, 1ull << 40, NULL, "largest chunk of a row-sparse key (bytes, whole rows)") \
     X(KVS_CMA, BOOL, cma, true, 0, 0, NULL, "same-host direct memory copies") \
+    X(KVS_LINK_GBPS, DBL, link_gbps, 0, 0, 1e5, NULL, "each host's link rate (Gbit/s): data connections to other hosts paced at their share (0: none)") \
     X(KVS_FUSE_BYTES, U64, fuse_bytes, DP_FUSE_BYTES_DEFAULT, 0, 1u << 30, NULL, "largest fused message (0: no fusion, else >= 4096)") \
     X(KVS_JOB_NICE, INT, job_nice, DP_JOB_NICE_DEFAULT, 0, 19, "idle|auto", "niceness of a server's job threads") \
     X(KVS_P3_CREDIT, U64, p3_credit, DP_P3_CREDIT_DEFAULT, 0, 1ull << 40, NULL, "p3 bytes in flight per server (0: no bound)") \

@@ -72,6 +72,8 @@ typedef struct cfg {
     uint64_t chunk_bytes;           /* KVS_CHUNK_BYTES: largest data message (pipelining) */
     uint64_t rsp_chunk_bytes;       /* KVS_RSP_CHUNK_BYTES: largest chunk of a row-sparse key */
     bool cma;                       /* KVS_CMA: same-host direct memory copies */
+    double link_gbps;               /* KVS_LINK_GBPS: pace connections to other hosts
+                                     * at their share of this rate (0: not paced) */
     uint64_t fuse_bytes;            /* KVS_FUSE_BYTES: largest fused message (0: no fusion) */
     int job_nice;                   /* KVS_JOB_NICE: niceness of a server's job and
                                      * reduction threads (0..19; PRIO_IDLE: "idle";

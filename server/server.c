@@ -22,6 +22,7 @@
 #include "net/link.h"
 #include "net/live.h"
 #include "net/net.h"
+#include "net/pace.h"
 #include "server/cma.h"
 #include "server/metrics.h"
 #include "server/ctl.h"
@@ -48,6 +49,8 @@ typedef struct srv {
     net_auth *auth;
     net_mon *mon; /* connections of the data socket, for the guard */
     net_guard *guard; /* closes connections that never identify themselves */
+    net_pacer *pacer; /* KVS_LINK_GBPS: paces the connections to workers on other
+                       * hosts (NULL: not paced) */
     net_link *link;
     srv_bind *bind; /* per worker rank */
     uv_signal_t sigint, sigterm;
@@ -558,8 +561,11 @@ static void on_data(net_sock *sock, net_msg *m, void *arg)
     }
     if (rc == 0)
         rc = check_sender(s, m, ident, ident_len, h.sender, why, sizeof why);
-    if (rc == 0)
-        net_guard_trust(s->guard, net_msg_fd(m)); /* bound to a worker: never closed */
+    if (rc == 0) {
+        int fd = net_msg_fd(m);
+        net_guard_trust(s->guard, fd); /* bound to a worker: never closed */
+        net_pacer_see(s->pacer, (h.sender - 9) / 2, fd);
+    }
     if (rc == 0 && h.type == PROTO_ANNOUNCE)
         return;
     if (rc == 0 && h.type != PROTO_INIT && h.type != PROTO_PUSH && h.type != PROTO_PULL &&
@@ -925,6 +931,7 @@ static int srv_open(srv *s, const cfg *c, void *zctx, red_pool *pool, const char
     net_auth_set_target(s->auth, s->endpoint); /* workers prove against the table's entry */
     if (net_guard_new(&s->loop, c, s->who, &s->guard) != 0)
         return 1;
+    s->pacer = net_pacer_new(c->link_gbps, cfg_worker_slots(c), 1, s->who, "worker");
     net_guard_set_flush(s->guard, (void (*)(void *))net_sock_drain_now, s->data);
     if (net_mon_new(&s->loop, zctx, net_sock_zmq(s->data),
                     NET_GUARD_EVENTS, on_data_event, s, &s->mon) != 0)
@@ -958,6 +965,7 @@ static void srv_close(srv *s)
     net_link_free(s->link);
     net_mon_free(s->mon);
     net_guard_free(s->guard);
+    net_pacer_free(s->pacer);
     net_sock_free(s->data);
     net_auth_free(s->auth);
     uv_walk(&s->loop, close_walk, NULL);

@@ -107,6 +107,8 @@ static void *io_main(void *arg)
     s->servers = NULL;
     free(s->mons);
     s->mons = NULL;
+    net_pacer_free(s->pacer);
+    s->pacer = NULL;
     /* hellos/cma stay until the store is freed: the map may still point at them */
     pthread_mutex_lock(&s->mu);
     s->credit_live = false; /* the wake handle closes now */

@@ -188,6 +188,10 @@ static void on_registered(kvs_store *s, const proto_hdr *h, const char *body, si
     for (int r = 0; r < s->c.num_server && rc == 0; r++)
         if (s->servers[r] == NULL)
             rc = KVS_EPROTO;
+    /* the members of a local group send at the same time: each its share */
+    if (rc == 0)
+        s->pacer = net_pacer_new(s->c.link_gbps, s->c.num_server, s->local_size, s->who,
+                                 "server");
     if (rc) {
         wrk_io_fail_all(s, rc, "the scheduler's node table is inconsistent");
         return;

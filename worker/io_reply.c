@@ -175,7 +175,6 @@ void wrk_io_on_server(net_sock *sock, net_msg *m, void *arg)
     proto_hdr h, rec;
     char why[256];
     proto_limits lim = {s->c.max_message};
-    (void)sock;
     zmq_msg_t *bodymsg;
     int nbody, fi = 1;
     int rc = net_msg_decode_frames(m, false, &lim, &h, &bodymsg, &nbody, why, sizeof why);
@@ -187,6 +186,10 @@ void wrk_io_on_server(net_sock *sock, net_msg *m, void *arg)
         LOG_LIMITED(LOG_WARN, s->who, "net", "dropped a malformed message from a server: %s", why);
         return;
     }
+    int r = (h.sender - 8) / 2;
+    if (s->pacer && h.sender >= 8 && h.sender % 2 == 0 && r < s->c.num_server &&
+        s->servers[r] == sock)
+        net_pacer_see(s->pacer, r, net_msg_fd(m));
     const char *body = bodymsg ? zmq_msg_data(bodymsg) : NULL;
     if (h.type != PROTO_FUSED_REPLY) {
         on_reply(s, &h, body);

@@ -20,6 +20,7 @@
 #include "net/link.h"
 #include "net/live.h"
 #include "net/net.h"
+#include "net/pace.h"
 #include "reduce/reduce.h"
 #include "worker/pq.h"
 #include "worker/reqmap.h"
@@ -223,6 +224,8 @@ struct kvs_store {
     int *owner;        /* KVS_REPLICAS=1: per key range, the server that owns it now
                         * (failover.h); NULL: not replicated */
     net_mon **mons;    /* per server: connection events of its socket */
+    net_pacer *pacer;  /* KVS_LINK_GBPS: paces the connections to servers on
+                        * other hosts (NULL: not paced) */
     bool *connected;   /* per server: its connection came up */
     char (*server_ep)[128]; /* per server: its endpoint, for messages */
     uv_timer_t connect_timer; /* servers not connected by PS_HEARTBEAT_TIMEOUT are lost */

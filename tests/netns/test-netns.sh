@@ -27,7 +27,9 @@
 # round (plain sums and with a server optimizer) or a server host cut off:
 # the job completes and its final values equal those of the same job
 # without the failure.  A scheduler SIGKILLed at a random round and
-# started again on its host (KVS_SCHEDULER_GRACE): the same.
+# started again on its host (KVS_SCHEDULER_GRACE): the same.  Pacing
+# (KVS_LINK_GBPS) on three such hosts: exact sums, and the kernel shows the
+# connections to other hosts capped at their share, no other capped.
 # --long: bigger jobs and arrays (make test-long).
 #
 # Needs root, ip netns, tc and iptables; otherwise prints one SKIP line.
@@ -554,6 +556,57 @@ case_groups() { # name "L..." S [KVS_LOCAL_AGG]
     teardown
 }
 
+# ------------------------------------------------------------ pacing
+# Three hosts (network and pid namespaces), a worker and a server on each,
+# KVS_LINK_GBPS=1 and direct copies on (the default): each worker paces its
+# connections to the two servers on other hosts at 500 Mbit/s, each server
+# its connections to the two workers on other hosts; the connections within
+# a host and those to the scheduler are not paced.  Exact sums; while the
+# job runs, the kernel's view of host h1's connections (ss) shows the caps.
+case_pacing() { # name
+    local name=$1 t0 seen=$WORK/$1/ss.txt ip1 n
+    want "$name" || return 0
+    new_case "$name"
+    layout_net "1 1 1" || return
+    JOBENV=(DMLC_PS_ROOT_URI="${IP[h0]}" DMLC_NUM_SERVER=3 DMLC_NUM_WORKER=3
+            PS_HEARTBEAT_INTERVAL=1 PS_HEARTBEAT_TIMEOUT=20 PS_VERBOSE=1 KVS_START_TIMEOUT=60
+            MXNET_KVSTORE_BIGARRAY_BOUND=100000 KVS_LINK_GBPS=1)
+    SERVERS=3 WORKER_ENV=
+    WORKER_CMD=("$BUILD/tests/kvs-testworker" sum --dtype f32 --counts 1000,3000000 --rounds 20 --pushpull)
+    t0=$(ms)
+    host_job 1 1 1
+    # each socket on one line: "local peer ... pacing_rate X/CAP ..."
+    while ! wait_rcs 0 w0 w1 w2 && (( $(ms) - t0 < 180000 )); do
+        ip netns exec "${NSOF[h1]}" ss -tinH 2>/dev/null |
+            awk '/^[A-Z]/ { if (l != "") print l; l = $4 " " $5; next } { l = l " " $0 } END { if (l != "") print l }' >>"$seen"
+        sleep 0.1
+    done
+    wait_rcs $((t0 + 180000)) sched s0 s1 s2 w0 w1 w2 || note "still running after 180 s"
+    for n in sched s0 s1 s2 w0 w1 w2; do
+        [[ $(cat "$DIR/rc-$n" 2>/dev/null) == 0 ]] || note "$n: exit $(cat "$DIR/rc-$n" 2>/dev/null || echo running) (expected 0)"
+    done
+    for n in 0 1 2; do
+        grep -q "MISMATCH" "$DIR/w$n.log" && note "w$n: wrong sums"
+        grep -q "pacing the connections to 2 servers on other hosts at 500 Mbit/s each" "$DIR/w$n.log" ||
+            note "w$n did not pace its 2 servers on other hosts at 500 Mbit/s"
+        grep -q "pacing the connections to 2 workers on other hosts at 500 Mbit/s each" "$DIR/s$n.log" ||
+            note "s$n did not pace its 2 workers on other hosts at 500 Mbit/s"
+    done
+    ip1=${IP[h1]}
+    # h1's connections to the other hosts' worker and server (not the
+    # scheduler's port) capped; none to its own address capped
+    local sport capped local_capped
+    read -r sport <"$DIR/sched.port"
+    capped=$(awk -v me="$ip1" -v sp="$sport" '{ split($2, p, ":") } p[1] != me && p[2] != sp && /pacing_rate [^ ]*\/500000000bps/ { print $1, $2 }' "$seen" | sort -u | wc -l)
+    local_capped=$(awk -v me="$ip1" -v sp="$sport" '{ split($2, p, ":") } (p[1] == me || p[2] == sp) && /pacing_rate [^ ]*\/[0-9]+bps/ { print $1, $2 }' "$seen" | sort -u | wc -l)
+    (( capped >= 4 )) || note "h1: $capped connections to other hosts were seen capped at 500 Mbit/s (expected 4: w1 to s0 and s2, s1 to w0 and w2)"
+    (( local_capped == 0 )) || note "h1: $local_capped connections within the host or to the scheduler were capped"
+    SUMMARY="3 hosts of a worker and a server, KVS_LINK_GBPS=1: $capped connections of h1 to other hosts seen paced at 500 Mbit/s, $local_capped others, $(( $(ms) - t0 )) ms"
+    check_orphans
+    finish_case
+    teardown
+}
+
 # ------------------------------------------------------------ replicated servers
 # Three hosts (network AND pid namespaces), a server on each, the scheduler
 # and worker 0 on h0, worker 1 on h1; KVS_REPLICAS=1, KVS_CMA=0.  The same
@@ -774,6 +827,7 @@ command -v unshare >/dev/null 2>&1 && {
     case_replica replica_kill_optim_3hosts "adam learning_rate=0.01 wd=0.001"
     case_replica replica_cut_3hosts "" cut
     case_sched_restart sched_restart_3hosts
+    case_pacing pacing_3hosts
 }
 echo "netns: $pass passed, $fail failed"
 (( fail == 0 ))
