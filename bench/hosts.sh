@@ -151,7 +151,7 @@ wait_all() {
 }
 
 # kvsd_run N RUN [VAR=VALUE...]: one job over N hosts; prints worker 0's
-# checked rows
+# medians (ms) of its checked pushpull, push and pull rows
 kvsd_run() {
     local n=$1 run=$2 i rc=0 ps=""
     local env=("DMLC_PS_ROOT_URI=10.216.0.1" DMLC_PS_ROOT_PORT=9300 "DMLC_NUM_SERVER=$n"
@@ -167,7 +167,13 @@ kvsd_run() {
         tail -n 5 "$dir/$run"-* >&2
         return 1
     fi
-    grep -E "^$SIZE +float32 +(push|pull|pushpull) .* ok$" "$dir/$run-worker0.log"
+    local rows a b c
+    rows=$(grep -E "^$SIZE +float32 +(push|pull|pushpull) .* ok$" "$dir/$run-worker0.log")
+    a=$(awk '$3 == "pushpull" {print $5}' <<<"$rows")
+    b=$(awk '$3 == "push" {print $5}' <<<"$rows")
+    c=$(awk '$3 == "pull" {print $5}' <<<"$rows")
+    [ -n "$a" ] && [ -n "$b" ] && [ -n "$c" ] || { echo "hosts: kvsd run $run: no checked rows:" >&2; echo "$rows" >&2; return 1; }
+    echo "$a $b $c"
 }
 
 # gloo_run N RUN: rank i on host i; prints the best algorithm's median (ms) and name
@@ -234,21 +240,15 @@ for n in $NS_LIST; do
             awk -v m="$m" -v t="$fx" -v bd="$bound" \
                 'BEGIN { printf "     raw TCP %s: %s ms, efficiency %.2f\n", m, t, bd / 2 / t }'
         done
-        rows=$(kvsd_run "$n" "n$n-r$r-kvsd") || exit 1
-        a=$(awk '$3 == "pushpull" {print $5}' <<<"$rows")
-        b=$(awk '$3 == "push" {print $5}' <<<"$rows")
-        c=$(awk '$3 == "pull" {print $5}' <<<"$rows")
-        [ -n "$a" ] && [ -n "$b" ] && [ -n "$c" ] || { echo "hosts: no checked kvsd rows:" >&2; echo "$rows" >&2; exit 1; }
+        abc=$(kvsd_run "$n" "n$n-r$r-kvsd") || exit 1
+        read -r a b c <<<"$abc"
         printf "%-4s %-28s %17s %8s %8s %11s %12s  %s\n" "$r" "$g" "$a" "$b" "$c" "$fa1" "$fr1" \
             "$(cut -d' ' -f1 /proc/loadavg)"
         gl="$gl ${g%% *}" pp="$pp $a" pu="$pu $b" pl="$pl $c" fa="$fa $fa1" fr="$fr $fr1"
         if ((PACED)); then
             fp1=$(flows_run "$n" paced) || exit 1
-            rows=$(kvsd_run "$n" "n$n-r$r-kvsdp" "KVS_LINK_GBPS=$gbps") || exit 1
-            a=$(awk '$3 == "pushpull" {print $5}' <<<"$rows")
-            b=$(awk '$3 == "push" {print $5}' <<<"$rows")
-            c=$(awk '$3 == "pull" {print $5}' <<<"$rows")
-            [ -n "$a" ] && [ -n "$b" ] && [ -n "$c" ] || { echo "hosts: no checked kvsd rows (paced):" >&2; echo "$rows" >&2; exit 1; }
+            abc=$(kvsd_run "$n" "n$n-r$r-kvsdp" "KVS_LINK_GBPS=$gbps") || exit 1
+            read -r a b c <<<"$abc"
             printf "%-4s %-28s %17s %8s %8s %11s %12s  %s\n" "" "paced (KVS_LINK_GBPS=$gbps)" "$a" "$b" "$c" "$fp1" "" \
                 "$(cut -d' ' -f1 /proc/loadavg)"
             qp="$qp $a" qu="$qu $b" ql="$ql $c" fp="$fp $fp1"
