@@ -66,8 +66,8 @@ deps deps-test:
 deps-run:
 	@sh deploy/install-deps.sh run
 
-# (the dependency file names the object both ways: a build with an absolute
-# BUILD, as the test scripts make, and a later relative one share it)
+# (the dependency file names the object both ways: a build given an absolute
+# BUILD and a later relative one share it)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MT $(abspath $@) -MT $(patsubst $(CURDIR)/%,%,$(abspath $@)) -c $< -o $@
