@@ -407,22 +407,31 @@ char *it_slurp(const char *path, size_t *len)
     return buf;
 }
 
+void it_same_files(it_ctx *t, const char *a, const char *b)
+{
+    char pa[PATH_MAX + 64], pb[PATH_MAX + 64];
+    size_t la = 0, lb = 0;
+    snprintf(pa, sizeof pa, "%s/%s", t->dir, a);
+    snprintf(pb, sizeof pb, "%s/%s", t->dir, b);
+    char *x = it_slurp(pa, &la), *y = it_slurp(pb, &lb);
+    IT_ASSERT(t, x && y, "%s or %s is missing", a, b);
+    IT_ASSERT(t, la == lb && la > 0, "%s has %zu bytes, %s %zu", a, la, b, lb);
+    size_t i = 0;
+    while (i < la && x[i] == y[i])
+        i++;
+    IT_ASSERT(t, i == la, "%s and %s differ first at byte %zu of %zu", a, b, i, la);
+    it_info(t, "%s and %s: %zu bytes, identical", a, b, la);
+    free(x);
+    free(y);
+}
+
 void it_same_values(it_ctx *t, int nworkers, const char *a, const char *b)
 {
     for (int w = 0; w < nworkers; w++) {
-        char pa[PATH_MAX + 64], pb[PATH_MAX + 64];
-        size_t la = 0, lb = 0;
-        snprintf(pa, sizeof pa, "%s/%s-w%d", t->dir, a, w);
-        snprintf(pb, sizeof pb, "%s/%s-w%d", t->dir, b, w);
-        char *da = it_slurp(pa, &la), *db = it_slurp(pb, &lb);
-        IT_ASSERT(t, da && db, "cannot read %s or %s", pa, pb);
-        IT_ASSERT(t, la == lb && la > 0, "%s has %zu bytes, %s %zu", pa, la, pb, lb);
-        size_t at = 0;
-        while (at < la && da[at] == db[at])
-            at++;
-        IT_CHECK(t, at == la, "worker %d's final values differ at byte %zu of %zu", w, at, la);
-        free(da);
-        free(db);
+        char fa[256], fb[256];
+        snprintf(fa, sizeof fa, "%s-w%d", a, w);
+        snprintf(fb, sizeof fb, "%s-w%d", b, w);
+        it_same_files(t, fa, fb);
     }
 }
 

@@ -181,9 +181,12 @@ void it_use_worker(it_ctx *t, const char *name);
 /* Read a whole file (malloc'd) or NULL. */
 char *it_slurp(const char *path, size_t *len);
 
-/* Files a-w<r> and b-w<r> in t's directory (the final values worker r
- * wrote in two runs) hold the same bytes, for every r < nworkers; else the
+/* Files a and b of t's directory hold the same bytes (and some); else the
  * test fails naming the first byte that differs. */
+void it_same_files(it_ctx *t, const char *a, const char *b);
+
+/* it_same_files for a-w<r> and b-w<r> (the final values worker r wrote in
+ * two runs), every r < nworkers. */
 void it_same_values(it_ctx *t, int nworkers, const char *a, const char *b);
 
 /* Send sig to proc idx (if still running). */

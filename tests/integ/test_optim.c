@@ -118,25 +118,6 @@ IT_TEST(optim_errors_2x2)
     it_expect_job_ok(t, 90);
 }
 
-/* Compare two files of the test directory byte for byte. */
-static void same_files(it_ctx *t, const char *a, const char *b)
-{
-    char pa[PATH_MAX + 64], pb[PATH_MAX + 64];
-    size_t la = 0, lb = 0;
-    snprintf(pa, sizeof pa, "%s/%s", t->dir, a);
-    snprintf(pb, sizeof pb, "%s/%s", t->dir, b);
-    char *x = it_slurp(pa, &la), *y = it_slurp(pb, &lb);
-    IT_ASSERT(t, x && y, "%s or %s is missing", a, b);
-    IT_ASSERT(t, la == lb && la > 0, "%s has %zu bytes, %s %zu", a, la, b, lb);
-    size_t i = 0;
-    while (i < la && x[i] == y[i])
-        i++;
-    IT_ASSERT(t, i == la, "%s and %s differ first at byte %zu of %zu", a, b, i, la);
-    it_info(t, "%s and %s: %zu bytes, identical", a, b, la);
-    free(x);
-    free(y);
-}
-
 static void restart_proof(it_ctx *t, const char *spec, int auto_ckpt)
 {
     char save[PATH_MAX + 16], autodir[PATH_MAX + 16], from_auto[PATH_MAX + 64];
@@ -171,7 +152,7 @@ static void restart_proof(it_ctx *t, const char *spec, int auto_ckpt)
                                "--load", save, "--dump", "restarted.bin", NULL};
     start_job(t, restarted);
     it_expect_job_ok(t, 60);
-    same_files(t, "straight.bin", "restarted.bin");
+    it_same_files(t, "straight.bin", "restarted.bin");
     if (!auto_ckpt)
         return;
     /* 4: from the first job's automatic checkpoint of round 6 (its generation's
@@ -194,13 +175,13 @@ static void restart_proof(it_ctx *t, const char *spec, int auto_ckpt)
                            from_auto, "--dump", "auto.bin", NULL};
     start_job(t, from6);
     it_expect_job_ok(t, 60);
-    same_files(t, "straight.bin", "auto.bin");
+    it_same_files(t, "straight.bin", "auto.bin");
     /* 5: the directory itself: the newest generation committed everywhere, 9 */
     const char *from9[] = {"train", "--spec", spec, "--from", "9", "--rounds", "10", "--load",
                            autodir, "--dump", "auto9.bin", NULL};
     start_job(t, from9);
     it_expect_job_ok(t, 60);
-    same_files(t, "straight.bin", "auto9.bin");
+    it_same_files(t, "straight.bin", "auto9.bin");
 }
 
 IT_TEST(restart_sgd_momentum_2x2)
